@@ -1,0 +1,1 @@
+"""admitter: a GPU-aware admission controller for Kubernetes."""

@@ -1,0 +1,1 @@
+"""The decision engine: pure, synchronous, deterministic. No I/O, no clock."""
