@@ -1,0 +1,174 @@
+"""The decision core's view of the world: plain, immutable values with no Kubernetes types.
+
+Amounts are integers in each resource's base unit: devices for `nvidia.com/gpu` and other
+extended resources, millicores for `cpu`, bytes for `memory`. Times are seconds on one clock
+that the caller supplies (`Snapshot.now`); the core never reads a clock of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+GPU = "nvidia.com/gpu"
+UNLIMITED = -1
+"""`quota: -1` means the parent's whole amount; `limit: -1` means no cap."""
+
+NON_PREEMPTIBLE_PRIORITY = 100
+"""Workloads at or above this priority are never evicted and only run inside deserved quota."""
+
+Resources = Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """One queue's knobs for one resource, with KAI's meanings."""
+
+    quota: int = 0
+    limit: int = UNLIMITED
+    over_quota_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A ClusterQueue. `order` is its creation rank, the last tie-break among siblings."""
+
+    name: str
+    parent: str | None = None
+    priority: int = 0
+    resources: Mapping[str, ResourceQuota] = field(default_factory=dict)
+    order: int = 0
+    max_min_runtime: float | None = None
+
+    def knobs(self, resource: str) -> ResourceQuota:
+        """A resource the queue does not list has quota 0, no limit, weight 1."""
+        return self.resources.get(resource, _DEFAULT_KNOBS)
+
+
+_DEFAULT_KNOBS = ResourceQuota()
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node as the scheduler sees it. `used` counts pods admitter does not manage."""
+
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    used: Resources = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """`count` identical pods, each asking for `requests`."""
+
+    name: str
+    count: int
+    requests: Resources
+    tolerations: tuple[Toleration, ...] = ()
+
+    def total(self) -> dict[str, int]:
+        return {r: q * self.count for r, q in self.requests.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Node label keys naming topology levels; `None` means no constraint at that strength."""
+
+    required: str | None = None
+    preferred: str | None = None
+
+
+class Phase(Enum):
+    PENDING = "Pending"
+    ADMITTED = "Admitted"
+    FINISHED = "Finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One gang: every pod of every pod set runs, or none does.
+
+    `min_runtime` seconds are protected from preemption and charged to the queue's budget;
+    0 makes the workload unfunded (free, preemptible at any moment). `submitted_at` survives
+    requeueing so a preempted workload keeps its place. `placement` maps node name to pod
+    count for an admitted workload (assumed or bound).
+    """
+
+    key: str
+    queue: str
+    pod_sets: tuple[PodSet, ...]
+    submitted_at: float
+    priority: int = 0
+    min_runtime: float = 0.0
+    resumable: bool = True
+    topology: TopologyRequest = TopologyRequest()
+    phase: Phase = Phase.PENDING
+    admitted_at: float | None = None
+    placement: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def funded(self) -> bool:
+        return self.min_runtime > 0
+
+    @property
+    def preemptible(self) -> bool:
+        return self.priority < NON_PREEMPTIBLE_PRIORITY
+
+    def requests(self) -> dict[str, int]:
+        """Total requests over all pod sets."""
+        total: dict[str, int] = {}
+        for pod_set in self.pod_sets:
+            for resource, amount in pod_set.requests.items():
+                total[resource] = total.get(resource, 0) + amount * pod_set.count
+        return total
+
+    def protected_until(self) -> float | None:
+        """End of the protected min runtime, or None when not running or unfunded."""
+        if self.admitted_at is None or not self.funded:
+            return None
+        return self.admitted_at + self.min_runtime
+
+
+@dataclass(frozen=True, slots=True)
+class FairShareSettings:
+    """Time-based fair share. `window == 0` turns it off (usage then plays no part)."""
+
+    window: float = 7 * 86400.0
+    half_life: float = 0.0
+    k_value: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """Funded GPU use of one leaf queue: `gpus` devices held from `start` to `end`."""
+
+    queue: str
+    start: float
+    end: float
+    gpus: float
