@@ -1,0 +1,95 @@
+"""ClusterQueue: a node of the queue tree that owns quota, with KAI's per-resource knobs."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from admitter.api.base import ApiModel, Condition, ObjectName, Resource, ResourceName
+from admitter.api.duration import Duration
+from admitter.api.quantity import Quantity, format_quantity
+
+DEFAULT_MAX_MIN_RUNTIME = 8 * 3600.0
+"""Ai2's chosen cap on protected runtime; used when no queue on the path sets one."""
+
+
+class ResourceQuotaSpec(ApiModel):
+    """How much of one resource a queue deserves, may borrow, and how it shares surplus."""
+
+    quota: Quantity = Decimal(0)
+    """Deserved amount, handed out before any surplus; -1 means the parent's whole amount."""
+    limit: Quantity = Decimal(-1)
+    """Hard cap including borrowed capacity; -1 means no cap."""
+    over_quota_weight: float = Field(default=1.0, ge=0)
+    """Share of surplus relative to siblings of equal priority; 0 takes no surplus."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ResourceQuotaSpec:
+        for field in ("quota", "limit"):
+            value = getattr(self, field)
+            if value < 0 and value != -1:
+                raise ValueError(
+                    f"{field} must be -1 or not negative, got {format_quantity(value)}"
+                )
+        if self.limit != -1 and self.quota != -1 and self.limit < self.quota:
+            raise ValueError(
+                f"limit {format_quantity(self.limit)} is below quota "
+                f"{format_quantity(self.quota)}"
+            )
+        if self.quota == -1 and self.limit != -1:
+            raise ValueError(
+                f"quota -1 (the parent's whole amount) cannot have limit "
+                f"{format_quantity(self.limit)}"
+            )
+        return self
+
+
+class ClusterQueueSpec(ApiModel):
+    """Where a queue sits in the tree and what it may use."""
+
+    parent: ObjectName | None = None
+    """Name of the parent ClusterQueue; absent for a root."""
+    priority: int = 0
+    """Among siblings, higher priority receives surplus first; weight only splits equals."""
+    resources: dict[ResourceName, ResourceQuotaSpec] = Field(default_factory=dict)
+    """Knobs per resource (`nvidia.com/gpu`, `cpu`, `memory`, any extended resource)."""
+    max_min_runtime: Duration | None = None
+    """Longest protected min runtime a workload here may declare; inherited from the parent,
+    8h when no queue on the path sets it."""
+
+
+class ClusterQueueStatus(ApiModel):
+    """What the queue holds and deserves now, as the last admission cycle saw it."""
+
+    allocated: dict[ResourceName, Quantity] = Field(default_factory=dict)
+    """Requests of admitted workloads in this queue and its descendants."""
+    fair_share: dict[ResourceName, Quantity] = Field(default_factory=dict)
+    """Deserved plus the surplus this queue is entitled to now."""
+    deserved: dict[ResourceName, Quantity] = Field(default_factory=dict)
+    """min(quota, requestable): granted regardless of siblings."""
+    pending_workloads: int = 0
+    """Workloads waiting for admission."""
+    admitted_workloads: int = 0
+    """Workloads holding quota."""
+    gpu_hours_in_window: float = 0.0
+    """Funded GPU-hours used inside the fair-share lookback window."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Latest observations, e.g. `Active`."""
+
+
+class ClusterQueue(Resource):
+    """A node in the hierarchical queue tree; workloads are admitted into leaves only."""
+
+    kind_name: ClassVar[str] = "ClusterQueue"
+    plural: ClassVar[str] = "clusterqueues"
+    short_names: ClassVar[tuple[str, ...]] = ("cq",)
+    namespaced: ClassVar[bool] = False
+
+    kind: Literal["ClusterQueue"] = "ClusterQueue"
+    """Always `ClusterQueue`."""
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    """Desired state."""
+    status: ClusterQueueStatus | None = None
+    """Observed state, written by the controller."""

@@ -1,0 +1,81 @@
+"""The Job-facing contract: the label and annotations a researcher puts on a `batch/v1` Job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from admitter.api.duration import format_duration, parse_duration
+
+QUEUE_LABEL = "admitter.dev/queue-name"
+MIN_RUNTIME_ANNOTATION = "admitter.dev/min-runtime"
+RESUMABLE_ANNOTATION = "admitter.dev/resumable"
+TOPOLOGY_REQUIRED_ANNOTATION = "admitter.dev/topology-required"
+TOPOLOGY_PREFERRED_ANNOTATION = "admitter.dev/topology-preferred"
+
+
+class ContractError(ValueError):
+    """A bad label or annotation; the message names the key, the value and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobContract:
+    """What a Job declared through its annotations."""
+
+    min_runtime: float
+    resumable: bool
+    topology_required: str | None
+    topology_preferred: str | None
+
+
+def parse_contract(
+    annotations: Mapping[str, str],
+    *,
+    max_min_runtime: float,
+    topology_levels: list[str] | None,
+) -> JobContract:
+    """Read and check the contract annotations.
+
+    `topology_levels` is the cluster's Topology (coarsest first), or None when none exists.
+    A missing min runtime means unfunded (0): nothing is charged unless asked for.
+    """
+    raw_min = annotations.get(MIN_RUNTIME_ANNOTATION, "0")
+    try:
+        min_runtime = parse_duration(raw_min)
+    except ValueError as exc:
+        raise ContractError(f"annotation {MIN_RUNTIME_ANNOTATION}: {exc}") from None
+    if min_runtime > max_min_runtime:
+        raise ContractError(
+            f"annotation {MIN_RUNTIME_ANNOTATION}={raw_min!r} is above the queue's "
+            f"maxMinRuntime {format_duration(max_min_runtime)}; ask for at most that"
+        )
+    raw_resumable = annotations.get(RESUMABLE_ANNOTATION, "true")
+    if raw_resumable not in ("true", "false"):
+        raise ContractError(
+            f"annotation {RESUMABLE_ANNOTATION}={raw_resumable!r} must be 'true' or 'false'"
+        )
+    required = annotations.get(TOPOLOGY_REQUIRED_ANNOTATION) or None
+    preferred = annotations.get(TOPOLOGY_PREFERRED_ANNOTATION) or None
+    for key, level in ((TOPOLOGY_REQUIRED_ANNOTATION, required),
+                       (TOPOLOGY_PREFERRED_ANNOTATION, preferred)):
+        if level is None:
+            continue
+        if topology_levels is None:
+            raise ContractError(f"annotation {key}={level!r}: the cluster defines no Topology")
+        if level not in topology_levels:
+            raise ContractError(
+                f"annotation {key}={level!r} is not a topology level; use one of "
+                + ", ".join(topology_levels)
+            )
+    if (
+        required is not None
+        and preferred is not None
+        and topology_levels is not None
+        and topology_levels.index(preferred) < topology_levels.index(required)
+    ):
+        raise ContractError(
+            f"annotation {TOPOLOGY_PREFERRED_ANNOTATION}={preferred!r} is coarser than "
+            f"{TOPOLOGY_REQUIRED_ANNOTATION}={required!r}; the preferred level must be the "
+            "same or finer"
+        )
+    return JobContract(min_runtime, raw_resumable == "true", required, preferred)

@@ -1,0 +1,110 @@
+"""Workload: admitter's record of one managed Job, and the source of truth for its admission."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from admitter.api.base import ApiModel, Condition, ObjectName, Resource, ResourceList
+from admitter.api.duration import Duration
+
+CONDITION_QUOTA_RESERVED = "QuotaReserved"
+CONDITION_ADMITTED = "Admitted"
+CONDITION_EVICTED = "Evicted"
+CONDITION_FINISHED = "Finished"
+
+
+class PodSetSpec(ApiModel):
+    """A group of identical pods."""
+
+    name: str = Field(min_length=1)
+    """Pod set name; `main` for a plain Job."""
+    count: int = Field(ge=1)
+    """How many pods (the Job's parallelism)."""
+    requests: ResourceList = Field(default_factory=dict)
+    """Requests of one pod, summed over its containers."""
+
+
+class TopologyRequestSpec(ApiModel):
+    """Where the gang must, or should, be kept together."""
+
+    required: str | None = None
+    """Node label key of a Topology level: all pods in one domain of it."""
+    preferred: str | None = None
+    """Node label key of a level tried first, falling back level by level."""
+
+
+class WorkloadSpec(ApiModel):
+    """What the workload needs and the scheduling contract it declared."""
+
+    queue_name: ObjectName
+    """The LocalQueue, in the workload's namespace, it was submitted to."""
+    pod_sets: list[PodSetSpec] = Field(min_length=1)
+    """Pod sets admitted together, all or nothing."""
+    priority: int = 0
+    """Orders workloads inside their queue only; 100 or more is non-preemptible."""
+    priority_class_name: str | None = None
+    """The PriorityClass the priority came from."""
+    min_runtime: Duration = 0.0
+    """Protected from preemption and charged to the budget for this long; 0 = unfunded."""
+    resumable: bool = True
+    """Whether progress survives preemption (the job checkpoints)."""
+    topology: TopologyRequestSpec | None = None
+    """Optional placement constraint."""
+
+
+class NodeHint(ApiModel):
+    """How many pods of a pod set the admission check assumed on a node."""
+
+    pod_set: str
+    """Pod set name."""
+    node: str
+    """Node name."""
+    count: int = Field(ge=1)
+    """Pods assumed there."""
+
+
+class Admission(ApiModel):
+    """Where and when the workload was admitted."""
+
+    cluster_queue: ObjectName
+    """The leaf ClusterQueue charged."""
+    topology_domain: dict[str, str] = Field(default_factory=dict)
+    """Node label key and value injected as a required node affinity, e.g. rack = r3."""
+    node_hints: list[NodeHint] = Field(default_factory=list)
+    """Per-node pod counts the gang-fit check assumed."""
+    admitted_at: datetime
+    """When the admission was recorded."""
+
+
+class WorkloadStatus(ApiModel):
+    """Admission state, recorded before the Job is touched so a restart can finish or undo it."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    """`QuotaReserved`, `Admitted`, `Evicted`, `Finished`, each with reason and message."""
+    admission: Admission | None = None
+    """Set while the workload holds quota."""
+    charged_gpu_seconds: float = 0.0
+    """Funded GPU-seconds charged to the queue's budget so far."""
+    eviction_count: int = 0
+    """How many times the workload was evicted and requeued."""
+    requeue_at: datetime | None = None
+    """Earliest next admission after a pods-ready timeout (exponential backoff)."""
+
+
+class Workload(Resource):
+    """One per managed Job; owned by the Job so it is deleted with it."""
+
+    kind_name: ClassVar[str] = "Workload"
+    plural: ClassVar[str] = "workloads"
+    short_names: ClassVar[tuple[str, ...]] = ("wl",)
+    namespaced: ClassVar[bool] = True
+
+    kind: Literal["Workload"] = "Workload"
+    """Always `Workload`."""
+    spec: WorkloadSpec
+    """What the workload needs."""
+    status: WorkloadStatus | None = None
+    """Observed state, written by the controller."""
