@@ -117,7 +117,8 @@ class Workload:
     `min_runtime` seconds are protected from preemption and charged to the queue's budget;
     0 makes the workload unfunded (free, preemptible at any moment). `submitted_at` survives
     requeueing so a preempted workload keeps its place. `placement` maps node name to pod
-    count for an admitted workload (assumed or bound).
+    count for an admitted workload (assumed or bound); `pod_set_placements` is the same split
+    per pod set (in `pod_sets` order), needed to count heterogeneous pod sets exactly.
     """
 
     key: str
@@ -131,6 +132,7 @@ class Workload:
     phase: Phase = Phase.PENDING
     admitted_at: float | None = None
     placement: Mapping[str, int] = field(default_factory=dict)
+    pod_set_placements: tuple[Mapping[str, int], ...] = ()
 
     @property
     def funded(self) -> bool:
