@@ -5,31 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from admitter.api.errors import InputError
+from admitter.commands import crds, fairshare
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _crds(args: argparse.Namespace) -> int:
-    from admitter.api.crds import render_crds, write_crds
-
-    directory = Path(args.out)
-    if args.check:
-        stale = [
-            name
-            for name, text in render_crds().items()
-            if not (directory / name).exists() or (directory / name).read_text() != text
-        ]
-        if stale:
-            print(f"stale in {directory}: {', '.join(stale)}; run `admitter crds`", file=sys.stderr)
-            return 1
-        print(f"{directory} is up to date")
-        return 0
-    for path in write_crds(directory):
-        print(path)
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    crds = commands.add_parser("crds", help="write the CustomResourceDefinitions from the API")
-    crds.add_argument("--out", default="crds", help="directory (default: crds)")
-    crds.add_argument("--check", action="store_true", help="fail if the directory is stale")
-    crds.set_defaults(handler=_crds)
+    for command in (crds, fairshare):
+        command.register(commands)
     return parser
 
 

@@ -1,0 +1,28 @@
+# Two entry points for a newcomer: `make demo` and `make test`. Everything else supports them.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup control-plane demo test lint
+
+$(BIN)/admitter: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	touch $@
+
+setup: $(BIN)/admitter
+
+control-plane:
+	bash hack/build.sh
+
+demo: setup
+	$(BIN)/admitter fairshare examples/kai-fairshare.yaml
+
+test: setup control-plane
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/admitter crds --check

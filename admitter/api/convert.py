@@ -1,0 +1,69 @@
+"""From API objects to the decision core's plain values: the one place units are resolved."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+
+from admitter.api.clusterqueue import ClusterQueueSpec
+from admitter.api.quantity import to_base_units
+from admitter.api.scenario import ClusterSpec
+from admitter.api.topology import HOSTNAME_LABEL
+from admitter.core.model import Node, Queue, ResourceQuota, Taint
+from admitter.core.queue_tree import QueueTree
+
+
+def core_resources(amounts: Mapping[str, Decimal]) -> dict[str, int]:
+    """Integer base units per resource (millicores for cpu)."""
+    return {name: to_base_units(name, amount) for name, amount in amounts.items()}
+
+
+def _knob(resource: str, amount: Decimal) -> int:
+    return -1 if amount == -1 else to_base_units(resource, amount)
+
+
+def core_queue(name: str, spec: ClusterQueueSpec, order: int) -> Queue:
+    """A ClusterQueue spec as the core sees it; `order` is its creation rank."""
+    return Queue(
+        name=name,
+        parent=spec.parent,
+        priority=spec.priority,
+        resources={
+            resource: ResourceQuota(
+                quota=_knob(resource, knobs.quota),
+                limit=_knob(resource, knobs.limit),
+                over_quota_weight=knobs.over_quota_weight,
+            )
+            for resource, knobs in spec.resources.items()
+        },
+        order=order,
+        max_min_runtime=spec.max_min_runtime,
+    )
+
+
+def effective_max_min_runtime(tree: QueueTree, queue: str, default: float) -> float:
+    """The nearest `maxMinRuntime` on the path to the root, else the cluster default."""
+    for name in tree.path(queue)[::-1]:
+        value = tree.queue(name).max_min_runtime
+        if value is not None:
+            return value
+    return default
+
+
+def topology_levels(cluster: ClusterSpec) -> tuple[str, ...]:
+    """The scenario's levels with the host level appended: each node is its own domain."""
+    levels = tuple(cluster.topology)
+    return levels if HOSTNAME_LABEL in levels else (*levels, HOSTNAME_LABEL)
+
+
+def scenario_nodes(cluster: ClusterSpec) -> list[Node]:
+    """Expand node groups into named nodes carrying their hostname label."""
+    nodes = []
+    for group in cluster.node_groups:
+        allocatable = core_resources(group.capacity)
+        taints = tuple(Taint(t.key, t.value, t.effect) for t in group.taints)
+        for index in range(group.count):
+            name = f"{group.name_prefix}{index}"
+            labels = {**group.labels, HOSTNAME_LABEL: name}
+            nodes.append(Node(name=name, allocatable=allocatable, labels=labels, taints=taints))
+    return nodes
