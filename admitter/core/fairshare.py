@@ -1,0 +1,223 @@
+"""Hierarchical fair share: how much of each resource every queue should hold right now.
+
+Per resource, top down: the roots divide the schedulable capacity, every parent's fair share is
+what its children divide. At each level, with requestable = min(demand, limit):
+
+1. Deserved: min(quota, requestable) (quota -1 = the whole amount being divided), granted
+   even when the quotas add up to more than there is. Priority plays no part.
+2. Over-quota: the rest goes to the highest priority bucket first; a lower bucket only sees
+   what the higher one cannot use. Inside a bucket, in rounds, each queue with weight > 0 that
+   wants more is offered a portion in proportion to its share weight
+   max(0, nW + k·(nW − usage)); a queue wanting no more than its portion takes what it wants,
+   the others take the floor of their portion. Rounds repeat while some queue took less than
+   its portion, since only then is there something new to divide.
+3. Remainder: the units lost to flooring in the last round go one each to the queues of the
+   bucket with the largest fractional part of that round's portion, ties to the queue created
+   first, then to the smaller name. Queues that were satisfied have no fraction.
+
+Arithmetic is exact: share weights are floats (weights, usage and k are), but each round turns
+them into integers over a common power-of-two denominator, so portions, floors and fractions
+are integer arithmetic. The result is therefore independent of the order queues are given in,
+and memory in bytes is divided without rounding error. Nothing loops per unit of a resource:
+the remainder step hands out fewer units than the bucket has queues.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import NamedTuple
+
+from admitter.core.model import UNLIMITED, Queue
+from admitter.core.queue_tree import QueueTree
+
+
+class ResourceShare(NamedTuple):
+    """One queue's division of one resource.
+
+    `deserved` is step 1's grant, min(quota, requestable): what the queue is owed whatever
+    its siblings do. `fair_share` adds its over-quota part. Both are capped by `requestable`.
+    """
+
+    fair_share: int
+    deserved: int
+    requestable: int
+
+
+_NOTHING = ResourceShare(0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FairShare:
+    """Every queue's `ResourceShare` per resource; unknown pairs read as all zero."""
+
+    shares: Mapping[str, Mapping[str, ResourceShare]]
+    resources: tuple[str, ...]
+
+    def of(self, queue: str, resource: str) -> ResourceShare:
+        return self.shares.get(queue, {}).get(resource, _NOTHING)
+
+    def share(self, queue: str, resource: str) -> int:
+        return self.of(queue, resource).fair_share
+
+    def deserved(self, queue: str, resource: str) -> int:
+        return self.of(queue, resource).deserved
+
+    def requestable(self, queue: str, resource: str) -> int:
+        return self.of(queue, resource).requestable
+
+
+class _Claim:
+    """One queue's working state while one resource is divided among its siblings."""
+
+    __slots__ = ("deserved", "fair", "name", "priority", "quota", "requestable", "usage", "weight")
+
+    def __init__(
+        self, name: str, priority: int, quota: int, weight: float, usage: float, requestable: int
+    ) -> None:
+        self.name = name
+        self.priority = priority
+        self.quota = quota
+        self.weight = weight
+        self.usage = usage
+        self.requestable = requestable
+        self.deserved = 0
+        self.fair = 0
+
+
+def compute_fair_share(
+    tree: QueueTree,
+    capacity: Mapping[str, int],
+    demand: Mapping[str, Mapping[str, int]],
+    usage: Mapping[str, float],
+    k_value: float,
+) -> FairShare:
+    """Divide `capacity` (schedulable nodes) over the tree.
+
+    `demand` is per leaf queue: the summed requests of its pending and admitted funded
+    workloads. `usage` is normalised per queue (see `usage.normalised_usage`); it only shapes
+    over-quota shares, and `k_value` 0 ignores it.
+    """
+    for queue in demand:
+        tree.validate_leaf(queue)
+    resources = tuple(sorted(set(capacity).union(*demand.values())))
+    bottom_up = [tree.queue(name) for name in reversed(tuple(tree))]
+    groups = tree.sibling_groups()
+    shares: dict[str, dict[str, ResourceShare]] = {name: {} for name in tree}
+    for resource in resources:
+        claims = _claims(bottom_up, resource, demand, usage)
+        for parent, children in groups:
+            amount = capacity.get(resource, 0) if parent is None else claims[parent].fair
+            _divide(amount, [claims[name] for name in children], k_value)
+        for name, claim in claims.items():
+            shares[name][resource] = ResourceShare(claim.fair, claim.deserved, claim.requestable)
+    return FairShare(shares, resources)
+
+
+def _claims(
+    bottom_up: Sequence[Queue],
+    resource: str,
+    demand: Mapping[str, Mapping[str, int]],
+    usage: Mapping[str, float],
+) -> dict[str, _Claim]:
+    """Claims for every queue (`bottom_up`: children before parents), requestable first.
+
+    A parent's demand is what its children can request (their demand already capped by their
+    limits), so a parent is never handed capacity that no child below it could use.
+    """
+    claims: dict[str, _Claim] = {}
+    below: dict[str, int] = {}
+    for queue in bottom_up:
+        name = queue.name
+        knobs = queue.knobs(resource)
+        wanted = below.pop(name, None)
+        if wanted is None:
+            wanted = demand.get(name, {}).get(resource, 0)
+        requestable = wanted if knobs.limit == UNLIMITED else min(wanted, knobs.limit)
+        claims[name] = _Claim(
+            name,
+            queue.priority,
+            knobs.quota,
+            knobs.over_quota_weight,
+            usage.get(name, 0.0),
+            requestable,
+        )
+        if queue.parent is not None:
+            below[queue.parent] = below.get(queue.parent, 0) + requestable
+    return claims
+
+
+def _divide(amount: int, siblings: Sequence[_Claim], k_value: float) -> None:
+    """Split `amount` among `siblings` (in creation order): deserved, then over-quota."""
+    remaining = amount
+    for claim in siblings:
+        quota = amount if claim.quota == UNLIMITED else claim.quota
+        claim.deserved = claim.fair = max(0, min(quota, claim.requestable))
+        remaining -= claim.fair
+    if remaining <= 0:
+        return
+    by_priority = sorted(siblings, key=lambda claim: -claim.priority)
+    for _, bucket in groupby(by_priority, key=lambda claim: claim.priority):
+        remaining = _share_bucket(remaining, list(bucket), k_value)
+        if remaining == 0:
+            return
+
+
+def _share_bucket(remaining: int, bucket: list[_Claim], k_value: float) -> int:
+    """Over-quota rounds and remainder for one priority bucket; returns what it could not use."""
+    wanting = [claim for claim in bucket if claim.weight > 0 and claim.fair < claim.requestable]
+    fractions: list[int] = []
+    while remaining > 0 and wanting:
+        weights = _share_weights(wanting, k_value)
+        total = sum(weights)
+        offered = remaining
+        still_wanting: list[_Claim] = []
+        fractions = []
+        took_less = False
+        for claim, weight in zip(wanting, weights, strict=True):
+            units, fraction = divmod(offered * weight, total)
+            want = claim.requestable - claim.fair
+            if want <= units:
+                claim.fair += want
+                remaining -= want
+                took_less = took_less or want < units or fraction > 0
+            else:
+                claim.fair += units
+                remaining -= units
+                still_wanting.append(claim)
+                fractions.append(fraction)
+        wanting = still_wanting
+        if not took_less:
+            break
+    ranked = sorted(
+        zip(fractions, range(len(wanting)), wanting, strict=True),
+        key=lambda item: (-item[0], item[1]),
+    )
+    for fraction, _, claim in ranked:
+        if remaining <= 0 or fraction == 0:
+            break
+        claim.fair += 1
+        remaining -= 1
+    return remaining
+
+
+def _share_weights(wanting: Sequence[_Claim], k_value: float) -> list[int]:
+    """KAI's share weights, exactly, as integers proportional to them.
+
+    nW + k·(nW − usage) is scaled by Σ weight to w·(1 + k) − k·usage·Σw, which avoids a
+    division and is exactly w when k is 0. If usage clips every weight to 0 (possible only at
+    the roots, when recorded usage exceeds the cluster's current GPU-time), plain weights
+    decide: usage may reorder who gets surplus, never leave it undivided.
+    """
+    total_weight = math.fsum(claim.weight for claim in wanting)
+    weights = [
+        max(0.0, claim.weight * (1 + k_value) - k_value * claim.usage * total_weight)
+        for claim in wanting
+    ]
+    if not any(weights):
+        weights = [claim.weight for claim in wanting]
+    ratios = [weight.as_integer_ratio() for weight in weights]
+    scale = max(denominator for _, denominator in ratios)
+    return [numerator * (scale // denominator) for numerator, denominator in ratios]
