@@ -119,6 +119,8 @@ class Workload:
     requeueing so a preempted workload keeps its place. `placement` maps node name to pod
     count for an admitted workload (assumed or bound); `pod_set_placements` is the same split
     per pod set (in `pod_sets` order), needed to count heterogeneous pod sets exactly.
+    `pods_ready` turns false while an admitted gang waits for its pods to run; `eligible_at`
+    is the earliest readmission after a pods-ready timeout (backoff).
     """
 
     key: str
@@ -133,6 +135,8 @@ class Workload:
     admitted_at: float | None = None
     placement: Mapping[str, int] = field(default_factory=dict)
     pod_set_placements: tuple[Mapping[str, int], ...] = ()
+    pods_ready: bool = True
+    eligible_at: float = 0.0
 
     @property
     def funded(self) -> bool:

@@ -1,0 +1,301 @@
+"""One admission cycle: snapshot in, decisions out. The steps read in the order they run.
+
+1. Fair share for the snapshot's demand, usage and schedulable capacity.
+2. Evictions that do not depend on anyone pending: gangs whose pods never became ready, and
+   work on cordoned nodes once past its min runtime (Ai2's automatic drain).
+3. Entitled admissions, best-ranked queue first (DRF order, re-ranked after each admission):
+   funded workloads that stay within their queue's fair share (non-preemptible ones within
+   deserved quota). One that does not fit may make room by preemption or reclaim (see
+   `preemption`); the first that has waited past the starvation bound gets nodes reserved.
+4. Borrowing: funded workloads over their fair share, then unfunded ones, take what is still
+   free. They are what reclaim takes back later, which is why borrowing comes last.
+5. Every workload still pending gets the fact that blocks it.
+
+As many workloads are admitted per cycle as fit; there is no one-head-per-queue limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from admitter.core.decisions import (
+    Admission,
+    CycleResult,
+    Eviction,
+    EvictionReason,
+    Pending,
+    Snapshot,
+)
+from admitter.core.fairshare import FairShare, compute_fair_share
+from admitter.core.model import GPU, Phase, Workload
+from admitter.core.nodes import ClusterState
+from admitter.core.placement import Placement, PlacementFailure, place
+from admitter.core.preemption import Blocked, RoomFinder
+from admitter.core.queue_order import workload_key
+from admitter.core.queue_tree import QueueTree
+from admitter.core.quota import QuotaLedger
+from admitter.core.reservation import reserve
+from admitter.core.selection import QueueSelector
+from admitter.core.status import queue_statuses
+from admitter.core.usage import normalised_usage, windowed_usage
+
+
+def run_cycle(snapshot: Snapshot) -> CycleResult:
+    """Decide admissions and evictions for one snapshot; pure and deterministic."""
+    cycle = _Cycle(snapshot)
+    cycle.evict_unready_and_drained()
+    cycle.admit_entitled()
+    cycle.admit_borrowers()
+    return cycle.result()
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.now = snapshot.now
+        self.tree = QueueTree(snapshot.queues)
+        self.nodes = {node.name: node for node in snapshot.nodes}
+        workloads = sorted(snapshot.workloads, key=lambda w: w.key)
+        valid = [w for w in workloads if w.queue in self.tree and self.tree.is_leaf(w.queue)]
+        admitted = [w for w in valid if w.phase is Phase.ADMITTED]
+        self.state = ClusterState(
+            snapshot.nodes, snapshot.topology,
+            [w for w in workloads if w.phase is Phase.ADMITTED],
+        )
+        self.usage, self.fair = self._fair_share(valid)
+        self.ledger = QuotaLedger(self.tree, self.fair, admitted)
+        self.running = {w.key: w for w in admitted}
+        self.finder = RoomFinder(self.state, self.ledger, self.running, self.now)
+        self.admissions: list[Admission] = []
+        self.evictions: list[Eviction] = []
+        self.pending: dict[str, Pending] = {}
+        self.waiting = {
+            leaf: sorted((w for w in valid if w.queue == leaf and w.phase is Phase.PENDING),
+                         key=workload_key)
+            for leaf in self.tree.leaves()
+        }
+        self.position = {w.key: i + 1 for ws in self.waiting.values() for i, w in enumerate(ws)}
+        self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
+        self.failures: dict[object, PlacementFailure] = {}
+        self.reserved_for: str | None = None
+        self.preemption_tried: set[str] = set()
+        self.over_share: dict[str, str] = {}
+        valid_keys = {w.key for w in valid}
+        for workload in workloads:
+            if workload.key not in valid_keys and workload.phase is Phase.PENDING:
+                self._wait(workload, "InvalidQueue",
+                           f"queue {workload.queue} is not a leaf ClusterQueue")
+
+    def _fair_share(self, valid: list[Workload]) -> tuple[dict[str, float], FairShare]:
+        capacity = self.state.schedulable_capacity()
+        demand: dict[str, dict[str, int]] = {}
+        for workload in valid:
+            if workload.funded:
+                leaf = demand.setdefault(workload.queue, {})
+                for resource, amount in workload.requests().items():
+                    leaf[resource] = leaf.get(resource, 0) + amount
+        settings = self.snapshot.settings.fair_share
+        usage: dict[str, float] = {}
+        if settings.window > 0:
+            raw = windowed_usage(self.snapshot.usage, self.now, settings, self.tree)
+            usage = normalised_usage(self.tree, raw, capacity.get(GPU, 0), settings)
+        k_value = settings.k_value if settings.window > 0 else 0.0
+        return usage, compute_fair_share(self.tree, capacity, demand, usage, k_value)
+
+    # Step 2 -----------------------------------------------------------------------------
+
+    def evict_unready_and_drained(self) -> None:
+        timeout = self.snapshot.settings.pods_ready_timeout
+        for workload in list(self.running.values()):
+            started = workload.admitted_at or self.now
+            if not workload.pods_ready and started + timeout <= self.now:
+                self._evict(workload, EvictionReason.PODS_READY_TIMEOUT,
+                            f"pods not all running {timeout:g}s after admission")
+                continue
+            cordoned = sorted(n for n in workload.placement
+                              if n in self.nodes and self.nodes[n].unschedulable)
+            until = workload.protected_until()
+            if cordoned and (until is None or until <= self.now):
+                self._evict(workload, EvictionReason.DRAINED,
+                            f"node {cordoned[0]} is cordoned; min runtime is over")
+
+    # Step 3 -----------------------------------------------------------------------------
+
+    def admit_entitled(self) -> None:
+        funded = {
+            leaf: [w for w in ws if w.funded and self._eligible(w)]
+            for leaf, ws in self.waiting.items()
+        }
+        self._serve(funded, self._try_entitled)
+
+    def _try_entitled(self, workload: Workload) -> bool:
+        limit = self.ledger.limit_block(workload)
+        if limit is not None:
+            self._wait(workload, "LimitExceeded", limit.message())
+            return False
+        in_quota_only = not workload.preemptible
+        share = self.ledger.share_block(workload, deserved_only=in_quota_only)
+        if share is None:
+            placed = self._place(workload)
+            if isinstance(placed, Placement):
+                self._admit(workload, placed, "within fair share")
+                return True
+            why = placed.reason
+        else:
+            why = share.message()
+        blocked = self._make_room(workload, in_quota_only, same_queue_only=share is not None)
+        if blocked is None:
+            return True
+        if share is not None and not in_quota_only:
+            self.over_share[workload.key] = why
+            self.deferred[workload.queue].append(workload)
+            return False
+        if blocked.protected_until is not None:
+            names = ", ".join(w.key for w in blocked.protected[:3])
+            self._wait(workload, "ProtectedVictims",
+                       f"{why}; the workloads that could make room ({names}) are protected by "
+                       f"their min runtime until t={blocked.protected_until:g}s",
+                       retry_at=blocked.protected_until)
+        else:
+            self._wait(workload, "QuotaExceeded" if share is not None else "NoFit", why)
+            self._reserve_if_starving(workload)
+        return False
+
+    def _make_room(self, workload: Workload, in_quota_only: bool,
+                   same_queue_only: bool) -> Blocked | None:
+        """Preempt or reclaim; tried for the first workload of each queue that fails, once
+        per cycle (simulations are the expensive part of a cycle). None once admitted."""
+        if workload.queue in self.preemption_tried:
+            return Blocked((), None)
+        self.preemption_tried.add(workload.queue)
+
+        def admissible(candidate: Workload) -> bool:
+            return (self.ledger.limit_block(candidate) is None
+                    and self.ledger.share_block(candidate, deserved_only=in_quota_only) is None)
+
+        room = self.finder.find(workload, admissible, same_queue_only=same_queue_only)
+        if isinstance(room, Blocked):
+            return room
+        for victim in room.victims:
+            self.running.pop(victim.workload.key)
+            self.evictions.append(Eviction(victim.workload.key, victim.workload.queue,
+                                           victim.reason, victim.message, workload.key))
+        self.failures.clear()
+        self._admit(workload, room.placement,
+                    f"after evicting {', '.join(v.workload.key for v in room.victims)}")
+        return None
+
+    def _reserve_if_starving(self, workload: Workload) -> None:
+        bound = self.snapshot.settings.starvation_bound
+        if self.reserved_for is not None or self.now - workload.submitted_at < bound:
+            return
+        described = reserve(self.state, self.nodes, workload)
+        if described is not None:
+            self.reserved_for = workload.key
+            self.failures.clear()
+            pending = self.pending[workload.key]
+            self.pending[workload.key] = replace(
+                pending, reason="Reserved", message=f"{pending.message}; {described}")
+
+    # Step 4 -----------------------------------------------------------------------------
+
+    def admit_borrowers(self) -> None:
+        self._serve(self.deferred, self._try_borrow)
+        unfunded = {
+            leaf: [w for w in ws if not w.funded and self._eligible(w)]
+            for leaf, ws in self.waiting.items()
+        }
+        self._serve(unfunded, self._try_borrow)
+
+    def _try_borrow(self, workload: Workload) -> bool:
+        limit = self.ledger.limit_block(workload)
+        if limit is not None:
+            self._wait(workload, "LimitExceeded", limit.message())
+            return False
+        placed = self._place(workload)
+        if isinstance(placed, Placement):
+            self._admit(workload, placed, "borrowing idle capacity"
+                        if workload.funded else "unfunded, on idle capacity")
+            return True
+        over = self.over_share.get(workload.key)
+        if over is None:
+            self._wait(workload, "NoFit", placed.reason)
+        else:
+            self._wait(workload, "QuotaExceeded",
+                       f"{over}, and there is no idle capacity to borrow: {placed.reason}")
+        return False
+
+    # Shared mechanics -------------------------------------------------------------------
+
+    def _serve(self, work: dict[str, list[Workload]], attempt: Callable[[Workload], bool]) -> None:
+        """Offer capacity leaf by leaf in queue order, each workload once, in queue order."""
+        cursor = dict.fromkeys(work, 0)
+        selector = QueueSelector(self.tree, self.fair, self.usage, self.ledger,
+                                 [leaf for leaf, ws in work.items() if ws])
+        while (leaf := selector.best()) is not None:
+            workload = work[leaf][cursor[leaf]]
+            cursor[leaf] += 1
+            evictions = len(self.evictions)
+            if attempt(workload):
+                selector.refresh(leaf)
+                for eviction in self.evictions[evictions:]:
+                    selector.refresh(eviction.queue)
+            if cursor[leaf] == len(work[leaf]):
+                selector.retire(leaf)
+
+    def _eligible(self, workload: Workload) -> bool:
+        if workload.eligible_at <= self.now:
+            return True
+        self._wait(workload, "Backoff", "requeued after its pods were not ready in time",
+                   retry_at=workload.eligible_at)
+        return False
+
+    def _place(self, workload: Workload) -> Placement | PlacementFailure:
+        """Placement, remembering failures until capacity is freed (admissions only shrink it)."""
+        shape = (tuple((p.count, tuple(sorted(p.requests.items())), p.tolerations)
+                       for p in workload.pod_sets), workload.topology)
+        known = self.failures.get(shape)
+        if known is not None:
+            return known
+        placed = place(self.state, workload)
+        if isinstance(placed, PlacementFailure):
+            self.failures[shape] = placed
+        return placed
+
+    def _admit(self, workload: Workload, placement: Placement, why: str) -> None:
+        self.state.assume(workload.key, workload.pod_sets, placement.node_counts)
+        self.state.commit()
+        admitted = replace(workload, phase=Phase.ADMITTED, admitted_at=self.now,
+                           placement=placement.merged(),
+                           pod_set_placements=placement.node_counts)
+        self.ledger.add(admitted)
+        self.running[workload.key] = admitted
+        self.pending.pop(workload.key, None)
+        where = ("in " + ", ".join(f"{k}={v}" for k, v in placement.affinity.items())
+                 if placement.affinity else "anywhere in the cluster")
+        self.admissions.append(Admission(workload.key, workload.queue, placement.node_counts,
+                                         dict(placement.affinity), f"{why}; placed {where}"))
+
+    def _evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
+        self.state.release(workload.key)
+        self.state.commit()
+        self.ledger.remove(workload)
+        self.running.pop(workload.key)
+        self.failures.clear()
+        self.evictions.append(Eviction(workload.key, workload.queue, reason, message))
+
+    def _wait(self, workload: Workload, reason: str, message: str,
+              retry_at: float | None = None) -> None:
+        self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
+                                             self.position.get(workload.key, 0), retry_at)
+
+    def result(self) -> CycleResult:
+        return CycleResult(
+            admissions=tuple(self.admissions),
+            evictions=tuple(self.evictions),
+            pending=tuple(self.pending[key] for key in sorted(self.pending)),
+            fair_share=self.fair,
+            queues=queue_statuses(self.tree, self.ledger, self.running.values(),
+                                  self.pending.values()),
+        )

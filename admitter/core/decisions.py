@@ -1,0 +1,102 @@
+"""What goes into one admission cycle and what comes out of it.
+
+The controller builds a `Snapshot` from its informer caches, the simulator from its in-memory
+cluster; both hand it to `run_cycle` and apply the `CycleResult` their own way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from admitter.core.fairshare import FairShare
+from admitter.core.model import FairShareSettings, Node, Queue, UsageRecord, Workload
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSettings:
+    """The knobs the cycle itself reads (a subset of the API's Settings)."""
+
+    fair_share: FairShareSettings = field(default_factory=FairShareSettings)
+    starvation_bound: float = 1800.0
+    pods_ready_timeout: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A frozen view of the cluster at `now`: every decision of a cycle is made against it.
+
+    `workloads` holds the pending and admitted ones (finished workloads no longer matter);
+    `usage` holds funded GPU use records reaching into the fair-share window.
+    """
+
+    now: float
+    nodes: Sequence[Node]
+    topology: Sequence[str]
+    queues: Sequence[Queue]
+    workloads: Sequence[Workload]
+    usage: Sequence[UsageRecord] = ()
+    settings: CycleSettings = field(default_factory=CycleSettings)
+
+
+class EvictionReason(Enum):
+    PREEMPTED = "Preempted"
+    RECLAIMED = "Reclaimed"
+    DRAINED = "Drained"
+    PODS_READY_TIMEOUT = "PodsReadyTimeout"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Admit `key`: the pods per node per pod set the gang check assumed, and the required
+    node-affinity term (label key → value) to inject; empty for no topology constraint."""
+
+    key: str
+    queue: str
+    pod_set_nodes: tuple[Mapping[str, int], ...]
+    affinity: Mapping[str, str]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Evict and requeue `key`; `preemptor` names the workload the room was made for."""
+
+    key: str
+    queue: str
+    reason: EvictionReason
+    message: str
+    preemptor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Why `key` still waits, naming the blocking fact; `position` is its rank in its queue
+    (1 = next). `retry_at` is when the blocking fact ends by itself, if known (e.g. the end of
+    a victim's protected min runtime)."""
+
+    key: str
+    queue: str
+    reason: str
+    message: str
+    position: int
+    retry_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """What a ClusterQueue's status shows after the cycle."""
+
+    allocated: Mapping[str, int]
+    pending: int
+    admitted: int
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    admissions: tuple[Admission, ...]
+    evictions: tuple[Eviction, ...]
+    pending: tuple[Pending, ...]
+    fair_share: FairShare
+    queues: Mapping[str, QueueStatus] = field(default_factory=dict)

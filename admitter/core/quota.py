@@ -1,0 +1,111 @@
+"""Who holds what, per queue and its ancestors, while a cycle admits and evicts.
+
+Two ledgers: `funded` counts workloads with a min runtime (they are what fair share divides and
+what reclaim compares against), `held` counts every admitted workload (limits are hard caps on
+everything a queue holds, borrowed or free). Changes are plain additions, so simulating an
+eviction and undoing it is a matter of applying the opposite change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from admitter.core.fairshare import FairShare
+from admitter.core.model import UNLIMITED, Resources, Workload
+from admitter.core.queue_tree import QueueTree
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaBlock:
+    """Why a workload may not take more in a queue: which resource, how much, against what."""
+
+    queue: str
+    resource: str
+    holding: int
+    request: int
+    bound: int
+    bound_name: str
+
+    def message(self) -> str:
+        return (
+            f"queue {self.queue} holds {self.holding} {self.resource}; {self.request} more "
+            f"would exceed its {self.bound_name} of {self.bound}"
+        )
+
+
+class QuotaLedger:
+    """Allocation per queue (subtree sums), kept current as the cycle decides."""
+
+    def __init__(self, tree: QueueTree, fair: FairShare, admitted: Iterable[Workload]) -> None:
+        self._tree = tree
+        self._fair = fair
+        self._paths = {leaf: tree.path(leaf) for leaf in tree.leaves()}
+        self.funded: dict[str, dict[str, int]] = {name: {} for name in tree}
+        self.held: dict[str, dict[str, int]] = {name: {} for name in tree}
+        for workload in admitted:
+            self.add(workload)
+
+    def path(self, leaf: str) -> tuple[str, ...]:
+        """Root first, ending with the leaf."""
+        return self._paths[leaf]
+
+    def add(self, workload: Workload, sign: int = 1) -> None:
+        requests = workload.requests()
+        for name in self._paths[workload.queue]:
+            _accumulate(self.held[name], requests, sign)
+            if workload.funded:
+                _accumulate(self.funded[name], requests, sign)
+
+    def remove(self, workload: Workload) -> None:
+        self.add(workload, -1)
+
+    def limit_block(self, workload: Workload) -> QuotaBlock | None:
+        """The first queue on the path whose hard limit the workload would break."""
+        requests = workload.requests()
+        for name in self._paths[workload.queue]:
+            knobs = self._tree.queue(name)
+            for resource, amount in requests.items():
+                limit = knobs.knobs(resource).limit
+                holding = self.held[name].get(resource, 0)
+                if limit != UNLIMITED and holding + amount > limit:
+                    return QuotaBlock(name, resource, holding, amount, limit, "limit")
+        return None
+
+    def share_block(self, workload: Workload, *, deserved_only: bool) -> QuotaBlock | None:
+        """The first queue on the path where the workload would pass its fair share (or, for
+        non-preemptible work, its deserved quota), counting funded allocation only."""
+        requests = workload.requests()
+        for name in self._paths[workload.queue]:
+            for resource, amount in requests.items():
+                share = self._fair.of(name, resource)
+                bound = share.deserved if deserved_only else share.fair_share
+                holding = self.funded[name].get(resource, 0)
+                if holding + amount > bound:
+                    label = "deserved quota" if deserved_only else "fair share"
+                    return QuotaBlock(name, resource, holding, amount, bound, label)
+        return None
+
+    def above_fair_share(self, queue: str) -> bool:
+        """Holds more funded capacity than its fair share of some resource."""
+        return any(
+            amount > self._fair.share(queue, resource)
+            for resource, amount in self.funded[queue].items()
+        )
+
+    def over_share_ratio(self, queue: str) -> float:
+        """How over-served a queue is: its largest funded allocation / fair share excess."""
+        worst = 0.0
+        for resource, amount in self.funded[queue].items():
+            share = self._fair.share(queue, resource)
+            if amount > share:
+                worst = max(worst, (amount - share) / max(share, 1))
+        return worst
+
+    def allocated(self, queue: str) -> Resources:
+        return self.held[queue]
+
+
+def _accumulate(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
+    for resource, amount in amounts.items():
+        target[resource] = target.get(resource, 0) + sign * amount

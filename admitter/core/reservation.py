@@ -1,0 +1,85 @@
+"""Starvation guard: a large gang must not wait forever behind a stream of small jobs.
+
+The rule: once a funded workload has waited longer than `starvation_bound` and still does not
+fit, the highest-ranked such workload gets nodes reserved for the rest of the cycle. Inside the
+domain its required topology allows (the whole cluster without one), the nodes with the most
+free capacity are picked until their *allocatable* capacity could hold the gang; whatever is
+free on them is held back from every later admission of the cycle. Work running there finishes
+or is preempted, nothing new lands there, so free capacity accumulates in one place until the
+gang fits. The choice is recomputed each cycle and is stable, because reserved nodes only gain
+free capacity while other nodes keep being filled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from admitter.core.model import GPU, Node, PodSet, Workload
+from admitter.core.nodes import ClusterState
+from admitter.core.topology import Domain
+
+RESERVATION_KEY = "\0reservation"
+
+
+def reserve(state: ClusterState, nodes: Mapping[str, Node], workload: Workload) -> str | None:
+    """Hold free capacity on enough nodes for `workload`; return a description, or None when
+    no domain could ever hold it."""
+    chosen = _nodes_for(state, nodes, workload)
+    if not chosen:
+        return None
+    free = {name: state.free(name) for name in chosen}
+    held = [name for name in chosen if any(free[name].values())]
+    state.assume(
+        RESERVATION_KEY,
+        [PodSet(name, 1, free[name]) for name in held],
+        [{name: 1} for name in held],
+    )
+    return f"{len(chosen)} node(s) reserved for {workload.key}: {', '.join(chosen[:4])}" + (
+        ", …" if len(chosen) > 4 else "")
+
+
+def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workload) -> list[str]:
+    level = workload.topology.required
+    domains: list[Domain] = state.tree.domains(level) if level else [state.tree.root]
+    best: tuple[int, int, list[str]] | None = None
+    for domain in domains:
+        picked = _enough(state, nodes, domain, workload)
+        if picked is None:
+            continue
+        free_gpus = sum(state.free(name).get(GPU, 0) for name in domain.nodes)
+        if best is None or free_gpus > best[0] or (free_gpus == best[0] and domain.order < best[1]):
+            best = (free_gpus, domain.order, picked)
+    return best[2] if best else []
+
+
+def _enough(state: ClusterState, nodes: Mapping[str, Node], domain: Domain,
+            workload: Workload) -> list[str] | None:
+    """The domain's nodes, most free GPUs first, until their allocatable holds every pod set."""
+    ranked = sorted(domain.nodes, key=lambda n: (-state.free(n).get(GPU, 0), n))
+    remaining = [pod_set.count for pod_set in workload.pod_sets]
+    picked: list[str] = []
+    for name in ranked:
+        if not any(remaining):
+            break
+        spare = {r: a - nodes[name].used.get(r, 0) for r, a in nodes[name].allocatable.items()}
+        took = False
+        for index, pod_set in enumerate(workload.pod_sets):
+            fit = _pods_on(spare, pod_set)
+            take = min(fit, remaining[index])
+            if take:
+                remaining[index] -= take
+                for resource, amount in pod_set.requests.items():
+                    spare[resource] -= amount * take
+                took = True
+        if took:
+            picked.append(name)
+    return picked if not any(remaining) else None
+
+
+def _pods_on(spare: Mapping[str, int], pod_set: PodSet) -> int:
+    fit: int | None = None
+    for resource, amount in pod_set.requests.items():
+        if amount > 0:
+            count = spare.get(resource, 0) // amount
+            fit = count if fit is None else min(fit, count)
+    return 0 if fit is None else max(fit, 0)

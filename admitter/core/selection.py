@@ -1,0 +1,82 @@
+"""Which leaf queue is offered capacity next, kept current as allocations change.
+
+The order is `queue_order.sibling_key` applied level by level. Re-sorting every queue after
+every admission would cost O(queues) per decision; instead each parent keeps a heap of its
+children and an admission re-keys only the admitted leaf and its ancestors (O(depth · log
+fan-out)). Stale heap entries are skipped lazily by a version stamp.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+
+from admitter.core.fairshare import FairShare
+from admitter.core.queue_order import SiblingKey, sibling_key
+from admitter.core.queue_tree import QueueTree
+from admitter.core.quota import QuotaLedger
+
+_Entry = tuple[SiblingKey, int, str]
+
+
+class QueueSelector:
+    """Best leaf first among leaves that still have work to offer."""
+
+    def __init__(
+        self,
+        tree: QueueTree,
+        fair: FairShare,
+        usage: Mapping[str, float],
+        ledger: QuotaLedger,
+        leaves: Iterable[str],
+    ) -> None:
+        self._tree = tree
+        self._fair = fair
+        self._usage = usage
+        self._ledger = ledger
+        self._version: dict[str, int] = {}
+        self._active: dict[str, int] = {}
+        self._heaps: dict[str | None, list[_Entry]] = {}
+        for leaf in leaves:
+            for name in self._ledger.path(leaf):
+                self._active[name] = self._active.get(name, 0) + 1
+        for name in self._active:
+            self._push(name)
+
+    def best(self) -> str | None:
+        """The leaf to serve next, or None when no leaf has work left."""
+        parent: str | None = None
+        while True:
+            heap = self._heaps.get(parent)
+            while heap and not self._valid(heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                return None
+            name = heap[0][2]
+            if self._tree.is_leaf(name):
+                return name
+            parent = name
+
+    def refresh(self, leaf: str) -> None:
+        """Re-key a leaf and its ancestors after its allocation changed."""
+        for name in self._ledger.path(leaf):
+            if self._active.get(name, 0) > 0:
+                self._push(name)
+
+    def retire(self, leaf: str) -> None:
+        """The leaf has nothing more to offer in this pass."""
+        if self._active.get(leaf, 0) <= 0:
+            return
+        for name in self._ledger.path(leaf):
+            self._active[name] -= 1
+        self.refresh(leaf)
+
+    def _push(self, name: str) -> None:
+        version = self._version.get(name, 0) + 1
+        self._version[name] = version
+        key = sibling_key(self._tree, self._fair, self._usage, name, self._ledger.funded[name])
+        heapq.heappush(self._heaps.setdefault(self._tree.parent(name), []), (key, version, name))
+
+    def _valid(self, entry: _Entry) -> bool:
+        _, version, name = entry
+        return self._version.get(name) == version and self._active.get(name, 0) > 0
