@@ -78,7 +78,7 @@ class _Cycle:
         self.position = {w.key: i + 1 for ws in self.waiting.values() for i, w in enumerate(ws)}
         self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
         self.failures: dict[object, PlacementFailure] = {}
-        self.reserved_for: str | None = None
+        self.reserved_for: Workload | None = None
         self.preemption_tried: set[str] = set()
         self.over_share: dict[str, str] = {}
         valid_keys = {w.key for w in valid}
@@ -108,7 +108,7 @@ class _Cycle:
     def evict_unready_and_drained(self) -> None:
         timeout = self.snapshot.settings.pods_ready_timeout
         for workload in list(self.running.values()):
-            started = workload.admitted_at or self.now
+            started = self.now if workload.admitted_at is None else workload.admitted_at
             if not workload.pods_ready and started + timeout <= self.now:
                 self._evict(workload, EvictionReason.PODS_READY_TIMEOUT,
                             f"pods not all running {timeout:g}s after admission")
@@ -130,6 +130,8 @@ class _Cycle:
         self._serve(funded, self._try_entitled)
 
     def _try_entitled(self, workload: Workload) -> bool:
+        if self._behind_reservation(workload):
+            return False
         limit = self.ledger.limit_block(workload)
         if limit is not None:
             self._wait(workload, "LimitExceeded", limit.message())
@@ -147,6 +149,8 @@ class _Cycle:
         blocked = self._make_room(workload, in_quota_only, same_queue_only=share is not None)
         if blocked is None:
             return True
+        if self._reserve_if_starving(workload, in_quota_only):
+            return False
         if share is not None and not in_quota_only:
             self.over_share[workload.key] = why
             self.deferred[workload.queue].append(workload)
@@ -159,7 +163,6 @@ class _Cycle:
                        retry_at=blocked.protected_until)
         else:
             self._wait(workload, "QuotaExceeded" if share is not None else "NoFit", why)
-            self._reserve_if_starving(workload)
         return False
 
     def _make_room(self, workload: Workload, in_quota_only: bool,
@@ -186,17 +189,31 @@ class _Cycle:
                     f"after evicting {', '.join(v.workload.key for v in room.victims)}")
         return None
 
-    def _reserve_if_starving(self, workload: Workload) -> None:
+    def _reserve_if_starving(self, workload: Workload, in_quota_only: bool) -> bool:
+        """The first blocked workload past the starvation bound that its queue could hold by
+        itself gets nodes reserved, and its queue admits nothing behind it this cycle."""
         bound = self.snapshot.settings.starvation_bound
-        if self.reserved_for is not None or self.now - workload.submitted_at < bound:
-            return
+        if (self.reserved_for is not None or self.now - workload.submitted_at < bound
+                or self.ledger.share_block(workload, deserved_only=in_quota_only, alone=True)):
+            return False
         described = reserve(self.state, self.nodes, workload)
-        if described is not None:
-            self.reserved_for = workload.key
-            self.failures.clear()
-            pending = self.pending[workload.key]
-            self.pending[workload.key] = replace(
-                pending, reason="Reserved", message=f"{pending.message}; {described}")
+        if described is None:
+            return False
+        self.reserved_for = workload
+        self.failures.clear()
+        waited = self.now - workload.submitted_at
+        self._wait(workload, "Reserved",
+                   f"waited {waited:g}s, past the starvation bound of {bound:g}s; {described}")
+        return True
+
+    def _behind_reservation(self, workload: Workload) -> bool:
+        head = self.reserved_for
+        if head is None or head.queue != workload.queue:
+            return False
+        self._wait(workload, "BehindReservation",
+                   f"queue {workload.queue} admits nothing behind {head.key}, which waited "
+                   "past the starvation bound")
+        return True
 
     # Step 4 -----------------------------------------------------------------------------
 
@@ -209,6 +226,8 @@ class _Cycle:
         self._serve(unfunded, self._try_borrow)
 
     def _try_borrow(self, workload: Workload) -> bool:
+        if self._behind_reservation(workload):
+            return False
         limit = self.ledger.limit_block(workload)
         if limit is not None:
             self._wait(workload, "LimitExceeded", limit.message())

@@ -9,7 +9,7 @@ Three kinds of victim, never mixed up:
 Non-preemptible workloads (priority ≥ 100, funded) are never victims.
 
 Victims are tried in order (unfunded, lowest priority, most over-served queue, most recently
-started), each released on the `ClusterState` and the quota ledger until the preemptor fits;
+started, then most recently submitted), each released on the `ClusterState` and the quota ledger until the preemptor fits;
 then every victim whose return still leaves room is given back (minimal set). Anything not
 proved is rolled back (KAI's Statement: checkpoint, evict, place, commit or roll back).
 """
@@ -119,7 +119,7 @@ class RoomFinder:
         """Victim candidates in eviction order, and those only their protected min runtime
         keeps safe."""
         needs = set(preemptor.requests())
-        ranked: list[tuple[tuple[bool, int, float, float, str], Workload]] = []
+        ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
         protected: list[Workload] = []
         for workload in self._running.values():
             if same_queue_only and workload.queue != preemptor.queue:
@@ -137,6 +137,7 @@ class RoomFinder:
                 workload.priority,
                 -self._ledger.over_share_ratio(workload.queue),
                 -(workload.admitted_at or 0.0),
+                -workload.submitted_at,
                 workload.key,
             )
             ranked.append((order, workload))

@@ -72,15 +72,17 @@ class QuotaLedger:
                     return QuotaBlock(name, resource, holding, amount, limit, "limit")
         return None
 
-    def share_block(self, workload: Workload, *, deserved_only: bool) -> QuotaBlock | None:
+    def share_block(self, workload: Workload, *, deserved_only: bool,
+                    alone: bool = False) -> QuotaBlock | None:
         """The first queue on the path where the workload would pass its fair share (or, for
-        non-preemptible work, its deserved quota), counting funded allocation only."""
+        non-preemptible work, its deserved quota), counting funded allocation only; `alone`
+        asks whether it would pass even if the queue held nothing else."""
         requests = workload.requests()
         for name in self._paths[workload.queue]:
             for resource, amount in requests.items():
                 share = self._fair.of(name, resource)
                 bound = share.deserved if deserved_only else share.fair_share
-                holding = self.funded[name].get(resource, 0)
+                holding = 0 if alone else self.funded[name].get(resource, 0)
                 if holding + amount > bound:
                     label = "deserved quota" if deserved_only else "fair share"
                     return QuotaBlock(name, resource, holding, amount, bound, label)
