@@ -1,0 +1,1 @@
+"""`admitter simulate`: a discrete-event simulator around the controller's own decision core."""

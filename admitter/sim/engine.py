@@ -1,0 +1,294 @@
+"""The event loop: jump between moments where something can change, and let the controller's
+own decision core (`run_cycle`) decide on the cycle grid.
+
+Moments are submissions, completions, cluster events, and wake-ups known in advance: the end
+of a running funded workload's protected min runtime, a pending workload reaching the
+starvation bound, a `Pending.retry_at`. A change at t is acted on at the first cycle boundary
+k·cycle ≥ t; time in between is skipped, not stepped through.
+
+Re-run rule. The core is deterministic: fed the same state, only time-dependent facts can
+change its answer. So the cycle runs at the first boundary at or after
+1. a change: submission, completion, cordon/uncordon, or the previous cycle's own admissions
+   and evictions (which may unblock more);
+2. a known future moment: a protection ending, a starvation bound reached, a retry_at;
+3. and otherwise every `drift_cycles` boundaries while work is pending and something runs,
+   for the one fact nobody announces: usage sliding through the fair-share window.
+It is skipped when it could not matter: nothing pending and no cordoned node holding work.
+With no horizon the run ends once nothing runs, nothing new will arrive, and the last cycle
+after the last change admitted nothing; what is left is reported unfinished.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import IntEnum
+from itertools import count
+
+from admitter.api.convert import scenario_nodes, topology_levels
+from admitter.api.scenario import ClusterEvent, Scenario
+from admitter.api.scenario_file import queue_tree
+from admitter.commands.fairshare import core_fair_share_settings
+from admitter.core.cycle import run_cycle
+from admitter.core.decisions import Admission, CycleSettings, Eviction, Snapshot
+from admitter.sim.accounting import Accounting
+from admitter.sim.jobs import Job, Stint
+from admitter.sim.ledger import UsageLedger
+from admitter.sim.workloads import Instance, expand
+
+DRIFT_CYCLES = 30
+"""Boundaries between re-runs while nothing changes but usage drifts (5 min at 10 s)."""
+
+Progress = Callable[[float, int], None]
+"""Told the simulated time and how many workloads have finished, after each finish."""
+
+
+class SimulationError(RuntimeError):
+    """The core decided something the simulator cannot apply: a bug, never bad input."""
+
+
+class _Kind(IntEnum):
+    """Order of events at the same instant: what frees capacity before what asks for it."""
+
+    FINISH = 0
+    CLUSTER = 1
+    SUBMIT = 2
+    WAKE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything the result is computed from."""
+
+    scenario: Scenario
+    jobs: list[Job]
+    """Submitted workloads in submission order."""
+    unsubmitted: int
+    end: float
+    cycles: int
+    """How many times the core ran."""
+    wasted_gpu_s: float
+    accounting: Accounting
+
+
+class Simulation:
+    """One run of a scenario; `seed` permutes simultaneous submissions and the node order."""
+
+    def __init__(self, scenario: Scenario, seed: int = 0, drift_cycles: int = DRIFT_CYCLES):
+        self._scenario = scenario
+        self._period = scenario.settings.cycle
+        self._drift = drift_cycles
+        tree = queue_tree(scenario)
+        self._queues = tuple(tree.queue(name) for name in tree)
+        self._levels = topology_levels(scenario.cluster)
+        nodes = scenario_nodes(scenario.cluster)
+        random.Random(seed).shuffle(nodes)
+        self._nodes = {node.name: node for node in nodes}
+        self._cordoned: set[str] = set()
+        self._node_list = tuple(nodes)
+        fair_share = core_fair_share_settings(scenario)
+        self._settings = CycleSettings(
+            fair_share, scenario.settings.starvation_bound, scenario.settings.pods_ready_timeout
+        )
+        self._ledger = UsageLedger(fair_share, scenario.history)
+        self.accounting = Accounting(tree, nodes)
+        self._jobs: dict[str, Job] = {}
+        self._pending: dict[str, Job] = {}
+        self._running: dict[str, Job] = {}
+        self._events: list[tuple[float, int, int, object]] = []
+        self._order = count()
+        self._arrivals = 0
+        """Submissions and cluster events still ahead: they keep a run without horizon alive."""
+        self._wakes: set[float] = set()
+        self._due: int | None = None
+        self._last_cycle = -1
+        self._now = 0.0
+        self._cycles = 0
+        self._finished = 0
+        self._wasted = 0.0
+        instances = expand(scenario, seed)
+        for instance in instances:
+            self._push(instance.submitted_at, _Kind.SUBMIT, instance)
+        for event in scenario.events:
+            self._push(event.at, _Kind.CLUSTER, event)
+        self._total = len(instances)
+        self._arrivals = len(instances) + len(scenario.events)
+
+    def run(self, progress: Progress | None = None) -> Outcome:
+        horizon = self._scenario.horizon
+        while horizon is not None or not self._settled():
+            at_event = self._events[0][0] if self._events else math.inf
+            due = self._next_cycle()
+            at = min(at_event, due * self._period if due is not None else math.inf)
+            if at == math.inf or (horizon is not None and at > horizon):
+                break
+            self._now = at
+            self.accounting.advance(at)
+            if at == at_event:
+                self._apply_events(at, progress)
+            elif due is not None:
+                self._cycle(due)
+        end = horizon if horizon is not None else self._now
+        self.accounting.advance(end)
+        return Outcome(
+            self._scenario,
+            list(self._jobs.values()),
+            self._total - len(self._jobs),
+            end,
+            self._cycles,
+            self._wasted,
+            self.accounting,
+        )
+
+    # -- scheduling of cycles ---------------------------------------------------------------
+
+    def _settled(self) -> bool:
+        return not self._running and not self._arrivals and (
+            not self._pending or self._due is None
+        )
+
+    def _next_cycle(self) -> int | None:
+        due = self._due
+        if self._pending and self._running:
+            drift = max(self._last_cycle + self._drift, self._boundary(self._now))
+            due = drift if due is None else min(due, drift)
+        return due
+
+    def _boundary(self, at: float) -> int:
+        """Index of the first cycle boundary at or after `at`."""
+        return math.ceil(round(at / self._period, 9))
+
+    def _request(self, at: float) -> None:
+        boundary = self._boundary(at)
+        self._due = boundary if self._due is None else min(self._due, boundary)
+
+    def _wake(self, at: float) -> None:
+        if at not in self._wakes:
+            self._wakes.add(at)
+            self._push(at, _Kind.WAKE, None)
+
+    def _worth_cycling(self) -> bool:
+        if self._pending:
+            return True
+        return bool(self._cordoned) and any(
+            not self._cordoned.isdisjoint(job.stints[-1].nodes) for job in self._running.values()
+        )
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _push(self, at: float, kind: _Kind, payload: object) -> None:
+        heapq.heappush(self._events, (at, kind, next(self._order), payload))
+
+    def _apply_events(self, at: float, progress: Progress | None) -> None:
+        while self._events and self._events[0][0] == at:
+            _, kind, _, payload = heapq.heappop(self._events)
+            if kind == _Kind.FINISH:
+                assert isinstance(payload, tuple)
+                job, stint = payload
+                if job.running is stint:
+                    self._finish(job, at)
+                    if progress is not None:
+                        progress(at, self._finished)
+            elif kind == _Kind.SUBMIT:
+                assert isinstance(payload, Instance)
+                self._submit(payload, at)
+            elif kind == _Kind.CLUSTER:
+                assert isinstance(payload, ClusterEvent)
+                self._cluster(payload, at)
+            else:
+                self._wakes.discard(at)
+                if self._worth_cycling():
+                    self._request(at)
+
+    def _submit(self, instance: Instance, at: float) -> None:
+        self._arrivals -= 1
+        job = Job(instance)
+        self._jobs[job.key] = job
+        self._pending[job.key] = job
+        self.accounting.demand(instance.pending, 1)
+        if self._settings.starvation_bound > 0:
+            self._wake(at + self._settings.starvation_bound)
+        self._request(at)
+
+    def _finish(self, job: Job, at: float) -> None:
+        del self._running[job.key]
+        self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
+        self.accounting.demand(job.instance.pending, -1)
+        self._ledger.close(job.key, at)
+        job.finish(at)
+        self._finished += 1
+        self._request(at)
+
+    def _cluster(self, event: ClusterEvent, at: float) -> None:
+        self._arrivals -= 1
+        name = event.cordon if event.cordon is not None else event.uncordon
+        assert name is not None
+        cordon = event.cordon is not None
+        if cordon:
+            self._cordoned.add(name)
+        else:
+            self._cordoned.discard(name)
+        self._nodes[name] = replace(self._nodes[name], unschedulable=cordon)
+        self._node_list = tuple(self._nodes.values())
+        self.accounting.cordon(name, cordon)
+        self._request(at)
+
+    # -- cycles -----------------------------------------------------------------------------
+
+    def _cycle(self, index: int) -> None:
+        at = index * self._period
+        self._due = None
+        self._last_cycle = index
+        if not self._worth_cycling():
+            return
+        result = run_cycle(self._snapshot(at))
+        self._cycles += 1
+        for eviction in result.evictions:
+            self._evict(eviction, at)
+        for admission in result.admissions:
+            self._admit(admission, at)
+        if result.evictions or result.admissions:
+            self._due = index + 1
+        for pending in result.pending:
+            if pending.retry_at is not None and pending.retry_at > at:
+                self._wake(pending.retry_at)
+
+    def _snapshot(self, at: float) -> Snapshot:
+        workloads = [job.workload for job in self._running.values()]
+        workloads += [job.workload for job in self._pending.values()]
+        return Snapshot(
+            now=at,
+            nodes=self._node_list,
+            topology=self._levels,
+            queues=self._queues,
+            workloads=workloads,
+            usage=self._ledger.records(at),
+            settings=self._settings,
+        )
+
+    def _evict(self, eviction: Eviction, at: float) -> None:
+        job = self._running.pop(eviction.key, None)
+        if job is None:
+            raise SimulationError(f"the core evicted {eviction.key}, which is not running")
+        self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
+        lost = job.stop(at, eviction.reason.value, eviction.preemptor)
+        self._wasted += lost * job.instance.gpus
+        self._ledger.close(job.key, at)
+        self._pending[job.key] = job
+
+    def _admit(self, admission: Admission, at: float) -> None:
+        job = self._pending.pop(admission.key, None)
+        if job is None:
+            raise SimulationError(f"the core admitted {admission.key}, which is not pending")
+        finish_at = job.start(at, admission.pod_set_nodes)
+        self._running[job.key] = job
+        stint: Stint = job.stints[-1]
+        self.accounting.hold(job.instance.pending, stint.nodes, 1)
+        workload = job.instance.pending
+        if workload.funded:
+            self._ledger.open(job.key, workload.queue, at, job.instance.gpus)
+            self._wake(at + workload.min_runtime)
+        self._push(finish_at, _Kind.FINISH, (job, stint))

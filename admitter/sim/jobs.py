@@ -1,0 +1,90 @@
+"""The life of one submitted workload in the simulator: its runs, its progress, its end.
+
+`progress` is the work done so far in seconds. A resumable workload keeps it when evicted; a
+non-resumable one loses it, and the GPU time it had spent is counted as wasted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from admitter.core.model import Phase
+from admitter.sim.workloads import Instance
+
+
+@dataclass(slots=True)
+class Stint:
+    """One run from admission to eviction (`reason`), finish, or the end of the simulation."""
+
+    start: float
+    nodes: dict[str, int]
+    end: float | None = None
+    reason: str | None = None
+    """Why it was evicted; None when it finished or still runs."""
+    preemptor: str | None = None
+
+
+class Job:
+    """A submitted instance: pending, running, or finished."""
+
+    __slots__ = ("finished_at", "instance", "progress", "stints", "workload")
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.progress = 0.0
+        self.stints: list[Stint] = []
+        self.finished_at: float | None = None
+        self.workload = instance.pending
+        """The core's view now, rebuilt only when the job starts or stops."""
+
+    @property
+    def key(self) -> str:
+        return self.instance.key
+
+    @property
+    def running(self) -> Stint | None:
+        if not self.stints or self.finished_at is not None or self.stints[-1].end is not None:
+            return None
+        return self.stints[-1]
+
+    @property
+    def first_start(self) -> float | None:
+        return self.stints[0].start if self.stints else None
+
+    def start(self, now: float, pod_set_nodes: tuple[Mapping[str, int], ...]) -> float:
+        """Run from `now` on the given nodes; returns when it will finish if not stopped."""
+        nodes: dict[str, int] = {}
+        for counts in pod_set_nodes:
+            for node, count in counts.items():
+                nodes[node] = nodes.get(node, 0) + count
+        self.stints.append(Stint(now, nodes))
+        self.workload = replace(
+            self.instance.pending,
+            phase=Phase.ADMITTED,
+            admitted_at=now,
+            placement=nodes,
+            pod_set_placements=tuple(dict(counts) for counts in pod_set_nodes),
+        )
+        return now + self.instance.duration - self.progress
+
+    def stop(self, now: float, reason: str, preemptor: str | None) -> float:
+        """Evict and requeue; returns the seconds of progress lost (0 when resumable)."""
+        stint = self._current()
+        stint.end, stint.reason, stint.preemptor = now, reason, preemptor
+        self.workload = self.instance.pending
+        ran = now - stint.start
+        if self.instance.pending.resumable:
+            self.progress += ran
+            return 0.0
+        return ran
+
+    def finish(self, now: float) -> None:
+        self._current().end = now
+        self.finished_at = now
+
+    def _current(self) -> Stint:
+        stint = self.running
+        if stint is None:
+            raise ValueError(f"workload {self.key} is not running")
+        return stint
