@@ -3,9 +3,6 @@
 from dataclasses import replace
 
 import pytest
-
-from admitter.core.decisions import CycleSettings
-from admitter.core.model import GPU, FairShareSettings, UsageRecord
 from cycle_builders import (
     RACK,
     World,
@@ -16,6 +13,9 @@ from cycle_builders import (
     queue,
     racks,
 )
+
+from admitter.core.decisions import CycleSettings
+from admitter.core.model import GPU, FairShareSettings, UsageRecord
 
 HOUR = 3600.0
 

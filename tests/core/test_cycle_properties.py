@@ -1,0 +1,130 @@
+"""Invariants of the admission cycle over random clusters, queue trees and workloads."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from cycle_builders import BLOCK, RACK, World, job, queue
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from admitter.core.cycle import run_cycle
+from admitter.core.model import GPU, UNLIMITED, Node, Phase
+from admitter.core.topology import HOSTNAME
+
+PROPERTY = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    rack_count = draw(st.integers(1, 3))
+    per_rack = draw(st.integers(1, 3))
+    nodes = []
+    for r in range(rack_count):
+        for n in range(per_rack):
+            name = f"r{r}-n{n}"
+            gpus = draw(st.sampled_from([4, 8]))
+            used = draw(st.integers(0, 2))
+            nodes.append(Node(name, {GPU: gpus}, {BLOCK: "b0", RACK: f"r{r}", HOSTNAME: name},
+                              used={GPU: used} if used else {}))
+    queue_count = draw(st.integers(1, 3))
+    queues = [queue("org", -1)]
+    for i in range(queue_count):
+        quota = draw(st.integers(0, 16))
+        limit = draw(st.sampled_from([UNLIMITED, quota + 8, quota + 16]))
+        queues.append(queue(f"q{i}", quota, parent="org", limit=limit, order=i + 1,
+                            weight=draw(st.sampled_from([0.0, 1.0, 2.0]))))
+    world = World(nodes, queues)
+    for i in range(draw(st.integers(1, 10))):
+        world.submit(job(
+            f"w{i}", f"q{draw(st.integers(0, queue_count - 1))}",
+            gpus=draw(st.integers(1, 8)), pods=draw(st.integers(1, 3)),
+            at=float(draw(st.integers(0, 5))),
+            min_runtime=float(draw(st.sampled_from([0, 60, 600]))),
+            priority=draw(st.sampled_from([0, 10, 100])),
+            required=draw(st.sampled_from([None, RACK, HOSTNAME])),
+            preferred=draw(st.sampled_from([None, RACK])),
+        ))
+    return world
+
+
+def _check_invariants(world: World) -> None:
+    held: dict[str, int] = {}
+    for workload in world.workloads.values():
+        if workload.phase is not Phase.ADMITTED:
+            continue
+        pod_set = workload.pod_sets[0]
+        placed = workload.pod_set_placements[0]
+        assert sum(placed.values()) == pod_set.count, f"partial gang {workload.key}"
+        for node, count in placed.items():
+            held[node] = held.get(node, 0) + count * pod_set.requests[GPU]
+        required = workload.topology.required
+        if required is not None:
+            labels = {n.labels[required] for n in world.nodes if n.name in placed}
+            assert len(labels) == 1, f"{workload.key} spans {required} {labels}"
+    for node in world.nodes:
+        assert held.get(node.name, 0) <= node.allocatable[GPU] - node.used.get(GPU, 0)
+    per_queue: dict[str, int] = {}
+    for workload in world.workloads.values():
+        if workload.phase is Phase.ADMITTED:
+            per_queue[workload.queue] = per_queue.get(workload.queue, 0) + workload.requests()[GPU]
+    for q in world.queues:
+        limit = q.knobs(GPU).limit
+        if limit != UNLIMITED:
+            assert per_queue.get(q.name, 0) <= limit, f"queue {q.name} over its limit"
+
+
+@PROPERTY
+@given(worlds())
+def test_no_overcommit_no_partial_gang_no_topology_violation(world: World) -> None:
+    for now in (10.0, 100.0, 1000.0):
+        world.cycle(now)
+        _check_invariants(world)
+
+
+@PROPERTY
+@given(worlds(), st.integers(0, 3))
+def test_no_eviction_inside_a_protected_min_runtime(world: World, finished: int) -> None:
+    world.cycle(10.0)
+    for key in world.running()[:finished]:
+        world.finish(key)
+    for now in (20.0, 300.0, 700.0):
+        before = {k: w for k, w in world.workloads.items() if w.phase is Phase.ADMITTED}
+        result = world.cycle(now)
+        for eviction in result.evictions:
+            victim = before[eviction.key]
+            until = victim.protected_until()
+            assert until is None or until <= now, f"{eviction.key} evicted while protected"
+            assert not (victim.funded and victim.priority >= 100)
+
+
+@PROPERTY
+@given(worlds(), st.randoms(use_true_random=False))
+def test_same_input_in_any_order_gives_the_same_decisions(world: World, rng: random.Random):
+    world.cycle(10.0)
+    snapshot = world.snapshot(20.0)
+    shuffled = replace(
+        snapshot,
+        nodes=rng.sample(list(snapshot.nodes), len(snapshot.nodes)),
+        queues=rng.sample(list(snapshot.queues), len(snapshot.queues)),
+        workloads=rng.sample(list(snapshot.workloads), len(snapshot.workloads)),
+    )
+    assert run_cycle(snapshot) == run_cycle(shuffled)
+
+
+@PROPERTY
+@given(worlds())
+def test_no_eviction_loop_without_a_change_in_demand(world: World) -> None:
+    """With demand unchanged and every protection over, decisions settle: nobody is evicted,
+    readmitted and evicted again."""
+    evicted_at: dict[str, int] = {}
+    now = 1000.0
+    for step in range(8):
+        now += 1000.0
+        for eviction in world.cycle(now).evictions:
+            assert eviction.key not in evicted_at, (
+                f"{eviction.key} evicted in cycles {evicted_at[eviction.key]} and {step}")
+            evicted_at[eviction.key] = step
+    assert world.history[-1].evictions == ()
