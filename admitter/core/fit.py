@@ -1,0 +1,183 @@
+"""Gang-fit queries over the domain tree, memoised per domain until its free capacity changes.
+
+Each query is an exact reduction over a domain's subtree: how many identical pods fit (a sum of
+per-node floors: the "largest gang that fits"), the most-allocated node that still takes a pod
+and the best-fitting domain of a level (minima), the largest free amount on one node (maxima).
+An assume or release drops the memos on one leaf-to-root path only, so the next query for a
+shape recomputes O(depth × fan-out) entries per changed path and reads the rest, and a gang
+that cannot fit anywhere is rejected from the root's memo in O(1). (Adjusting memos eagerly
+on every change measured slower: it pays for shapes that are not asked about again.)
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from admitter.core.topology import Domain
+
+UNBOUNDED = 1 << 62
+"""Pods that fit on a node when the pod requests nothing the node tracks."""
+
+
+Ranked = tuple[tuple[int, ...], int, Domain]
+"""A target domain with its sort key (free amounts, least first) and a unique tie-break
+(domain order, or node index for hosts so equal nodes go by name)."""
+
+
+class Shape(NamedTuple):
+    """One pod: requests as (resource index, amount) in index order, which is significance
+    order (GPU first), the taint classes whose nodes it may use, and an id for memos
+    (`ClusterState.demand` interns shapes)."""
+
+    request: tuple[tuple[int, int], ...]
+    classes: tuple[int, ...]
+    id: int
+
+
+class Demand(NamedTuple):
+    """A gang: (shape, count) per pod set; the resources and taint classes that rank domains
+    for it (bin-pack key); `id` identifies it in memos."""
+
+    pod_sets: tuple[tuple[Shape, int], ...]
+    resources: tuple[int, ...]
+    classes: tuple[int, ...]
+    id: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, pod_sets: tuple[tuple[Shape, int], ...]) -> Demand:
+        return cls(pod_sets, tuple(sorted({r for shape, _ in pod_sets for r, _ in shape.request})),
+                   tuple(sorted({c for shape, _ in pod_sets for c in shape.classes})),
+                   tuple((shape.id, count) for shape, count in pod_sets))
+
+
+def _floor(leaf: Domain, shape: Shape) -> int:
+    """Pods of `shape` that fit on one node: the minimum over resources of free // request."""
+    if leaf.taint_class not in shape.classes:
+        return 0
+    free = leaf.free[leaf.taint_class]
+    fit = UNBOUNDED
+    for resource, amount in shape.request:
+        room = free[resource] // amount
+        if room < fit:
+            fit = room
+    return fit
+
+
+def capacity(domain: Domain, shape: Shape) -> int:
+    """Pods of `shape` that fit in the domain: the per-node floors summed. Children's memos
+    are read inline (no call per host) because refilling a rack's sum is the hot loop."""
+    key = ("capacity", shape.id)
+    fit: int | None = domain.memo.get(key)
+    if fit is None:
+        if domain.node >= 0:
+            fit = _floor(domain, shape)
+        else:
+            fit = 0
+            for child in domain.children:
+                known = child.memo.get(key)
+                fit += capacity(child, shape) if known is None else known
+        domain.memo[key] = fit
+    return fit
+
+
+def fits(domain: Domain, demand: Demand) -> bool:
+    """Every pod set fits on its own; exact for one pod set, necessary for several."""
+    return all(capacity(domain, shape) >= count for shape, count in demand.pod_sets)
+
+
+def free_key(domain: Domain, resources: tuple[int, ...], classes: tuple[int, ...]) -> tuple[
+        int, ...]:
+    """The domain's free amounts of `resources` on nodes of `classes`."""
+    return tuple(sum(domain.free[c][r] for c in classes) for r in resources)
+
+
+def first_node(domain: Domain, shape: Shape) -> Ranked | None:
+    """The most-allocated host (least free, then by name) that takes one more pod."""
+    key = ("first", shape.id)
+    if key not in domain.memo:
+        best: Ranked | None = None
+        if domain.node < 0:
+            for child in domain.children:
+                rank = child.memo[key] if key in child.memo else first_node(child, shape)
+                if rank is not None and (best is None or rank < best):
+                    best = rank
+        elif capacity(domain, shape) > 0:
+            free = domain.free[domain.taint_class]
+            best = tuple(free[r] for r, _ in shape.request), domain.node, domain
+        domain.memo[key] = best
+    result: Ranked | None = domain.memo[key]
+    return result
+
+
+def best_domain(domain: Domain, depth: int, demand: Demand) -> Ranked | None:
+    """Among domains at `depth` under this one that fit, the one with least free capacity."""
+    if domain.depth > depth or not fits(domain, demand):
+        return None
+    if domain.depth == depth:
+        return free_key(domain, demand.resources, demand.classes), domain.order, domain
+    key = ("best", depth, demand.id)
+    if key not in domain.memo:
+        best: Ranked | None = None
+        for child in domain.children:
+            rank = best_domain(child, depth, demand)
+            if rank is not None and (best is None or rank < best):
+                best = rank
+        domain.memo[key] = best
+    result: Ranked | None = domain.memo[key]
+    return result
+
+
+def largest(domain: Domain, classes: tuple[int, ...]) -> tuple[int, ...]:
+    """The largest free amount of each resource on any one node of `classes`."""
+    if domain.node >= 0:
+        if domain.taint_class in classes:
+            return tuple(domain.free[domain.taint_class])
+        return (0,) * len(domain.free[0])
+    key = ("largest", classes)
+    result: tuple[int, ...] | None = domain.memo.get(key)
+    if result is None:
+        result = (0,) * len(domain.free[0])
+        for child in domain.children:
+            result = tuple(map(max, result, largest(child, classes)))
+        domain.memo[key] = result
+    return result
+
+
+def ranked(root: Domain, depth: int, demand: Demand) -> Iterator[Domain]:
+    """Domains at `depth` that fit `demand`, least free first (bin-pack), lazily."""
+    return _ascending(root, lambda d: best_domain(d, depth, demand))
+
+
+def fill(domain: Domain, shape: Shape, count: int) -> dict[int, int]:
+    """Pods per node index, packing most-allocated nodes first; needs capacity >= count."""
+    counts: dict[int, int] = {}
+    for leaf in _ascending(domain, lambda d: first_node(d, shape)):
+        counts[leaf.node] = take = min(count, capacity(leaf, shape))
+        count -= take
+        if count == 0:
+            return counts
+    raise ValueError("fill() called on a domain without room for the pod set")
+
+
+def _ascending(root: Domain, best: Callable[[Domain], Ranked | None]) -> Iterator[Domain]:
+    """Targets in ascending `best` order. The first comes straight from the root's memo; the
+    rest from a best-first walk keyed by each subtree's best target, which opens only the
+    subtrees it needs."""
+    rank = best(root)
+    if rank is None:
+        return
+    first = rank[2]
+    yield first
+    heap: list[tuple[Ranked, Domain]] = [(rank, root)]
+    while heap:
+        (_, _, target), domain = heapq.heappop(heap)
+        if domain is target:
+            if target is not first:
+                yield target
+            continue
+        for child in domain.children:
+            rank = best(child)
+            if rank is not None:
+                heapq.heappush(heap, (rank, child))

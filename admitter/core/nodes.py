@@ -1,0 +1,211 @@
+"""The node model: what every node still offers, under a log of assume/release operations.
+
+A node offers its allocatable resources minus the pods admitter does not manage (`Node.used`)
+minus every admitted workload's pods, bound or merely assumed, so two workloads admitted in one
+cycle never count the same free GPUs. Cordoned nodes offer nothing; nodes with a NoSchedule or
+NoExecute taint offer nothing to pods that do not tolerate it (nodes are grouped into taint
+classes so a pod set's usable nodes are a short tuple of class ids).
+
+Preemption is simulated on the same state, KAI-style: `checkpoint()`, then `release()` victims
+and `assume()` the preemptor, then `rollback(cp)` to undo exactly or `commit()` to keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from admitter.core.fit import Demand, Shape
+from admitter.core.model import GPU, Node, PodSet, Taint, Toleration, Workload
+from admitter.core.topology import DomainTree
+
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+Holding = tuple[tuple[int, tuple[int, ...]], ...]
+"""What one workload holds: (node index, amount per resource) for every node it uses."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A point in the operation log; valid until the next `commit()`."""
+
+    epoch: int
+    position: int
+
+
+class ClusterState:
+    """Free capacity per node and per topology domain for one snapshot.
+
+    `admitted` workloads are assumed at construction from `Workload.pod_set_placements`.
+    Pods on nodes missing from the snapshot are ignored (the node and its pods are gone), as
+    are requests for resources a node does not have.
+    """
+
+    def __init__(self, nodes: Sequence[Node], levels: Sequence[str] = (),
+                 admitted: Iterable[Workload] = ()) -> None:
+        ordered = sorted(nodes, key=lambda n: n.name)
+        self.names: tuple[str, ...] = tuple(n.name for n in ordered)
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("node names must be unique")
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self.resources: tuple[str, ...] = tuple(sorted(
+            {r for n in ordered for r in (*n.allocatable, *n.used)}, key=lambda r: (r != GPU, r)))
+        """Every resource any node has, GPU first: the order that ranks domains and nodes."""
+        self._resource_index = {r: i for i, r in enumerate(self.resources)}
+        self._raw = [[n.allocatable.get(r, 0) - n.used.get(r, 0) for r in self.resources]
+                     for n in ordered]
+        schedulable = {i: n for i, n in enumerate(ordered) if not n.unschedulable}
+        taint_sets = {i: _blocking(n.taints) for i, n in schedulable.items()}
+        self.class_taints: tuple[tuple[Taint, ...], ...] = tuple(
+            sorted({(), *taint_sets.values()}, key=lambda ts: [_taint_key(t) for t in ts]))
+        """Blocking taints of each taint class; class 0 is the untainted one."""
+        class_of = {taints: c for c, taints in enumerate(self.class_taints)}
+        self.class_sizes = tuple(sum(1 for t in taint_sets.values() if t == taints)
+                                 for taints in self.class_taints)
+        """Schedulable nodes in each taint class."""
+        self.tree = DomainTree(levels, schedulable,
+                               {i: class_of[t] for i, t in taint_sets.items()},
+                               len(self.class_taints), len(self.resources))
+        self._capacity = [0] * len(self.resources)
+        for i in schedulable:
+            offer = [max(0, amount) for amount in self._raw[i]]
+            self.tree.update(i, offer)
+            self._capacity = [a + b for a, b in zip(self._capacity, offer, strict=True)]
+        self._held: dict[str, Holding] = {}
+        self._log: list[tuple[str, Holding, int]] = []
+        self._epoch = 0
+        self._tolerated: dict[tuple[Toleration, ...], tuple[int, ...]] = {}
+        self._shapes: dict[tuple[object, ...], Shape | None] = {}
+        self._demands: dict[tuple[object, ...], Demand | None] = {}
+        for workload in admitted:
+            self.assume(workload.key, workload.pod_sets, _recorded(workload))
+        self.commit()
+
+    def node_index(self, name: str) -> int:
+        return self._index[name]
+
+    def resource_index(self, resource: str) -> int | None:
+        return self._resource_index.get(resource)
+
+    def free(self, node: str) -> dict[str, int]:
+        """What the node offers a pod that tolerates its taints; nothing when cordoned."""
+        i = self._index[node]
+        open_ = i in self.tree.leaves
+        return {r: max(0, amount) if open_ else 0 for r, amount in zip(
+            self.resources, self._raw[i], strict=True)}
+
+    def schedulable_capacity(self) -> dict[str, int]:
+        """Allocatable of schedulable nodes minus non-admitter pods: what queues can share."""
+        return dict(zip(self.resources, self._capacity, strict=True))
+
+    def tolerated(self, tolerations: tuple[Toleration, ...]) -> tuple[int, ...]:
+        """Taint classes whose every blocking taint one of `tolerations` tolerates."""
+        classes = self._tolerated.get(tolerations)
+        if classes is None:
+            classes = tuple(c for c, taints in enumerate(self.class_taints)
+                            if all(any(t.tolerates(taint) for t in tolerations)
+                                   for taint in taints))
+            self._tolerated[tolerations] = classes
+        return classes
+
+    def demand(self, pod_sets: Sequence[PodSet]) -> Demand | None:
+        """A gang as an interned `Demand` (its shapes share memo ids with every other gang's);
+        None when a pod asks for a resource no node has."""
+        signature = tuple((tuple(p.requests.items()), p.tolerations, p.count) for p in pod_sets)
+        if signature not in self._demands:
+            shapes = [self._shape(p) for p in pod_sets]
+            self._demands[signature] = None if None in shapes else Demand.of(tuple(
+                (shape, p.count) for shape, p in zip(shapes, pod_sets, strict=True)
+                if shape is not None))
+        return self._demands[signature]
+
+    def _shape(self, pod_set: PodSet) -> Shape | None:
+        signature = (tuple(pod_set.requests.items()), pod_set.tolerations)
+        if signature not in self._shapes:
+            wanted = {r: q for r, q in pod_set.requests.items() if q > 0}
+            self._shapes[signature] = None if any(
+                r not in self._resource_index for r in wanted) else Shape(
+                tuple(sorted((self._resource_index[r], q) for r, q in wanted.items())),
+                self.tolerated(pod_set.tolerations), len(self._shapes))
+        return self._shapes[signature]
+
+    def assumed(self, key: str) -> bool:
+        return key in self._held
+
+    def assume(self, key: str, pod_sets: Sequence[PodSet],
+               node_counts: Sequence[Mapping[str, int]]) -> None:
+        """Hold `node_counts[i][node]` pods of `pod_sets[i]` on each node under `key`."""
+        if key in self._held:
+            raise ValueError(f"workload {key} is already assumed")
+        if len(pod_sets) != len(node_counts):
+            raise ValueError("node_counts needs one mapping per pod set")
+        per_node: dict[int, list[int]] = {}
+        for pod_set, counts in zip(pod_sets, node_counts, strict=True):
+            request = [(self._resource_index[r], q) for r, q in pod_set.requests.items()
+                       if r in self._resource_index]
+            for name, count in counts.items():
+                node = self._index.get(name)
+                if node is None:
+                    continue
+                amounts = per_node.setdefault(node, [0] * len(self.resources))
+                for resource, quantity in request:
+                    amounts[resource] += quantity * count
+        holding = tuple((node, tuple(amounts)) for node, amounts in sorted(per_node.items()))
+        self._apply(holding, 1)
+        self._held[key] = holding
+        self._log.append((key, holding, 1))
+
+    def release(self, key: str) -> None:
+        """Give back everything `key` holds, e.g. to simulate evicting it."""
+        holding = self._held.pop(key)
+        self._apply(holding, -1)
+        self._log.append((key, holding, -1))
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self._epoch, len(self._log))
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Undo every assume and release since `checkpoint`, newest first."""
+        if checkpoint.epoch != self._epoch or checkpoint.position > len(self._log):
+            raise ValueError("checkpoint is from before the last commit")
+        while len(self._log) > checkpoint.position:
+            key, holding, sign = self._log.pop()
+            self._apply(holding, -sign)
+            if sign > 0:
+                del self._held[key]
+            else:
+                self._held[key] = holding
+
+    def commit(self) -> None:
+        """Keep every operation so far; earlier checkpoints become invalid."""
+        self._log.clear()
+        self._epoch += 1
+
+    def _apply(self, holding: Holding, sign: int) -> None:
+        """Subtract (sign 1) or add back (sign -1) a holding; domains see clamped changes."""
+        for node, amounts in holding:
+            raw = self._raw[node]
+            delta = [0] * len(amounts)
+            for resource, amount in enumerate(amounts):
+                old = raw[resource]
+                raw[resource] = new = old - sign * amount
+                delta[resource] = max(new, 0) - max(old, 0)
+            if node in self.tree.leaves:
+                self.tree.update(node, delta)
+
+
+def _blocking(taints: Iterable[Taint]) -> tuple[Taint, ...]:
+    return tuple(sorted({t for t in taints if t.effect in BLOCKING_EFFECTS}, key=_taint_key))
+
+
+def _taint_key(taint: Taint) -> tuple[str, str, str]:
+    return taint.key, taint.value, taint.effect
+
+
+def _recorded(workload: Workload) -> Sequence[Mapping[str, int]]:
+    """Per pod set placement of an admitted workload; one pod set may use `placement` alone."""
+    if workload.pod_set_placements:
+        return workload.pod_set_placements
+    if len(workload.pod_sets) == 1:
+        return (workload.placement,)
+    raise ValueError(f"admitted workload {workload.key} has no per pod set placement")

@@ -1,0 +1,180 @@
+"""Gang fit with topology: where a whole workload goes, or the one fact that blocks it.
+
+A workload is placed all or nothing. Its topology request picks the levels to try: `required`
+alone, or `preferred` first and then each coarser level up to `required` (or the whole
+cluster). At each level the fitting domain with the least free capacity wins (bin-pack, keeps
+big domains whole), and inside it pods go to the most-allocated nodes first. Pod sets are packed
+one after another in the chosen domain, each seeing the ones before it as used. See
+docs/gang-fit.md for why the per-node floor sum is a sound check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from admitter.core.fit import Demand, Shape, capacity, fill, fits, free_key, largest, ranked
+from admitter.core.model import TopologyRequest, Workload
+from admitter.core.nodes import ClusterState
+from admitter.core.topology import HOSTNAME, Domain, DomainTree
+
+_TRIAL = "\0trial/"
+"""Key prefix for pod sets assumed while `place` tries a domain; always rolled back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The decision: a domain, the affinity that pins pods to it, and the assumed pod counts.
+
+    `affinity` holds every topology label on the domain's path (empty for the whole cluster),
+    to inject as a required nodeAffinity term; `node_counts[i]` maps node name to pods of pod
+    set i, what `ClusterState.assume` takes.
+    """
+
+    domain_level: str | None
+    domain_value: str | None
+    affinity: dict[str, str]
+    node_counts: tuple[dict[str, int], ...]
+
+    def merged(self) -> dict[str, int]:
+        """Pods per node over all pod sets (`Workload.placement`)."""
+        total: dict[str, int] = {}
+        for counts in self.node_counts:
+            for node, count in counts.items():
+                total[node] = total.get(node, 0) + count
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementFailure:
+    """Why the workload does not fit now, naming the blocking fact."""
+
+    reason: str
+
+
+def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailure:
+    """Find a placement for every pod of `workload`; leaves `state` as it was."""
+    demand = state.demand(workload.pod_sets)
+    if demand is None:
+        return PlacementFailure(_unknown_resource(state, workload))
+    depths = _depths(state.tree, workload.topology)
+    if isinstance(depths, PlacementFailure):
+        return depths
+    if fits(state.tree.root, demand):
+        for depth in depths:
+            for domain in ranked(state.tree.root, depth, demand):
+                packed = _pack(state, workload, domain, demand)
+                if packed is not None:
+                    return Placement(domain.level, domain.value, dict(domain.affinity), packed)
+    return PlacementFailure(_explain(state, workload, demand, depths[-1]))
+
+
+def _unknown_resource(state: ClusterState, workload: Workload) -> str:
+    pod_set, resource = next((p, r) for p in workload.pod_sets for r, q in p.requests.items()
+                             if q > 0 and state.resource_index(r) is None)
+    return (f"{_label(workload, pod_set.name)}no node offers {pod_set.requests[resource]} "
+            f"{resource} per pod; no node has {resource}")
+
+
+def _depths(tree: DomainTree, request: TopologyRequest) -> list[int] | PlacementFailure:
+    """Tree depths to try in order: preferred, coarser levels, down to required or the root."""
+    depth = tree.depth
+    for level in (request.required, request.preferred):
+        if level is not None and level not in depth:
+            return PlacementFailure(f"topology level {level} is not one of the cluster's "
+                                    f"levels ({', '.join(tree.levels)})")
+    required = -1 if request.required is None else depth[request.required]
+    preferred = required if request.preferred is None else depth[request.preferred]
+    return list(range(max(preferred, required), required - 1, -1))
+
+
+def _pack(state: ClusterState, workload: Workload, domain: Domain,
+          demand: Demand) -> tuple[dict[str, int], ...] | None:
+    """Pack pod sets in turn into `domain`, assuming each while packing the next."""
+    checkpoint = state.checkpoint()
+    try:
+        packed: list[dict[str, int]] = []
+        for pod_set, (shape, count) in zip(workload.pod_sets, demand.pod_sets, strict=True):
+            if capacity(domain, shape) < count:
+                return None
+            nodes = fill(domain, shape, count) if count > 0 else {}
+            packed.append({state.names[node]: nodes[node] for node in sorted(nodes)})
+            if len(packed) < len(demand.pod_sets):
+                state.assume(f"{_TRIAL}{len(packed)}", (pod_set,), (packed[-1],))
+        return tuple(packed)
+    finally:
+        state.rollback(checkpoint)
+
+
+def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int) -> str:
+    """The first blocking fact: a pod no node takes, a gang the cluster cannot hold, or no
+    domain of the required level (`depth`) that holds it."""
+    root = state.tree.root
+    if not root.children:
+        return "no schedulable node"
+    for pod_set, (shape, count) in zip(workload.pod_sets, demand.pod_sets, strict=True):
+        label = _label(workload, pod_set.name)
+        if capacity(root, shape) == 0:
+            return label + _no_node(state, shape)
+        if capacity(root, shape) < count:
+            return label + _short(state, shape, count, [root], None)
+    if depth < 0:
+        return f"pod sets {', '.join(p.name for p in workload.pod_sets)} do not fit together"
+    level = state.tree.levels[depth]
+    domains = state.tree.domains(level)
+    noun = f"{_noun(level)} ({level})"
+    if not domains:
+        return f"no node has the topology label {level}"
+    for pod_set, (shape, count) in zip(workload.pod_sets, demand.pod_sets, strict=True):
+        if max(capacity(d, shape) for d in domains) < count:
+            return _label(workload, pod_set.name) + _short(state, shape, count, domains, noun)
+    names = ", ".join(p.name for p in workload.pod_sets)
+    return f"no {noun} fits pod sets {names} together"
+
+
+def _no_node(state: ClusterState, shape: Shape) -> str:
+    """Why no single node takes one pod of `shape`."""
+    if not any(state.class_sizes[c] for c in shape.classes):
+        return "every schedulable node has a taint the pods do not tolerate"
+    tolerated = "" if len(shape.classes) == len(state.class_taints) else " the pods tolerate"
+    big = largest(state.tree.root, shape.classes)
+    for resource, amount in shape.request:
+        if big[resource] < amount:
+            return (f"no node{tolerated} offers {amount} {state.resources[resource]} per pod;"
+                    f" the largest node has {big[resource]}")
+    return f"no node{tolerated} offers {_pods(state, shape, 1)} at once"
+
+
+def _short(state: ClusterState, shape: Shape, count: int, domains: list[Domain],
+           noun: str | None) -> str:
+    """Why no domain (`noun`, or the whole cluster) holds `count` pods: the first resource
+    short of the gang's total, else fragmentation across nodes."""
+    for resource, amount in shape.request:
+        most = max(free_key(d, (resource,), shape.classes)[0] for d in domains)
+        total, name = amount * count, state.resources[resource]
+        if most < total:
+            if noun is None:
+                return f"the cluster has {most} free {name}; {count} pods × {amount} need {total}"
+            return (f"no {noun} has {total} free {name} for {count} pods × {amount}; "
+                    f"the largest has {most}")
+    best = max(capacity(d, shape) for d in domains)
+    if noun is None:
+        return (f"free capacity is fragmented: the cluster fits {best} of "
+                f"{_pods(state, shape, count)}")
+    return (f"no {noun} fits {_pods(state, shape, count)}: free capacity is fragmented, "
+            f"the best fits {best}")
+
+
+def _pods(state: ClusterState, shape: Shape, count: int) -> str:
+    amounts = [f"{amount} {state.resources[r]}" for r, amount in shape.request]
+    each = amounts[0] if len(amounts) == 1 else f"({', '.join(amounts)})"
+    return f"{count} pod{'s' if count != 1 else ''} × {each}"
+
+
+def _noun(level: str) -> str:
+    """`topology.admitter.dev/rack` reads as "rack"; the host level as "node"."""
+    return "node" if level == HOSTNAME else level.rsplit("/", 1)[-1]
+
+
+def _label(workload: Workload, pod_set: str) -> str:
+    """Name the pod set in a reason only when there are several."""
+    return f"pod set {pod_set}: " if len(workload.pod_sets) > 1 else ""

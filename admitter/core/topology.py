@@ -1,0 +1,127 @@
+"""The domain tree: topology levels (coarsest first, host last) as nested node-label domains.
+
+Built once per snapshot. A domain at level i is identified by the label values of levels 0..i,
+so rack `r3` under block `b1` and rack `r3` under block `b2` are different racks, and the
+affinity hint (all labels on the path) selects exactly the domain's nodes. A node that lacks a
+level's label belongs to no domain of that level or any finer one: it hangs directly under its
+deepest complete ancestor (ultimately the cluster root), so only workloads with no constraint at
+those levels can use it. Every schedulable node is its own host domain, a leaf.
+
+Each domain keeps its free capacity per taint class and resource, summed over its nodes, and a
+memo of fit queries (see `fit`); `DomainTree.update` keeps the sums current and drops the memos
+on one leaf-to-root path, O(depth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from admitter.core.model import Node
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+class Domain:
+    """One domain: the root (level None), a label domain such as a rack, or a host leaf."""
+
+    __slots__ = (
+        "affinity", "children", "depth", "free", "level", "memo", "node", "nodes", "order",
+        "parent", "taint_class", "value",
+    )
+
+    def __init__(self, level: str | None, value: str | None, depth: int,
+                 affinity: dict[str, str], parent: Domain | None, classes: int,
+                 resources: int) -> None:
+        self.level = level
+        self.value = value
+        self.depth = depth
+        """Index of `level` in `DomainTree.levels`; -1 for the root."""
+        self.affinity = affinity
+        """Labels that select exactly this domain's nodes: every level on its path."""
+        self.parent = parent
+        self.children: list[Domain] = []
+        self.node = -1
+        """Node index for a host leaf, -1 otherwise."""
+        self.taint_class = -1
+        """Taint class of a host leaf's node, -1 otherwise."""
+        self.nodes: tuple[str, ...] = ()
+        self.order = 0
+        """Position in a deterministic depth-first walk; the last tie-break between domains."""
+        self.free = [[0] * resources for _ in range(classes)]
+        """Free amount per taint class and resource over the domain's nodes (never negative)."""
+        self.memo: dict[Hashable, Any] = {}
+        """Fit query results (see `fit`), dropped whenever free capacity under it changes."""
+
+
+class DomainTree:
+    """Level → domains over the schedulable nodes, which `nodes` maps by node index."""
+
+    def __init__(self, levels: Sequence[str], nodes: Mapping[int, Node],
+                 classes: Mapping[int, int], class_count: int, resources: int) -> None:
+        if HOSTNAME in levels[:-1]:
+            raise ValueError(f"{HOSTNAME} can only be the finest topology level")
+        label_levels = [level for level in levels if level != HOSTNAME]
+        self.levels: tuple[str, ...] = (*label_levels, HOSTNAME)
+        self.depth = {level: depth for depth, level in enumerate(self.levels)}
+        """Level → depth of its domains (the root is at -1)."""
+        self.root = Domain(None, None, -1, {}, None, class_count, resources)
+        self.leaves: dict[int, Domain] = {}
+        self._by_level: dict[str, list[Domain]] = {level: [] for level in self.levels}
+        index: dict[tuple[str, ...], Domain] = {}
+        for node_index, node in nodes.items():
+            parent = self.root
+            path: tuple[str, ...] = ()
+            for depth, key in enumerate(label_levels):
+                if key not in node.labels:
+                    break
+                path = (*path, node.labels[key])
+                child = index.get(path)
+                if child is None:
+                    affinity = {**parent.affinity, key: path[-1]}
+                    child = Domain(key, path[-1], depth, affinity, parent, class_count, resources)
+                    parent.children.append(child)
+                    self._by_level[key].append(child)
+                    index[path] = child
+                parent = child
+            host = node.labels.get(HOSTNAME, node.name)
+            leaf = Domain(HOSTNAME, host, len(label_levels), {**parent.affinity, HOSTNAME: host},
+                          parent, class_count, resources)
+            leaf.node = node_index
+            leaf.taint_class = classes[node_index]
+            leaf.nodes = (node.name,)
+            parent.children.append(leaf)
+            self._by_level[HOSTNAME].append(leaf)
+            self.leaves[node_index] = leaf
+        self._finish(self.root, 0)
+        for domains in self._by_level.values():
+            domains.sort(key=lambda d: d.order)
+
+    def _finish(self, domain: Domain, order: int) -> int:
+        """Sort children (label domains by value, then hosts by node name), number domains
+        depth-first, collect node names."""
+        domain.order = order
+        order += 1
+        domain.children.sort(key=lambda d: (d.node >= 0, "" if d.node >= 0 else d.value, d.node))
+        for child in domain.children:
+            order = self._finish(child, order)
+        if domain.node < 0:
+            domain.nodes = tuple(name for child in domain.children for name in child.nodes)
+        return order
+
+    def domains(self, level: str) -> list[Domain]:
+        """Every domain of one level, in tree order."""
+        return self._by_level[level]
+
+    def update(self, node: int, delta: Sequence[int]) -> None:
+        """Add `delta` (per resource) to the free capacity of a node's leaf and every domain
+        above it, dropping their memos."""
+        leaf = self.leaves[node]
+        row = leaf.taint_class
+        domain: Domain | None = leaf
+        while domain is not None:
+            free = domain.free[row]
+            for resource, amount in enumerate(delta):
+                free[resource] += amount
+            domain.memo.clear()
+            domain = domain.parent
