@@ -7,7 +7,8 @@ set -euo pipefail
 HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN="${HACK}/bin"
 export CGO_ENABLED=0
-export GOFLAGS="${GOFLAGS:--p=2} -trimpath -mod=readonly"
+# -trimpath keeps paths out of the binaries; readonly: go.mod/go.sum are committed and complete.
+export GOFLAGS="${GOFLAGS:-} -trimpath -mod=readonly -buildvcs=false"
 
 # version MODULE_DIR MODULE -> the version that MODULE_DIR/go.mod pins for MODULE.
 version() {
