@@ -53,7 +53,7 @@ def _up(state_dir: Path, args: argparse.Namespace) -> int:
         nodes_per_rack=args.nodes_per_rack,
         racks_per_block=args.racks_per_block,
     )
-    cluster = LocalCluster.start(state_dir, layout)
+    cluster = LocalCluster.start(state_dir, layout, detach=True)
     print(f"export KUBECONFIG={cluster.kubeconfig_path}")
     print(f"kubectl: {cluster.binaries.kubectl}")
     return 0

@@ -62,6 +62,7 @@ class LocalCluster:
     api_port: int
     components: list[Component] = field(default_factory=list)
     startup_seconds: float = 0.0
+    detach: bool = False
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -72,10 +73,13 @@ class LocalCluster:
         layout: GpuNodeLayout | None = None,
         binaries: Binaries | None = None,
         timeout: float = 90.0,
+        detach: bool = False,
     ) -> LocalCluster:
         """Start every component, create the layout's GPU nodes and wait until all is ready.
 
-        `state_dir` must not hold a previous cluster's data (etcd would resurrect it).
+        `state_dir` must not hold a previous cluster's data (etcd would resurrect it). With
+        `detach` the processes outlive this Python process (`hack/local-cluster up`); otherwise
+        they are terminated when it dies, even without `stop()`.
         """
         began = time.monotonic()
         binaries = (binaries or Binaries.locate()).require()
@@ -85,7 +89,7 @@ class LocalCluster:
         for sub in ("logs", "pki", "etcd"):
             (state_dir / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         etcd_port, peer_port, api_port, kcm_port, sched_port = _free_ports(5)
-        cluster = cls(state_dir, binaries, layout or GpuNodeLayout(), api_port)
+        cluster = cls(state_dir, binaries, layout or GpuNodeLayout(), api_port, detach=detach)
         cluster._write_pki_and_configs()
         try:
             cluster._launch("etcd", cluster._etcd_args(etcd_port, peer_port))
@@ -191,7 +195,8 @@ class LocalCluster:
 
     def _launch(self, name: str, args: list[str]) -> None:
         binary = getattr(self.binaries, name.replace("-", "_"))
-        self.components.append(launch(name, [str(binary), *args], self.logs_dir))
+        argv = [str(binary), *args]
+        self.components.append(launch(name, argv, self.logs_dir, outlive_parent=self.detach))
 
     def _record(self) -> None:
         record = {

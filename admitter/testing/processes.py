@@ -7,6 +7,7 @@ spawned), and a pid file lets another invocation (`hack/local-cluster down`) do 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -14,6 +15,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Resolved up front: the child between fork and exec should not touch the dynamic loader.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
 @dataclass
@@ -50,8 +55,12 @@ class Component:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def launch(name: str, argv: Sequence[str], log_dir: Path) -> Component:
-    """Start `argv` detached in a new session, stdout and stderr appended to log_dir/name.log."""
+def launch(name: str, argv: Sequence[str], log_dir: Path, outlive_parent: bool) -> Component:
+    """Start `argv` in a new session, stdout and stderr appended to log_dir/name.log.
+
+    Unless `outlive_parent`, the kernel SIGTERMs it when the calling thread dies (so call this
+    from a thread that lives as long as the cluster): a killed test run leaves no strays.
+    """
     log_path = log_dir / f"{name}.log"
     with log_path.open("ab") as log:
         popen = subprocess.Popen(
@@ -60,6 +69,7 @@ def launch(name: str, argv: Sequence[str], log_dir: Path) -> Component:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=None if outlive_parent else _terminate_with_parent,
         )
     return Component(name, list(argv), popen.pid, log_path, popen)
 
@@ -77,6 +87,10 @@ def stop(components: Sequence[Component], grace: float = 10.0) -> None:
             _signal_group(component.pid, signal.SIGKILL)
         if component.popen is not None:
             component.popen.wait()
+
+
+def _terminate_with_parent() -> None:
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
