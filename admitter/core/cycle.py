@@ -40,6 +40,9 @@ from admitter.core.selection import QueueSelector
 from admitter.core.status import queue_statuses
 from admitter.core.usage import normalised_usage, windowed_usage
 
+PREEMPTION_ATTEMPTS = 16
+"""Preemptors simulated per cycle (KAI's queueDepthPerAction plays the same role)."""
+
 
 def run_cycle(snapshot: Snapshot) -> CycleResult:
     """Decide admissions and evictions for one snapshot; pure and deterministic."""
@@ -70,11 +73,12 @@ class _Cycle:
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
-        self.waiting = {
-            leaf: sorted((w for w in valid if w.queue == leaf and w.phase is Phase.PENDING),
-                         key=workload_key)
-            for leaf in self.tree.leaves()
-        }
+        self.waiting: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
+        for workload in valid:
+            if workload.phase is Phase.PENDING:
+                self.waiting[workload.queue].append(workload)
+        for waiting in self.waiting.values():
+            waiting.sort(key=workload_key)
         self.position = {w.key: i + 1 for ws in self.waiting.values() for i, w in enumerate(ws)}
         self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
         self.failures: dict[object, PlacementFailure] = {}
@@ -167,9 +171,11 @@ class _Cycle:
 
     def _make_room(self, workload: Workload, in_quota_only: bool,
                    same_queue_only: bool) -> Blocked | None:
-        """Preempt or reclaim; tried for the first workload of each queue that fails, once
-        per cycle (simulations are the expensive part of a cycle). None once admitted."""
-        if workload.queue in self.preemption_tried:
+        """Preempt or reclaim; tried for the first workload of each queue that fails, and for
+        at most `PREEMPTION_ATTEMPTS` queues per cycle, best-ranked first (simulations are the
+        expensive part of a cycle; the rest get their turn next cycle). None once admitted."""
+        if (workload.queue in self.preemption_tried
+                or len(self.preemption_tried) >= PREEMPTION_ATTEMPTS):
             return Blocked((), None)
         self.preemption_tried.add(workload.queue)
 
@@ -272,8 +278,8 @@ class _Cycle:
 
     def _place(self, workload: Workload) -> Placement | PlacementFailure:
         """Placement, remembering failures until capacity is freed (admissions only shrink it)."""
-        shape = (tuple((p.count, tuple(sorted(p.requests.items())), p.tolerations)
-                       for p in workload.pod_sets), workload.topology)
+        shape = tuple((p.count, tuple(sorted(p.requests.items())), p.tolerations)
+                      for p in workload.pod_sets), workload.topology
         known = self.failures.get(shape)
         if known is not None:
             return known

@@ -137,6 +137,14 @@ class Workload:
     pod_set_placements: tuple[Mapping[str, int], ...] = ()
     pods_ready: bool = True
     eligible_at: float = 0.0
+    _total: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        total: dict[str, int] = {}
+        for pod_set in self.pod_sets:
+            for resource, amount in pod_set.requests.items():
+                total[resource] = total.get(resource, 0) + amount * pod_set.count
+        object.__setattr__(self, "_total", total)
 
     @property
     def funded(self) -> bool:
@@ -146,13 +154,9 @@ class Workload:
     def preemptible(self) -> bool:
         return self.priority < NON_PREEMPTIBLE_PRIORITY
 
-    def requests(self) -> dict[str, int]:
-        """Total requests over all pod sets."""
-        total: dict[str, int] = {}
-        for pod_set in self.pod_sets:
-            for resource, amount in pod_set.requests.items():
-                total[resource] = total.get(resource, 0) + amount * pod_set.count
-        return total
+    def requests(self) -> Mapping[str, int]:
+        """Total requests over all pod sets (computed once; the cycle asks often)."""
+        return self._total
 
     def protected_until(self) -> float | None:
         """End of the protected min runtime, or None when not running or unfunded."""

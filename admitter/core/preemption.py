@@ -8,15 +8,16 @@ Three kinds of victim, never mixed up:
   within its fair share (the caller's share check runs on every level of its path).
 Non-preemptible workloads (priority ≥ 100, funded) are never victims.
 
-Victims are tried in order (unfunded, lowest priority, most over-served queue, most recently
-started, then most recently submitted), each released on the `ClusterState` and the quota ledger until the preemptor fits;
-then every victim whose return still leaves room is given back (minimal set). Anything not
-proved is rolled back (KAI's Statement: checkpoint, evict, place, commit or roll back).
+Victims are ranked (unfunded, lowest priority, most over-served queue, most recently started,
+most recently submitted) and planned per topology domain, then released one by one on the
+`ClusterState` and the quota ledger until the preemptor fits; every victim whose return still
+leaves room is then given back (minimal set). Anything not proved is rolled back (KAI's
+Statement: checkpoint, evict, place, commit or roll back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from admitter.core.decisions import EvictionReason
@@ -24,9 +25,13 @@ from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaLedger
+from admitter.core.topology import Domain
 
 MAX_VICTIMS = 64
 """Give up on a preemptor that would need more evictions than this (bounds cycle time)."""
+
+DOMAINS_TRIED = 3
+"""Candidate domains simulated per preemptor, best plan first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +58,13 @@ class Blocked:
 
 
 class RoomFinder:
-    """Finds victims for preemptors within one cycle; `running` is kept current by the cycle."""
+    """Finds victims for preemptors within one cycle; `running` is kept current by the cycle.
+
+    Candidates are ranked once per cycle. For each preemptor, victims are grouped by the domain
+    of its required topology level (the whole cluster without one); the domains whose free
+    capacity plus their victims' would hold the gang are planned, fewest and cheapest
+    victims first, and only those plans are simulated.
+    """
 
     def __init__(self, state: ClusterState, ledger: QuotaLedger, running: dict[str, Workload],
                  now: float) -> None:
@@ -61,30 +72,46 @@ class RoomFinder:
         self._ledger = ledger
         self._running = running
         self._now = now
+        self._ranked: list[Workload] | None = None
+        self._protected: list[Workload] = []
+        self._domain_of: dict[str | None, dict[str, Domain]] = {}
+        self._held: dict[tuple[str, str], dict[str, int]] = {}
 
     def find(self, preemptor: Workload, admissible: Callable[[Workload], bool],
              same_queue_only: bool = False) -> Room | Blocked:
         """Evict (virtually) until `preemptor` is `admissible` on quota and fits; keep a minimal
         set. On success the state and ledger hold the victims' release but not the preemptor.
         `same_queue_only` when only the preemptor's own queue can give (it is over its share)."""
-        candidates, protected = self._candidates(preemptor, same_queue_only)
+        candidates = [w for w in self._candidates() if self._may_take(preemptor, w,
+                                                                    same_queue_only)]
+        for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED]:
+            room = self._simulate(preemptor, plan, admissible)
+            if room is not None:
+                return room
+        protected = tuple(w for w in self._protected if w.key in self._running
+                          and self._may_take(preemptor, w, same_queue_only))
+        until = min((w.protected_until() or self._now for w in protected), default=None)
+        return Blocked(protected, until)
+
+    def _simulate(self, preemptor: Workload, plan: list[Workload],
+                  admissible: Callable[[Workload], bool]) -> Room | None:
         checkpoint = self._state.checkpoint()
         chosen: list[Victim] = []
         placement: Placement | None = None
-        for candidate in candidates:
+        for candidate in plan:
             victim = self._victim(preemptor, candidate)
             if victim is None:
                 continue
             self._evict(victim.workload)
             chosen.append(victim)
             placement = self._try(preemptor, admissible)
-            if placement is not None or len(chosen) >= MAX_VICTIMS:
+            if placement is not None:
                 break
         if placement is None:
-            self._restore(chosen)
+            for victim in chosen:
+                self._ledger.add(victim.workload)
             self._state.rollback(checkpoint)
-            until = min((w.protected_until() or self._now for w in protected), default=None)
-            return Blocked(tuple(protected), until)
+            return None
         for victim in reversed(chosen[:-1]):
             self._return(victim.workload)
             kept = self._try(preemptor, admissible)
@@ -110,47 +137,74 @@ class RoomFinder:
         self._state.assume(workload.key, workload.pod_sets, _placements(workload))
         self._ledger.add(workload)
 
-    def _restore(self, chosen: Iterable[Victim]) -> None:
-        for victim in chosen:
-            self._ledger.add(victim.workload)
+    def _candidates(self) -> list[Workload]:
+        """Running workloads that may be evicted now, in eviction order: unfunded, lowest
+        priority, most over-served queue, most recently started, most recently submitted."""
+        if self._ranked is None:
+            ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
+            for workload in self._running.values():
+                if workload.funded and not workload.preemptible:
+                    continue
+                until = workload.protected_until()
+                if until is not None and until > self._now:
+                    self._protected.append(workload)
+                    continue
+                order = (workload.funded, workload.priority,
+                         -self._ledger.over_share_ratio(workload.queue),
+                         -(workload.admitted_at or 0.0), -workload.submitted_at, workload.key)
+                ranked.append((order, workload))
+            ranked.sort(key=lambda item: item[0])
+            self._protected.sort(key=lambda w: (w.protected_until() or 0.0, w.key))
+            self._ranked = [w for _, w in ranked]
+        return [w for w in self._ranked if w.key in self._running]
 
-    def _candidates(self, preemptor: Workload, same_queue_only: bool) -> tuple[
-            list[Workload], list[Workload]]:
-        """Victim candidates in eviction order, and those only their protected min runtime
-        keeps safe."""
-        needs = set(preemptor.requests())
-        ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
-        protected: list[Workload] = []
-        for workload in self._running.values():
-            if same_queue_only and workload.queue != preemptor.queue:
-                continue
-            if not _holds_any(workload, needs) or not self._kind_allows(preemptor, workload):
-                continue
-            until = workload.protected_until()
-            if workload.funded and not workload.preemptible:
-                continue
-            if until is not None and until > self._now:
-                protected.append(workload)
-                continue
-            order = (
-                workload.funded,
-                workload.priority,
-                -self._ledger.over_share_ratio(workload.queue),
-                -(workload.admitted_at or 0.0),
-                -workload.submitted_at,
-                workload.key,
-            )
-            ranked.append((order, workload))
-        ranked.sort(key=lambda item: item[0])
-        protected.sort(key=lambda w: (w.protected_until() or 0.0, w.key))
-        return [w for _, w in ranked], protected
-
-    def _kind_allows(self, preemptor: Workload, victim: Workload) -> bool:
-        if not victim.funded:
-            return True
-        if victim.queue == preemptor.queue:
+    def _may_take(self, preemptor: Workload, victim: Workload, same_queue_only: bool) -> bool:
+        if same_queue_only and victim.queue != preemptor.queue:
+            return False
+        if victim.funded and victim.queue == preemptor.queue:
             return victim.priority < preemptor.priority
         return True
+
+    def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
+        """Per domain of the required level: the first candidates (in eviction order) whose
+        release would bring the domain's free amount of the key resource to the gang's need.
+        Fewest victims first, then the plan whose worst victim ranks earliest."""
+        requests = preemptor.requests()
+        resource = GPU if requests.get(GPU, 0) > 0 else min(requests, default=GPU)
+        index = self._state.resource_index(resource)
+        need = requests.get(resource, 0)
+        level = preemptor.topology.required
+        domain_of = self._domains(level)
+        per_domain: dict[int, tuple[Domain, list[Workload], int]] = {}
+        for workload in candidates:
+            held = self._held.get((workload.key, resource))
+            if held is None:
+                held = self._held[workload.key, resource] = _held_per_node(workload, resource)
+            for domain in {id(d): d for n in held if (d := domain_of.get(n))}.values():
+                entry = per_domain.get(id(domain))
+                if entry is None:
+                    free = 0 if index is None else sum(row[index] for row in domain.free)
+                    entry = per_domain[id(domain)] = (domain, [], free)
+                _, plan, free = entry
+                if (free >= need and plan) or len(plan) >= MAX_VICTIMS:
+                    continue
+                plan.append(workload)
+                gained = sum(a for n, a in held.items() if domain_of.get(n) is domain)
+                per_domain[id(domain)] = (domain, plan, free + gained)
+        rank = {w.key: i for i, w in enumerate(candidates)}
+        viable = [((len(plan), max(rank[w.key] for w in plan), domain.order), plan)
+                  for domain, plan, free in per_domain.values() if free >= need and plan]
+        return [plan for _, plan in sorted(viable, key=lambda v: v[0])]
+
+    def _domains(self, level: str | None) -> dict[str, Domain]:
+        """Node name → its domain at `level` (the root for None)."""
+        mapping = self._domain_of.get(level)
+        if mapping is None:
+            tree = self._state.tree
+            domains = tree.domains(level) if level is not None else [tree.root]
+            mapping = {node: d for d in domains for node in d.nodes}
+            self._domain_of[level] = mapping
+        return mapping
 
     def _victim(self, preemptor: Workload, victim: Workload) -> Victim | None:
         """The eviction, if still justified given the victims chosen so far (the ledger
@@ -193,12 +247,15 @@ class RoomFinder:
         return None
 
 
-def _holds_any(workload: Workload, resources: set[str]) -> bool:
-    """Only victims holding something the preemptor asks for (GPU first) can help."""
-    held = workload.requests()
-    if GPU in resources:
-        return held.get(GPU, 0) > 0
-    return any(held.get(r, 0) > 0 for r in resources)
+def _held_per_node(workload: Workload, resource: str) -> dict[str, int]:
+    """How much of `resource` the workload holds on each node."""
+    held: dict[str, int] = {}
+    placements = workload.pod_set_placements or (workload.placement,)
+    for pod_set, counts in zip(workload.pod_sets, placements, strict=False):
+        amount = pod_set.requests.get(resource, 0)
+        for node, count in counts.items():
+            held[node] = held.get(node, 0) + amount * count
+    return {node: amount for node, amount in held.items() if amount > 0}
 
 
 def _placements(workload: Workload) -> tuple[dict[str, int], ...]:

@@ -41,6 +41,13 @@ class QuotaLedger:
         self._tree = tree
         self._fair = fair
         self._paths = {leaf: tree.path(leaf) for leaf in tree.leaves()}
+        self._limits = {
+            leaf: [(name, resource, knobs.limit)
+                   for name in path
+                   for resource, knobs in sorted(tree.queue(name).resources.items())
+                   if knobs.limit != UNLIMITED]
+            for leaf, path in self._paths.items()
+        }
         self.funded: dict[str, dict[str, int]] = {name: {} for name in tree}
         self.held: dict[str, dict[str, int]] = {name: {} for name in tree}
         for workload in admitted:
@@ -63,13 +70,11 @@ class QuotaLedger:
     def limit_block(self, workload: Workload) -> QuotaBlock | None:
         """The first queue on the path whose hard limit the workload would break."""
         requests = workload.requests()
-        for name in self._paths[workload.queue]:
-            knobs = self._tree.queue(name)
-            for resource, amount in requests.items():
-                limit = knobs.knobs(resource).limit
-                holding = self.held[name].get(resource, 0)
-                if limit != UNLIMITED and holding + amount > limit:
-                    return QuotaBlock(name, resource, holding, amount, limit, "limit")
+        for name, resource, limit in self._limits[workload.queue]:
+            amount = requests.get(resource, 0)
+            holding = self.held[name].get(resource, 0)
+            if amount and holding + amount > limit:
+                return QuotaBlock(name, resource, holding, amount, limit, "limit")
         return None
 
     def share_block(self, workload: Workload, *, deserved_only: bool,

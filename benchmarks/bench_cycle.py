@@ -1,0 +1,132 @@
+"""One full admission cycle at scale, and how its time grows with each dimension.
+
+    .venv/bin/python benchmarks/bench_cycle.py [--quick] [--plot out/cycle.png]
+
+The headline case is issue 5's: 10,000 pending workloads, 2,000 nodes of 8 GPUs in four
+topology levels (zone/block/rack/host), 1,000 leaf queues under 10 parents, with a third of
+the GPUs already held by admitted workloads. Each point is the median of several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from admitter.core.cycle import run_cycle
+from admitter.core.decisions import CycleSettings, Snapshot
+from admitter.core.model import (
+    GPU,
+    FairShareSettings,
+    Node,
+    Phase,
+    PodSet,
+    Queue,
+    ResourceQuota,
+    TopologyRequest,
+    Workload,
+)
+
+ZONE, BLOCK, RACK, HOST = ("topology.admitter.dev/zone", "topology.admitter.dev/block",
+                           "topology.admitter.dev/rack", "kubernetes.io/hostname")
+LEVELS = (ZONE, BLOCK, RACK, HOST)
+
+
+def build(pending: int, nodes: int, leaves: int, seed: int = 7) -> Snapshot:
+    rng = random.Random(seed)
+    node_list = []
+    for i in range(nodes):
+        name = f"n{i:05d}"
+        labels = {ZONE: f"z{i // 512}", BLOCK: f"b{i // 64}", RACK: f"r{i // 8}", HOST: name}
+        node_list.append(Node(name, {GPU: 8, "cpu": 128_000, "memory": 2 << 40}, labels))
+    parents = max(1, leaves // 100)
+    queues = [Queue(f"p{p}", None, 0, {GPU: ResourceQuota(quota=-1)}, p) for p in range(parents)]
+    per_leaf = nodes * 8 // leaves
+    for q in range(leaves):
+        knobs = ResourceQuota(quota=per_leaf, over_quota_weight=1 + q % 3)
+        queues.append(Queue(f"q{q}", f"p{q % parents}", q % 2, {GPU: knobs}, parents + q))
+    workloads: list[Workload] = []
+    # A third of the cluster is busy with single-node jobs placed round-robin.
+    for i in range(nodes // 3):
+        node = node_list[(i * 3) % nodes].name
+        pod_set = PodSet("main", 1, {GPU: 8, "cpu": 32_000})
+        workloads.append(Workload(f"run{i}", f"q{i % leaves}", (pod_set,), 0.0, 0, 3600.0,
+                                  phase=Phase.ADMITTED, admitted_at=0.0, placement={node: 1},
+                                  pod_set_placements=({node: 1},)))
+    for i in range(pending):
+        pods, gpus = rng.choice([(1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (4, 8), (8, 8)])
+        topology = TopologyRequest(required=RACK if pods > 1 and pods <= 8 else None,
+                                   preferred=HOST if pods == 1 else None)
+        pod_set = PodSet("main", pods, {GPU: gpus, "cpu": 4_000 * gpus})
+        workloads.append(Workload(f"w{i}", f"q{rng.randrange(leaves)}", (pod_set,),
+                                  float(rng.randrange(3600)), rng.choice([0, 10, 50]),
+                                  rng.choice([0.0, 900.0, 7200.0]), topology=topology))
+    settings = CycleSettings(fair_share=FairShareSettings(window=0))
+    return Snapshot(7200.0, node_list, LEVELS, queues, workloads, (), settings)
+
+
+def measure(snapshot: Snapshot, repeat: int) -> tuple[float, int]:
+    times = []
+    admitted = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = run_cycle(snapshot)
+        times.append(time.perf_counter() - start)
+        admitted = len(result.admissions)
+    return statistics.median(times), admitted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="headline case only")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--plot", help="write a PNG of the scaling curves here")
+    args = parser.parse_args()
+    console = Console()
+    base = {"pending": 10_000, "nodes": 2_000, "leaves": 1_000}
+    table = Table(title="admission cycle time (median)")
+    for column in ("pending", "nodes", "leaf queues", "admitted", "cycle ms"):
+        table.add_column(column, justify="right")
+    seconds, admitted = measure(build(**base), args.repeat)
+    table.add_row("10000", "2000", "1000", str(admitted), f"{seconds * 1000:.0f}")
+    curves: dict[str, list[tuple[int, float]]] = {}
+    if not args.quick:
+        sweeps = {"pending": [1_000, 2_500, 5_000, 10_000], "nodes": [250, 500, 1_000, 2_000],
+                  "leaves": [10, 100, 500, 1_000]}
+        for dimension, values in sweeps.items():
+            for value in values:
+                shape = {**base, dimension: value}
+                seconds, admitted = measure(build(**shape), args.repeat)
+                curves.setdefault(dimension, []).append((value, seconds))
+                table.add_row(str(shape["pending"]), str(shape["nodes"]), str(shape["leaves"]),
+                              str(admitted), f"{seconds * 1000:.0f}")
+    console.print(table)
+    if args.plot and curves:
+        plot(curves, args.plot)
+
+
+def plot(curves: dict[str, list[tuple[int, float]]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 3, figsize=(12, 3.5))
+    for axis, (dimension, points) in zip(axes, curves.items(), strict=True):
+        axis.plot([p[0] for p in points], [p[1] * 1000 for p in points], marker="o")
+        axis.set_xlabel(dimension)
+        axis.set_ylabel("cycle ms")
+        axis.grid(alpha=0.3)
+    figure.suptitle("admission cycle time; the other two dimensions at 10k / 2k / 1k")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
+
+
