@@ -23,6 +23,7 @@ FANOUT = 10
 
 
 def _knobs(i: int, gpus: int) -> dict[str, ResourceQuota]:
+    """Quotas well below each level's share, so every level divides a surplus too."""
     weight = 1.0 + i % 4
     return {
         GPU: ResourceQuota(quota=gpus, over_quota_weight=weight),
@@ -40,18 +41,23 @@ def build() -> tuple[QueueTree, dict[str, int], dict[str, dict[str, int]], dict[
     usage: dict[str, float] = {}
     for r in range(FANOUT):
         root = f"org-{r}"
-        queues.append(Queue(root, priority=r % 3, resources=_knobs(r, 80), order=len(queues)))
+        queues.append(Queue(root, priority=r % 3, resources=_knobs(r, 40), order=len(queues)))
         usage[root] = 0.01 * r
         for m in range(FANOUT):
             mid = f"{root}-team-{m}"
             queues.append(
-                Queue(mid, parent=root, priority=m % 2, resources=_knobs(m, 8), order=len(queues))
+                Queue(mid, parent=root, priority=m % 2, resources=_knobs(m, 3), order=len(queues))
             )
             usage[mid] = 0.1 * (m % 3) / 3
             for leaf_index in range(FANOUT):
                 leaf = f"{mid}-proj-{leaf_index}"
                 queues.append(
-                    Queue(leaf, parent=mid, resources=_knobs(leaf_index, 1), order=len(queues))
+                    Queue(
+                        leaf,
+                        parent=mid,
+                        resources=_knobs(leaf_index, leaf_index % 2),
+                        order=len(queues),
+                    )
                 )
                 usage[leaf] = 0.1
                 gpus = 1 + (r + m + leaf_index) % 7

@@ -72,13 +72,9 @@ class FairShare:
 class _Claim:
     """One queue's working state while one resource is divided among its siblings."""
 
-    __slots__ = ("deserved", "fair", "name", "priority", "quota", "requestable", "usage", "weight")
+    __slots__ = ("deserved", "fair", "quota", "requestable", "usage", "weight")
 
-    def __init__(
-        self, name: str, priority: int, quota: int, weight: float, usage: float, requestable: int
-    ) -> None:
-        self.name = name
-        self.priority = priority
+    def __init__(self, quota: int, weight: float, usage: float, requestable: int) -> None:
         self.quota = quota
         self.weight = weight
         self.usage = usage
@@ -104,13 +100,15 @@ def compute_fair_share(
         tree.validate_leaf(queue)
     resources = tuple(sorted(set(capacity).union(*demand.values())))
     bottom_up = [tree.queue(name) for name in reversed(tuple(tree))]
-    groups = tree.sibling_groups()
+    groups = [
+        (parent, _priority_buckets(tree, children)) for parent, children in tree.sibling_groups()
+    ]
     shares: dict[str, dict[str, ResourceShare]] = {name: {} for name in tree}
     for resource in resources:
         claims = _claims(bottom_up, resource, demand, usage)
-        for parent, children in groups:
+        for parent, buckets in groups:
             amount = capacity.get(resource, 0) if parent is None else claims[parent].fair
-            _divide(amount, [claims[name] for name in children], k_value)
+            _divide(amount, [[claims[name] for name in bucket] for bucket in buckets], k_value)
         for name, claim in claims.items():
             shares[name][resource] = ResourceShare(claim.fair, claim.deserved, claim.requestable)
     return FairShare(shares, resources)
@@ -137,8 +135,6 @@ def _claims(
             wanted = demand.get(name, {}).get(resource, 0)
         requestable = wanted if knobs.limit == UNLIMITED else min(wanted, knobs.limit)
         claims[name] = _Claim(
-            name,
-            queue.priority,
             knobs.quota,
             knobs.over_quota_weight,
             usage.get(name, 0.0),
@@ -149,20 +145,26 @@ def _claims(
     return claims
 
 
-def _divide(amount: int, siblings: Sequence[_Claim], k_value: float) -> None:
-    """Split `amount` among `siblings` (in creation order): deserved, then over-quota."""
+def _priority_buckets(tree: QueueTree, siblings: Sequence[str]) -> list[list[str]]:
+    """Siblings grouped by priority, highest first, creation order kept inside each group."""
+    by_priority = sorted(siblings, key=lambda name: -tree.queue(name).priority)
+    return [
+        list(bucket) for _, bucket in groupby(by_priority, key=lambda n: tree.queue(n).priority)
+    ]
+
+
+def _divide(amount: int, buckets: Sequence[list[_Claim]], k_value: float) -> None:
+    """Split `amount` among siblings given as priority buckets: deserved, then over-quota."""
     remaining = amount
-    for claim in siblings:
-        quota = amount if claim.quota == UNLIMITED else claim.quota
-        claim.deserved = claim.fair = max(0, min(quota, claim.requestable))
-        remaining -= claim.fair
-    if remaining <= 0:
-        return
-    by_priority = sorted(siblings, key=lambda claim: -claim.priority)
-    for _, bucket in groupby(by_priority, key=lambda claim: claim.priority):
-        remaining = _share_bucket(remaining, list(bucket), k_value)
-        if remaining == 0:
+    for bucket in buckets:
+        for claim in bucket:
+            quota = amount if claim.quota == UNLIMITED else claim.quota
+            claim.deserved = claim.fair = max(0, min(quota, claim.requestable))
+            remaining -= claim.fair
+    for bucket in buckets:
+        if remaining <= 0:
             return
+        remaining = _share_bucket(remaining, bucket, k_value)
 
 
 def _share_bucket(remaining: int, bucket: list[_Claim], k_value: float) -> int:
@@ -191,11 +193,9 @@ def _share_bucket(remaining: int, bucket: list[_Claim], k_value: float) -> int:
         wanting = still_wanting
         if not took_less:
             break
-    ranked = sorted(
-        zip(fractions, range(len(wanting)), wanting, strict=True),
-        key=lambda item: (-item[0], item[1]),
-    )
-    for fraction, _, claim in ranked:
+    # a stable sort: equal fractions keep creation order (then name), the documented tie-break
+    ranked = sorted(zip(fractions, wanting, strict=True), key=lambda item: -item[0])
+    for fraction, claim in ranked:
         if remaining <= 0 or fraction == 0:
             break
         claim.fair += 1
