@@ -93,8 +93,8 @@ def compute_fair_share(
     """Divide `capacity` (schedulable nodes) over the tree.
 
     `demand` is per leaf queue: the summed requests of its pending and admitted funded
-    workloads. `usage` is normalised per queue (see `usage.normalised_usage`); it only shapes
-    over-quota shares, and `k_value` 0 ignores it.
+    workloads. `usage` is normalised per queue (see `usage.normalised_usage`) and serves every
+    resource; it only shapes over-quota shares, and `k_value` 0 ignores it.
     """
     for queue in demand:
         tree.validate_leaf(queue)
