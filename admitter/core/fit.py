@@ -111,17 +111,20 @@ def first_node(domain: Domain, shape: Shape) -> Ranked | None:
     return result
 
 
-def best_domain(domain: Domain, depth: int, demand: Demand) -> Ranked | None:
-    """Among domains at `depth` under this one that fit, the one with least free capacity."""
+def best_domain(domain: Domain, depth: int, within: int, demand: Demand) -> Ranked | None:
+    """Among domains at `depth` under this one that fit and lie inside a domain at depth
+    `within` (a host whose labels stop above that level does not), the least free one."""
     if domain.depth > depth or not fits(domain, demand):
         return None
     if domain.depth == depth:
+        if domain.parent is not None and domain.parent.depth < within < depth:
+            return None
         return free_key(domain, demand.resources, demand.classes), domain.order, domain
-    key = ("best", depth, demand.id)
+    key = ("best", depth, within, demand.id)
     if key not in domain.memo:
         best: Ranked | None = None
         for child in domain.children:
-            rank = best_domain(child, depth, demand)
+            rank = best_domain(child, depth, within, demand)
             if rank is not None and (best is None or rank < best):
                 best = rank
         domain.memo[key] = best
@@ -145,9 +148,10 @@ def largest(domain: Domain, classes: tuple[int, ...]) -> tuple[int, ...]:
     return result
 
 
-def ranked(root: Domain, depth: int, demand: Demand) -> Iterator[Domain]:
-    """Domains at `depth` that fit `demand`, least free first (bin-pack), lazily."""
-    return _ascending(root, lambda d: best_domain(d, depth, demand))
+def ranked(root: Domain, depth: int, within: int, demand: Demand) -> Iterator[Domain]:
+    """Domains at `depth`, inside one at depth `within`, that fit `demand`, least free first
+    (bin-pack), lazily."""
+    return _ascending(root, lambda d: best_domain(d, depth, within, demand))
 
 
 def fill(domain: Domain, shape: Shape, count: int) -> dict[int, int]:

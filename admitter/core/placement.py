@@ -61,7 +61,7 @@ def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailu
         return depths
     if fits(state.tree.root, demand):
         for depth in depths:
-            for domain in ranked(state.tree.root, depth, demand):
+            for domain in ranked(state.tree.root, depth, depths[-1], demand):
                 packed = _pack(state, workload, domain, demand)
                 if packed is not None:
                     return Placement(domain.level, domain.value, dict(domain.affinity), packed)
