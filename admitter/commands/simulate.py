@@ -13,7 +13,6 @@ from admitter.api.duration import format_duration
 from admitter.api.scenario_file import load_scenario
 from admitter.sim.checks import check_simulatable
 from admitter.sim.engine import Outcome, Simulation
-from admitter.sim.plots import write_plots
 from admitter.sim.report import markdown, print_report
 from admitter.sim.result import build_result, write_result
 from admitter.sim.workloads import instance_names
@@ -78,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         write_result(result, args.out / "result.json")
+        from admitter.sim.plots import write_plots  # matplotlib takes seconds to import
+
         accounting = outcome.accounting
         plots = write_plots(result, accounting.timeline, accounting.leaves, args.out)
         (args.out / "report.md").write_text(markdown(result, plots))

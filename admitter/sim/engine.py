@@ -3,8 +3,9 @@ own decision core (`run_cycle`) decide on the cycle grid.
 
 Moments are submissions, completions, cluster events, and wake-ups known in advance: the end
 of a running funded workload's protected min runtime, a pending workload reaching the
-starvation bound, a `Pending.retry_at`. A change at t is acted on at the first cycle boundary
-k·cycle ≥ t; time in between is skipped, not stepped through.
+starvation bound, a `Pending.retry_at`. A wake-up is dropped when its job has moved on (the
+run it protected ended, the waiting workload started). A change at t is acted on at the first
+cycle boundary k·cycle ≥ t; time in between is skipped, not stepped through.
 
 Re-run rule. The core is deterministic: fed the same state, only time-dependent facts can
 change its answer. So the cycle runs at the first boundary at or after
@@ -60,6 +61,20 @@ class _Kind(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class _Wake:
+    """A moment known in advance, which matters only while its job is as it was: waiting
+    (`stint` None: starvation bound, retry_at) or still in the same run (protection end)."""
+
+    job: Job
+    stint: Stint | None
+
+    def relevant(self) -> bool:
+        if self.stint is None:
+            return self.job.finished_at is None and self.job.running is None
+        return self.job.running is self.stint
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """Everything the result is computed from."""
 
@@ -102,7 +117,7 @@ class Simulation:
         self._order = count()
         self._arrivals = 0
         """Submissions and cluster events still ahead: they keep a run without horizon alive."""
-        self._wakes: set[float] = set()
+        self._wakes: set[tuple[float, str, bool]] = set()
         self._due: int | None = None
         self._last_cycle = -1
         self._now = 0.0
@@ -165,10 +180,11 @@ class Simulation:
         boundary = self._boundary(at)
         self._due = boundary if self._due is None else min(self._due, boundary)
 
-    def _wake(self, at: float) -> None:
-        if at not in self._wakes:
-            self._wakes.add(at)
-            self._push(at, _Kind.WAKE, None)
+    def _wake(self, at: float, job: Job, stint: Stint | None = None) -> None:
+        key = (at, job.key, stint is None)
+        if key not in self._wakes:
+            self._wakes.add(key)
+            self._push(at, _Kind.WAKE, _Wake(job, stint))
 
     def _worth_cycling(self) -> bool:
         if self._pending:
@@ -199,8 +215,9 @@ class Simulation:
                 assert isinstance(payload, ClusterEvent)
                 self._cluster(payload, at)
             else:
-                self._wakes.discard(at)
-                if self._worth_cycling():
+                assert isinstance(payload, _Wake)
+                self._wakes.discard((at, payload.job.key, payload.stint is None))
+                if payload.relevant() and self._worth_cycling():
                     self._request(at)
 
     def _submit(self, instance: Instance, at: float) -> None:
@@ -210,7 +227,7 @@ class Simulation:
         self._pending[job.key] = job
         self.accounting.demand(instance.pending, 1)
         if self._settings.starvation_bound > 0:
-            self._wake(at + self._settings.starvation_bound)
+            self._wake(at + self._settings.starvation_bound, job)
         self._request(at)
 
     def _finish(self, job: Job, at: float) -> None:
@@ -254,7 +271,7 @@ class Simulation:
             self._due = index + 1
         for pending in result.pending:
             if pending.retry_at is not None and pending.retry_at > at:
-                self._wake(pending.retry_at)
+                self._wake(pending.retry_at, self._jobs[pending.key])
 
     def _snapshot(self, at: float) -> Snapshot:
         workloads = [job.workload for job in self._running.values()]
@@ -290,5 +307,5 @@ class Simulation:
         workload = job.instance.pending
         if workload.funded:
             self._ledger.open(job.key, workload.queue, at, job.instance.gpus)
-            self._wake(at + workload.min_runtime)
+            self._wake(at + workload.min_runtime, job, stint)
         self._push(finish_at, _Kind.FINISH, (job, stint))

@@ -15,6 +15,8 @@ import numpy as np
 from admitter.sim.accounting import Mark
 from admitter.sim.result import HOUR, Result
 
+COLORS = [plt.get_cmap("tab20")(i) for i in range(20)]
+"""Twenty distinct colours: the default cycle repeats after ten queues."""
 BINS = 600
 """Time bins of the allocation plot: each shows the time-average allocation over its span."""
 
@@ -64,7 +66,8 @@ def _allocation(result: Result, timeline: Sequence[Mark], leaves: Sequence[str])
         edges, held, capacity = binned(timeline, end, BINS)
         scale, unit = (86400.0, "days") if end > 3 * 86400 else (HOUR, "hours")
         middle = (edges[:-1] + edges[1:]) / 2 / scale
-        axes.stackplot(middle, held.T, labels=list(leaves), step="mid")
+        colors = [COLORS[i % len(COLORS)] for i in range(len(leaves))]
+        axes.stackplot(middle, held.T, labels=list(leaves), colors=colors, step="mid")
         axes.step(middle, capacity, where="mid", color="black", linewidth=1.2,
                   label="schedulable GPUs")
         axes.set_xlabel(f"simulated time ({unit})")
