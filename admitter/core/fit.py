@@ -105,7 +105,7 @@ def first_node(domain: Domain, shape: Shape) -> Ranked | None:
                     best = rank
         elif capacity(domain, shape) > 0:
             free = domain.free[domain.taint_class]
-            best = tuple(free[r] for r, _ in shape.request), domain.node, domain
+            best = tuple([free[r] for r, _ in shape.request]), domain.node, domain
         domain.memo[key] = best
     result: Ranked | None = domain.memo[key]
     return result
@@ -114,19 +114,21 @@ def first_node(domain: Domain, shape: Shape) -> Ranked | None:
 def best_domain(domain: Domain, depth: int, within: int, demand: Demand) -> Ranked | None:
     """Among domains at `depth` under this one that fit and lie inside a domain at depth
     `within` (a host whose labels stop above that level does not), the least free one."""
-    if domain.depth > depth or not fits(domain, demand):
+    if domain.depth > depth:
         return None
-    if domain.depth == depth:
-        if domain.parent is not None and domain.parent.depth < within < depth:
-            return None
-        return free_key(domain, demand.resources, demand.classes), domain.order, domain
     key = ("best", depth, within, demand.id)
     if key not in domain.memo:
         best: Ranked | None = None
-        for child in domain.children:
-            rank = best_domain(child, depth, within, demand)
-            if rank is not None and (best is None or rank < best):
-                best = rank
+        if domain.depth == depth:
+            inside = domain.parent is None or not domain.parent.depth < within < depth
+            if inside and fits(domain, demand):
+                best = free_key(domain, demand.resources, demand.classes), domain.order, domain
+        elif fits(domain, demand):
+            for child in domain.children:
+                rank = (child.memo[key] if key in child.memo
+                        else best_domain(child, depth, within, demand))
+                if rank is not None and (best is None or rank < best):
+                    best = rank
         domain.memo[key] = best
     result: Ranked | None = domain.memo[key]
     return result

@@ -111,7 +111,7 @@ class ClusterState:
     def demand(self, pod_sets: Sequence[PodSet]) -> Demand | None:
         """A gang as an interned `Demand` (its shapes share memo ids with every other gang's);
         None when a pod asks for a resource no node has."""
-        signature = tuple((tuple(p.requests.items()), p.tolerations, p.count) for p in pod_sets)
+        signature = tuple([(tuple(p.requests.items()), p.tolerations, p.count) for p in pod_sets])
         if signature not in self._demands:
             shapes = [self._shape(p) for p in pod_sets]
             self._demands[signature] = None if None in shapes else Demand.of(tuple(
