@@ -12,6 +12,7 @@ and `assume()` the preemptor, then `rollback(cp)` to undo exactly or `commit()` 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,7 +37,10 @@ class Checkpoint:
 class ClusterState:
     """Free capacity per node and per topology domain for one snapshot.
 
-    `admitted` workloads are assumed at construction from `Workload.pod_set_placements`.
+    `levels` are the Topology's node-label keys, coarsest first (`kubernetes.io/hostname`, if
+    listed, must be last; each node is its own host domain either way). `admitted` workloads
+    are assumed at construction from `Workload.pod_set_placements` (or `placement` when they
+    have one pod set).
     Pods on nodes missing from the snapshot are ignored (the node and its pods are gone), as
     are requests for resources a node does not have.
     """
@@ -60,8 +64,8 @@ class ClusterState:
             sorted({(), *taint_sets.values()}, key=lambda ts: [_taint_key(t) for t in ts]))
         """Blocking taints of each taint class; class 0 is the untainted one."""
         class_of = {taints: c for c, taints in enumerate(self.class_taints)}
-        self.class_sizes = tuple(sum(1 for t in taint_sets.values() if t == taints)
-                                 for taints in self.class_taints)
+        sizes = Counter(taint_sets.values())
+        self.class_sizes = tuple(sizes[taints] for taints in self.class_taints)
         """Schedulable nodes in each taint class."""
         self.tree = DomainTree(levels, schedulable,
                                {i: class_of[t] for i, t in taint_sets.items()},
@@ -90,8 +94,8 @@ class ClusterState:
     def free(self, node: str) -> dict[str, int]:
         """What the node offers a pod that tolerates its taints; nothing when cordoned."""
         i = self._index[node]
-        open_ = i in self.tree.leaves
-        return {r: max(0, amount) if open_ else 0 for r, amount in zip(
+        schedulable = i in self.tree.leaves
+        return {r: max(0, amount) if schedulable else 0 for r, amount in zip(
             self.resources, self._raw[i], strict=True)}
 
     def schedulable_capacity(self) -> dict[str, int]:
@@ -113,10 +117,10 @@ class ClusterState:
         None when a pod asks for a resource no node has."""
         signature = tuple([(tuple(p.requests.items()), p.tolerations, p.count) for p in pod_sets])
         if signature not in self._demands:
-            shapes = [self._shape(p) for p in pod_sets]
-            self._demands[signature] = None if None in shapes else Demand.of(tuple(
-                (shape, p.count) for shape, p in zip(shapes, pod_sets, strict=True)
-                if shape is not None))
+            shapes = [shape for p in pod_sets if (shape := self._shape(p)) is not None]
+            counts = [p.count for p in pod_sets]
+            self._demands[signature] = (Demand.of(tuple(zip(shapes, counts, strict=True)))
+                                        if len(shapes) == len(counts) else None)
         return self._demands[signature]
 
     def _shape(self, pod_set: PodSet) -> Shape | None:

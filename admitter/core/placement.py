@@ -4,8 +4,9 @@ A workload is placed all or nothing. Its topology request picks the levels to tr
 alone, or `preferred` first and then each coarser level up to `required` (or the whole
 cluster). At each level the fitting domain with the least free capacity wins (bin-pack, keeps
 big domains whole), and inside it pods go to the most-allocated nodes first. Pod sets are packed
-one after another in the chosen domain, each seeing the ones before it as used. See
-docs/gang-fit.md for why the per-node floor sum is a sound check.
+one after another in the chosen domain, each seeing the ones before it as used. A preferred
+level no finer than the required one adds nothing. See docs/gang-fit.md for why the per-node
+floor sum is a sound check.
 """
 
 from __future__ import annotations
@@ -153,8 +154,9 @@ def _short(state: ClusterState, shape: Shape, count: int, domains: list[Domain],
         total, name = amount * count, state.resources[resource]
         if most < total:
             if noun is None:
-                return f"the cluster has {most} free {name}; {count} pods × {amount} need {total}"
-            return (f"no {noun} has {total} free {name} for {count} pods × {amount}; "
+                return (f"the cluster has {most} free {name}; {_count(count)} × {amount} "
+                        f"need {total}")
+            return (f"no {noun} has {total} free {name} for {_count(count)} × {amount}; "
                     f"the largest has {most}")
     best = max(capacity(d, shape) for d in domains)
     if noun is None:
@@ -167,7 +169,11 @@ def _short(state: ClusterState, shape: Shape, count: int, domains: list[Domain],
 def _pods(state: ClusterState, shape: Shape, count: int) -> str:
     amounts = [f"{amount} {state.resources[r]}" for r, amount in shape.request]
     each = amounts[0] if len(amounts) == 1 else f"({', '.join(amounts)})"
-    return f"{count} pod{'s' if count != 1 else ''} × {each}"
+    return f"{_count(count)} × {each}"
+
+
+def _count(pods: int) -> str:
+    return f"{pods} pod" if pods == 1 else f"{pods} pods"
 
 
 def _noun(level: str) -> str:

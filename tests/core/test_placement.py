@@ -95,7 +95,7 @@ CASES = [
     Case("a node without the rack label serves unconstrained workloads only",
          (node("a", rack=None), node("b", used=6, rack="r1")),
          workload("w", gang(1, 8), required=RACK),
-         reason="no rack (topology.admitter.dev/rack) has 8 free nvidia.com/gpu for 1 pods × 8;"
+         reason="no rack (topology.admitter.dev/rack) has 8 free nvidia.com/gpu for 1 pod × 8;"
                 " the largest has 2"),
     Case("unknown topology level",
          (node("a"),), workload("w", gang(1, 1), required="example.com/pod"),
