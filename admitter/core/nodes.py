@@ -69,12 +69,11 @@ class ClusterState:
         """Schedulable nodes in each taint class."""
         self.tree = DomainTree(levels, schedulable,
                                {i: class_of[t] for i, t in taint_sets.items()},
-                               len(self.class_taints), len(self.resources))
-        self._capacity = [0] * len(self.resources)
-        for i in schedulable:
-            offer = [max(0, amount) for amount in self._raw[i]]
-            self.tree.update(i, offer)
-            self._capacity = [a + b for a, b in zip(self._capacity, offer, strict=True)]
+                               len(self.class_taints),
+                               {i: [max(0, a) for a in self._raw[i]] for i in schedulable},
+                               len(self.resources))
+        self._capacity = [sum(row[r] for row in self.tree.root.free)
+                          for r in range(len(self.resources))]
         self._held: dict[str, Holding] = {}
         self._log: list[tuple[str, Holding, int]] = []
         self._epoch = 0

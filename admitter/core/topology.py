@@ -55,10 +55,12 @@ class Domain:
 
 
 class DomainTree:
-    """Level → domains over the schedulable nodes, which `nodes` maps by node index."""
+    """Level → domains over the schedulable nodes, which `nodes` maps by node index, with
+    each node's taint class and initial free amount per resource (never negative)."""
 
     def __init__(self, levels: Sequence[str], nodes: Mapping[int, Node],
-                 classes: Mapping[int, int], class_count: int, resources: int) -> None:
+                 classes: Mapping[int, int], class_count: int,
+                 offers: Mapping[int, Sequence[int]], resources: int) -> None:
         if HOSTNAME in levels[:-1]:
             raise ValueError(f"{HOSTNAME} can only be the finest topology level")
         label_levels = [level for level in levels if level != HOSTNAME]
@@ -89,6 +91,7 @@ class DomainTree:
                           parent, class_count, resources)
             leaf.node = node_index
             leaf.taint_class = classes[node_index]
+            leaf.free[leaf.taint_class] = list(offers[node_index])
             leaf.nodes = (node.name,)
             parent.children.append(leaf)
             self._by_level[HOSTNAME].append(leaf)
@@ -99,14 +102,17 @@ class DomainTree:
 
     def _finish(self, domain: Domain, order: int) -> int:
         """Sort children (label domains by value, then hosts by node name), number domains
-        depth-first, collect node names."""
+        depth-first, collect node names and sum free capacity."""
         domain.order = order
         order += 1
         domain.children.sort(key=lambda d: (d.node >= 0, "" if d.node >= 0 else d.value, d.node))
         for child in domain.children:
             order = self._finish(child, order)
-        if domain.node < 0:
+        if domain.children:
             domain.nodes = tuple(name for child in domain.children for name in child.nodes)
+            domain.free = [
+                list(map(sum, zip(*(child.free[c] for child in domain.children), strict=True)))
+                for c in range(len(domain.free))]
         return order
 
     def domains(self, level: str) -> list[Domain]:
