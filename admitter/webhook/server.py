@@ -1,0 +1,128 @@
+"""The webhook HTTPS server: one route per webhook, AdmissionReview in, AdmissionReview out.
+
+    runner = await start_webhook_server(settings, ApiLookup(api), Path("/etc/admitter/tls"))
+    ...
+    await runner.cleanup()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from json import JSONDecodeError
+from pathlib import Path
+
+from aiohttp import web
+from prometheus_client import Counter
+
+from admitter.api.settings import Settings
+from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
+from admitter.webhook.lookup import Lookup
+from admitter.webhook.names import (
+    CONTROLLER_USERNAME,
+    HEALTH_PATH,
+    MUTATE_JOBS_PATH,
+    VALIDATE_JOBS_PATH,
+    VALIDATE_RESOURCES_PATH,
+)
+from admitter.webhook.resources import validate_resource
+from admitter.webhook.review import (
+    AdmissionRequest,
+    ReviewError,
+    Verdict,
+    deny,
+    parse_review,
+    review_response,
+)
+from admitter.webhook.tls import ReloadingCertificate
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9443
+MAX_BODY = 8 * 1024 * 1024
+"""A review carries the object twice (old and new); API objects are at most ~1.5 MiB each."""
+
+REVIEWS = Counter(
+    "admitter_webhook_reviews_total", "Admission reviews answered", ["webhook", "allowed"]
+)
+
+Decide = Callable[[AdmissionRequest], Awaitable[Verdict]]
+
+
+def build_app(
+    settings: Settings,
+    lookup: Lookup,
+    controller_usernames: Iterable[str] = (CONTROLLER_USERNAME,),
+) -> web.Application:
+    """The routes, with the Job rules bound to `settings` and the controller's identities."""
+    policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames))
+
+    async def mutate(request: AdmissionRequest) -> Verdict:
+        return mutate_job(request)
+
+    async def validate_jobs(request: AdmissionRequest) -> Verdict:
+        return await validate_job(request, lookup, policy)
+
+    async def validate_resources(request: AdmissionRequest) -> Verdict:
+        return await validate_resource(request, lookup)
+
+    app = web.Application(client_max_size=MAX_BODY)
+    app.router.add_post(MUTATE_JOBS_PATH, _endpoint("mutate-jobs", mutate))
+    app.router.add_post(VALIDATE_JOBS_PATH, _endpoint("validate-jobs", validate_jobs))
+    app.router.add_post(VALIDATE_RESOURCES_PATH, _endpoint("validate-admitter", validate_resources))
+    app.router.add_get(HEALTH_PATH, _healthz)
+    return app
+
+
+async def start_webhook_server(
+    settings: Settings,
+    lookup: Lookup,
+    cert_dir: Path,
+    port: int = DEFAULT_PORT,
+    *,
+    host: str = "0.0.0.0",
+    controller_usernames: Iterable[str] = (CONTROLLER_USERNAME,),
+) -> web.AppRunner:
+    """Serve the webhooks with TLS from `cert_dir` (tls.crt, tls.key, reloaded on rotation).
+
+    Returns the started runner: `runner.addresses[0][1]` is the port (useful with port 0),
+    `await runner.cleanup()` stops it.
+    """
+    certificate = ReloadingCertificate(cert_dir)
+    runner = web.AppRunner(build_app(settings, lookup, controller_usernames), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, ssl_context=certificate.context)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+def _endpoint(webhook: str, decide: Decide) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(http_request: web.Request) -> web.Response:
+        try:
+            request = parse_review(await http_request.json())
+        except (JSONDecodeError, ReviewError) as error:
+            return web.json_response({"error": str(error)}, status=400)
+        try:
+            verdict = await decide(request)
+        except Exception as error:
+            # An answer with the reason beats a bare 500 that the API server reports as
+            # "failed calling webhook"; the failure policy would reject the request anyway.
+            log.exception("%s: could not decide on %s", webhook, request.display_name)
+            verdict = deny(f"admitter could not check this request ({error}); retry later", 500)
+        REVIEWS.labels(webhook, str(verdict.allowed).lower()).inc()
+        if not verdict.allowed:
+            log.info(
+                "%s denied %s for %s: %s",
+                webhook, request.display_name, request.username, verdict.message,
+            )
+        return web.json_response(review_response(request.uid, verdict))
+
+    return handle
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return web.Response(text="ok")
