@@ -1,10 +1,10 @@
 """`result.json`: the figures of one run, deterministic to the byte except `wall_s`.
 
-Every number is rounded to 6 decimals and keys are sorted, so the same file and seed give the
-same text. Waits are first start − submission; percentiles are nearest-rank (the smallest
-wait with at least p % of the started workloads at or below it) over workloads that started,
-and workloads that never started are counted separately as `never_started`.
-"""
+Every number is rounded to 6 decimals, keys are sorted and workloads listed in file order, so
+the same file gives the same text whatever the seed. Waits are first start − submission;
+percentiles are nearest-rank (the smallest wait with at least p % of the started workloads at
+or below it) over workloads that started; those that never started are counted separately as
+`never_started`."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def build_result(outcome: Outcome, wall_s: float) -> Result:
     classes = {name: {"count": len(jobs), **_waits(jobs)} for name, jobs in by_class.items()}
     owed, delivered = sum(acc.owed.values()), sum(acc.delivered.values())
     unfunded = sum(acc.unfunded.values())
-    workloads = [_workload(job) for job in outcome.jobs]
+    workloads = [_workload(job) for job in sorted(outcome.jobs, key=lambda j: j.instance.order)]
     summary = {
         "scenario": outcome.scenario.name,
         "simulated_s": _r(outcome.end),

@@ -15,10 +15,10 @@ POD_SET = "main"
 
 @dataclass(frozen=True, slots=True)
 class Instance:
-    """One submitted workload; `template` is its index in `scenario.workloads`."""
+    """One submitted workload; `order` is its rank in the file (templates, then instances)."""
 
     key: str
-    template: int
+    order: int
     workload_class: str
     duration: float
     pending: Workload
@@ -56,7 +56,7 @@ def expand(scenario: Scenario, seed: int) -> list[Instance]:
     on it (a property the tests check).
     """
     instances: list[Instance] = []
-    for index, template in enumerate(scenario.workloads):
+    for template in scenario.workloads:
         requests = core_resources(template.pod_requests)
         topology = TopologyRequest()
         if template.topology is not None:
@@ -73,9 +73,8 @@ def expand(scenario: Scenario, seed: int) -> list[Instance]:
                 resumable=template.resumable,
                 topology=topology,
             )
-            instances.append(
-                Instance(name, index, template.workload_class, template.duration, workload)
-            )
+            instances.append(Instance(
+                name, len(instances), template.workload_class, template.duration, workload))
     tie_break = random.Random(seed)
     ranks = {instance.key: tie_break.random() for instance in instances}
     instances.sort(key=lambda instance: (instance.submitted_at, ranks[instance.key]))
