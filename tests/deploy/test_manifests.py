@@ -1,0 +1,247 @@
+"""Every manifest under deploy/ parses and agrees with the code: kinds, RBAC verbs, webhook
+routes and names, the settings, the generated CRDs and a sample tree the webhooks would admit."""
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from admitter.api.clusterqueue import ClusterQueue
+from admitter.api.contract import QUEUE_LABEL
+from admitter.api.convert import core_queue
+from admitter.api.crds import render_crds
+from admitter.api.localqueue import LocalQueue
+from admitter.api.settings import Settings
+from admitter.api.topology import Topology
+from admitter.core.queue_tree import QueueTree
+from admitter.webhook import names
+from admitter.webhook.resources import KINDS
+from admitter.webhook.server import build_app
+
+DEPLOY = Path(__file__).parents[2] / "deploy"
+NAMESPACED_KINDS = {
+    "ConfigMap",
+    "Deployment",
+    "PodDisruptionBudget",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "ServiceAccount",
+}
+KNOWN_KINDS = NAMESPACED_KINDS | {
+    "ClusterQueue",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "LocalQueue",
+    "MutatingWebhookConfiguration",
+    "Namespace",
+    "Topology",
+    "ValidatingWebhookConfiguration",
+}
+
+
+def documents(directory: Path) -> list[dict[str, Any]]:
+    """Every object listed by the kustomization in `directory`, in order."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    docs = []
+    for resource in kustomization["resources"]:
+        docs += [d for d in yaml.safe_load_all((directory / resource).read_text()) if d]
+    return docs
+
+
+MANIFESTS = documents(DEPLOY)
+SAMPLES = documents(DEPLOY / "samples")
+
+
+def only(kind: str, docs: list[dict[str, Any]] = MANIFESTS) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+def container() -> dict[str, Any]:
+    (main,) = only("Deployment")["spec"]["template"]["spec"]["containers"]
+    return main
+
+
+def test_every_yaml_file_is_listed_by_a_kustomization_and_every_kind_is_known():
+    listed = set()
+    for directory in (DEPLOY, DEPLOY / "samples"):
+        kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+        listed |= {(directory / r).resolve() for r in kustomization["resources"]}
+        listed.add((directory / "kustomization.yaml").resolve())
+    assert {p.resolve() for p in DEPLOY.rglob("*.yaml")} == listed
+    for doc in MANIFESTS + SAMPLES:
+        assert doc["kind"] in KNOWN_KINDS, doc["kind"]
+        assert doc["metadata"]["name"]
+
+
+def test_deploy_crds_match_the_generated_ones():
+    crds_dir = DEPLOY / "crds"
+    assert {p.name: p.read_text() for p in crds_dir.iterdir()} == render_crds(), (
+        "deploy/crds is stale: run `admitter crds --out deploy/crds`"
+    )
+
+
+def test_namespaced_objects_live_in_admitters_namespace():
+    assert only("Namespace")["metadata"]["name"] == names.NAMESPACE
+    for doc in MANIFESTS:
+        if doc["kind"] in NAMESPACED_KINDS:
+            assert doc["metadata"]["namespace"] == names.NAMESPACE, doc["kind"]
+
+
+def rules(kind: str) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples a role grants."""
+    return {
+        (group, resource, verb)
+        for rule in only(kind)["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def grants(group: str, resources: list[str], verbs: list[str]) -> set[tuple[str, str, str]]:
+    return {(group, r, v) for r in resources for v in verbs}
+
+
+def test_the_cluster_role_grants_exactly_what_the_controller_uses():
+    watch = ["get", "list", "watch"]
+    expected = (
+        grants("batch", ["jobs"], [*watch, "patch", "update"])
+        | grants("admitter.dev", ["workloads"], [*watch, "create", "update", "patch", "delete"])
+        | grants("admitter.dev", ["workloads/status"], ["get", "update", "patch"])
+        | grants("admitter.dev", ["clusterqueues", "localqueues", "topologies"], watch)
+        | grants("admitter.dev", ["clusterqueues/status", "localqueues/status"],
+                 ["update", "patch"])
+        | grants("", ["pods", "nodes"], watch)
+        | grants("scheduling.k8s.io", ["priorityclasses"], watch)
+        | grants("", ["events"], ["create", "patch"])
+        | grants("events.k8s.io", ["events"], ["create", "patch"])
+        | grants("admissionregistration.k8s.io",
+                 ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                 ["get", "patch"])
+    )
+    assert rules("ClusterRole") == expected
+    (webhook_rule,) = [
+        r for r in only("ClusterRole")["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]
+    ]
+    assert webhook_rule["resourceNames"] == [names.WEBHOOK_CONFIGURATION]
+    assert not any("*" in str(rule) for rule in only("ClusterRole")["rules"])
+
+
+def test_leader_election_is_limited_to_leases_in_admitters_namespace():
+    assert rules("Role") == grants("coordination.k8s.io", ["leases"], ["get", "create", "update"])
+
+
+def test_both_roles_are_bound_to_the_controllers_service_account():
+    account = only("ServiceAccount")["metadata"]
+    assert f"system:serviceaccount:{account['namespace']}:{account['name']}" == (
+        names.CONTROLLER_USERNAME
+    )
+    for kind, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding = only(kind)
+        assert binding["roleRef"]["name"] == only(role)["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+        ]
+    assert only("Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
+
+
+def webhooks() -> list[dict[str, Any]]:
+    return [
+        hook
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for hook in only(kind)["webhooks"]
+    ]
+
+
+def test_webhook_paths_are_routes_of_the_server_reached_through_the_service():
+    app = build_app(Settings(), lookup=None)  # routes only: no request is served
+    routes = {resource.canonical for resource in app.router.resources()}
+    ports = {p["name"]: p["port"] for p in only("Service")["spec"]["ports"]}
+    paths = []
+    for hook in webhooks():
+        service = hook["clientConfig"]["service"]
+        assert (service["name"], service["namespace"]) == (names.SERVICE, names.NAMESPACE)
+        assert service["port"] == ports["webhook"]
+        assert "caBundle" not in hook["clientConfig"], "apply would reset the patched bundle"
+        paths.append(service["path"])
+    assert sorted(paths) == sorted(
+        [names.MUTATE_JOBS_PATH, names.VALIDATE_JOBS_PATH, names.VALIDATE_RESOURCES_PATH]
+    )
+    assert set(paths) <= routes
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert only(kind)["metadata"]["name"] == names.WEBHOOK_CONFIGURATION
+
+
+def test_job_webhooks_fail_closed_and_only_see_labelled_jobs():
+    for hook in webhooks():
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["admissionReviewVersions"] == ["v1"]
+        if hook["rules"][0]["resources"] == ["jobs"]:
+            assert hook["objectSelector"] == {
+                "matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]
+            }
+
+
+def test_the_resource_webhook_covers_exactly_the_validated_kinds():
+    path = names.VALIDATE_RESOURCES_PATH
+    (hook,) = [h for h in webhooks() if h["clientConfig"]["service"]["path"] == path]
+    (rule,) = hook["rules"]
+    assert sorted(rule["resources"]) == sorted(kind.plural for kind in KINDS.values())
+    assert rule["operations"] == ["CREATE", "UPDATE"]
+
+
+def test_the_config_map_holds_valid_settings_with_every_knob_spelled_out():
+    text = only("ConfigMap")["data"]["config.yaml"]
+    data = yaml.safe_load(text)
+    settings = Settings.model_validate(data)
+    assert settings == Settings()  # the shipped values are the defaults, written out
+    assert set(data) == {field.alias for field in Settings.model_fields.values()}
+
+
+def test_the_deployment_runs_two_leader_electing_replicas_with_probes_and_mounts():
+    deployment = only("Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    main = container()
+    args = main["args"]
+    assert args[0] == "run" and "--leader-elect" in args
+    assert "--config=/etc/admitter/config.yaml" in args
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert ports == {"webhook": 9443, "metrics": 8080}
+    assert f"--webhook-port={ports['webhook']}" in args
+    assert f"--metrics-port={ports['metrics']}" in args
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == names.SECRET
+    assert f"--webhook-cert-dir={mounts['tls']}" in args
+    assert volumes["config"]["configMap"]["name"] == only("ConfigMap")["metadata"]["name"]
+    assert mounts["config"] == "/etc/admitter/config.yaml"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert only("Service")["spec"]["selector"].items() <= labels.items()
+
+
+def test_the_samples_form_a_tree_with_local_queues_on_leaves():
+    queues = [ClusterQueue.model_validate(d) for d in SAMPLES if d["kind"] == "ClusterQueue"]
+    tree = QueueTree(core_queue(q.metadata.name, q.spec, i) for i, q in enumerate(queues))
+    local = [LocalQueue.model_validate(d) for d in SAMPLES if d["kind"] == "LocalQueue"]
+    namespaces = {d["metadata"]["name"] for d in SAMPLES if d["kind"] == "Namespace"}
+    assert local
+    for queue in local:
+        tree.validate_leaf(queue.spec.cluster_queue)
+        assert queue.metadata.namespace in namespaces
+    Topology.model_validate(only("Topology", SAMPLES))
+
+
+@pytest.mark.parametrize("docs", [MANIFESTS, SAMPLES], ids=["deploy", "samples"])
+def test_no_object_is_defined_twice(docs):
+    keys = Counter(
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs
+    )
+    assert [key for key, count in keys.items() if count > 1] == []
