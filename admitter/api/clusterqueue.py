@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import ClassVar, Literal
 
@@ -60,6 +61,15 @@ class ClusterQueueSpec(ApiModel):
     8h when no queue on the path sets it."""
 
 
+class UsageBucket(ApiModel):
+    """Funded GPU time used during one hour, kept so usage survives controller restarts."""
+
+    start: datetime
+    """Start of the hour."""
+    gpu_seconds: float = Field(ge=0)
+    """Funded GPU-seconds charged in that hour."""
+
+
 class ClusterQueueStatus(ApiModel):
     """What the queue holds and deserves now, as the last admission cycle saw it."""
 
@@ -75,6 +85,11 @@ class ClusterQueueStatus(ApiModel):
     """Workloads holding quota."""
     gpu_hours_in_window: float = 0.0
     """Funded GPU-hours used inside the fair-share lookback window."""
+    usage: list[UsageBucket] = Field(default_factory=list)
+    """Hourly funded GPU time inside the window (leaf queues); the basis of time-based fair
+    share."""
+    usage_accounted_at: datetime | None = None
+    """Usage has been charged up to this moment."""
     conditions: list[Condition] = Field(default_factory=list)
     """Latest observations, e.g. `Active`."""
 

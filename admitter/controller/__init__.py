@@ -1,0 +1,1 @@
+"""The controller: informers, the reconcile loop, decisions applied to Jobs and Workloads."""

@@ -1,0 +1,183 @@
+"""Writes that carry decisions out: the Workload's status first (the source of truth), then
+the Job. A controller killed between the two leaves a state `converge_job` repairs: an
+admitted Workload whose Job is still suspended is started, a running Job whose Workload is
+not admitted is suspended."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from admitter.controller import kube
+from admitter.controller.kube import Kube, Obj
+from admitter.controller.translate import (
+    ADMITTED_ANNOTATION,
+    ORIGINAL_AFFINITY_ANNOTATION,
+    format_time,
+    is_true,
+    parse_time,
+)
+from admitter.core.decisions import Admission, Eviction, EvictionReason
+from admitter.core.model import GPU
+
+BACKOFF_BASE = 60.0
+BACKOFF_CAP = 3600.0
+
+
+def with_condition(conditions: list[Obj], kind: str, status: str, reason: str, message: str,
+                   now: float) -> list[Obj]:
+    """Conditions with one replaced; lastTransitionTime moves only when the status changes."""
+    out = [dict(c) for c in conditions if c.get("type") != kind]
+    previous = next((c for c in conditions if c.get("type") == kind), None)
+    since = format_time(now)
+    if previous is not None and previous.get("status") == status:
+        since = previous.get("lastTransitionTime", since)
+    out.append({"type": kind, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": since})
+    return sorted(out, key=lambda c: c["type"])
+
+
+def _conditions(wl: Obj) -> list[Obj]:
+    return list((wl.get("status") or {}).get("conditions", []))
+
+
+def charged_seconds(wl: Obj, now: float) -> float:
+    """Funded GPU-seconds of the current run, to add to the Workload's charge."""
+    spec = wl["spec"]
+    admission = (wl.get("status") or {}).get("admission")
+    if not admission or str(spec.get("minRuntime", "0")) in ("0", "0s"):
+        return 0.0
+    gpus = sum(p["count"] * int(p.get("requests", {}).get(GPU, 0)) for p in spec["podSets"])
+    started = parse_time(admission.get("admittedAt")) or now
+    return gpus * max(0.0, now - started)
+
+
+class Actions:
+    def __init__(self, client: Kube) -> None:
+        self.kube = client
+
+    async def patch_workload_status(self, wl: Obj, status: Mapping[str, Any]) -> Obj:
+        meta = wl["metadata"]
+        return await self.kube.patch(kube.WORKLOADS, meta["name"], {"status": status},
+                                     meta["namespace"], subresource="status")
+
+    async def admit(self, wl: Obj, job: Obj | None, decision: Admission,
+                    now: float) -> tuple[Obj, Obj | None]:
+        conditions = _conditions(wl)
+        conditions = with_condition(conditions, "QuotaReserved", "True", "QuotaReserved",
+                                    f"quota reserved in ClusterQueue {decision.queue}", now)
+        conditions = with_condition(conditions, "Admitted", "True", "Admitted",
+                                    decision.message, now)
+        conditions = [c for c in conditions if c["type"] != "Evicted"]
+        hints = [{"podSet": wl["spec"]["podSets"][i]["name"], "node": node, "count": count}
+                 for i, counts in enumerate(decision.pod_set_nodes)
+                 for node, count in sorted(counts.items())]
+        admission = {"clusterQueue": decision.queue, "topologyDomain": dict(decision.affinity),
+                     "nodeHints": hints, "admittedAt": format_time(now)}
+        updated = await self.patch_workload_status(
+            wl, {"admission": admission, "conditions": conditions, "requeueAt": None})
+        started = None if job is None else await self.start_job(job, updated)
+        return updated, started
+
+    async def start_job(self, job: Obj, wl: Obj) -> Obj:
+        """Inject the admission's domain as a required node affinity, then unsuspend."""
+        template = job["spec"]["template"]["spec"]
+        annotations = job["metadata"].get("annotations") or {}
+        original = (json.loads(annotations[ORIGINAL_AFFINITY_ANNOTATION])
+                    if ORIGINAL_AFFINITY_ANNOTATION in annotations else template.get("affinity"))
+        domain = wl["status"]["admission"].get("topologyDomain") or {}
+        patch = {
+            "metadata": {"annotations": {
+                ADMITTED_ANNOTATION: wl["metadata"]["name"],
+                ORIGINAL_AFFINITY_ANNOTATION: json.dumps(original),
+            }},
+            "spec": {"suspend": False,
+                     "template": {"spec": {"affinity": pin_to_domain(original, domain)}}},
+        }
+        meta = job["metadata"]
+        return await self.kube.patch(kube.JOBS, meta["name"], patch, meta["namespace"])
+
+    async def evict(self, wl: Obj, job: Obj | None, decision: Eviction,
+                    now: float) -> tuple[Obj, Obj | None]:
+        status = wl.get("status") or {}
+        conditions = _conditions(wl)
+        conditions = with_condition(conditions, "Evicted", "True", decision.reason.value,
+                                    decision.message, now)
+        conditions = with_condition(conditions, "Admitted", "False", decision.reason.value,
+                                    f"evicted: {decision.message}", now)
+        conditions = with_condition(conditions, "QuotaReserved", "False", "Requeued",
+                                    "waiting for admission again", now)
+        count = int(status.get("evictionCount", 0)) + 1
+        patch: dict[str, Any] = {
+            "admission": None, "conditions": conditions, "evictionCount": count,
+            "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
+            + charged_seconds(wl, now),
+        }
+        if decision.reason is EvictionReason.PODS_READY_TIMEOUT:
+            patch["requeueAt"] = format_time(now + min(BACKOFF_CAP,
+                                                       BACKOFF_BASE * 2 ** (count - 1)))
+        updated = await self.patch_workload_status(wl, patch)
+        suspended = None if job is None else await self.suspend_job(job)
+        return updated, suspended
+
+    async def suspend_job(self, job: Obj) -> Obj:
+        meta = job["metadata"]
+        return await self.kube.patch(kube.JOBS, meta["name"], {"spec": {"suspend": True}},
+                                     meta["namespace"])
+
+    async def restore_job(self, job: Obj) -> Obj:
+        """Put back the template's own affinity once the Job is suspended and stopped."""
+        annotations = job["metadata"].get("annotations") or {}
+        original = json.loads(annotations.get(ORIGINAL_AFFINITY_ANNOTATION, "null"))
+        # A JSON patch, because a merge patch would keep keys the original affinity lacks.
+        ops: list[Obj] = [
+            {"op": "remove", "path": f"/metadata/annotations/{_escape(key)}"}
+            for key in (ADMITTED_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION) if key in annotations
+        ]
+        affinity_path = "/spec/template/spec/affinity"
+        if original is not None:
+            ops.append({"op": "add", "path": affinity_path, "value": original})
+        elif "affinity" in job["spec"]["template"]["spec"]:
+            ops.append({"op": "remove", "path": affinity_path})
+        meta = job["metadata"]
+        return await self.kube.patch(kube.JOBS, meta["name"], ops, meta["namespace"],
+                                     content_type=kube.JSON_PATCH)
+
+    async def finish(self, wl: Obj, job: Obj, now: float) -> Obj:
+        failed = is_true(job, "Failed")
+        reason = "Failed" if failed else "Succeeded"
+        conditions = with_condition(_conditions(wl), "Finished", "True", reason,
+                                    "the Job failed" if failed else "the Job completed", now)
+        for kind in ("Admitted", "QuotaReserved"):
+            conditions = with_condition(conditions, kind, "False", "Finished",
+                                        "finished; quota released", now)
+        status = wl.get("status") or {}
+        return await self.patch_workload_status(wl, {
+            "admission": None, "conditions": conditions,
+            "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
+            + charged_seconds(wl, now),
+        })
+
+
+def _escape(key: str) -> str:
+    """JSON pointer escaping of one path segment."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def pin_to_domain(affinity: Obj | None, domain: Mapping[str, str]) -> Obj | None:
+    """The pod template's affinity with every required node-selector term narrowed to the
+    admitted domain (terms are ORed, so each one must carry the domain's labels)."""
+    if not domain:
+        return affinity
+    ours = [{"key": key, "operator": "In", "values": [value]}
+            for key, value in sorted(domain.items())]
+    merged = json.loads(json.dumps(affinity or {}))
+    node = merged.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchExpressions": [*term.get("matchExpressions", []), *ours]}
+        for term in terms
+    ]
+    return merged

@@ -1,0 +1,105 @@
+"""Every kind the controller reads, kept by informers, and the lookups built on them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from admitter.api.contract import QUEUE_LABEL
+from admitter.api.quantity import to_base_units
+from admitter.controller import kube
+from admitter.controller.informer import Informer
+from admitter.controller.kube import Kube, Obj
+from admitter.controller.translate import pod_requests
+
+_TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass
+class Caches:
+    nodes: Informer
+    pods: Informer
+    jobs: Informer
+    workloads: Informer
+    cluster_queues: Informer
+    local_queues: Informer
+    topologies: Informer
+    priority_classes: Informer
+
+    @classmethod
+    def create(cls, client: Kube, on_change: Callable[[str, Obj], None]) -> Caches:
+        def informer(kind: kube.Kind, query: dict[str, str] | None = None) -> Informer:
+            return Informer(client, kind, on_change, query)
+
+        return cls(
+            nodes=informer(kube.NODES),
+            pods=informer(kube.PODS),
+            jobs=informer(kube.JOBS, {"labelSelector": QUEUE_LABEL}),
+            workloads=informer(kube.WORKLOADS),
+            cluster_queues=informer(kube.CLUSTER_QUEUES),
+            local_queues=informer(kube.LOCAL_QUEUES),
+            topologies=informer(kube.TOPOLOGIES),
+            priority_classes=informer(kube.PRIORITY_CLASSES),
+        )
+
+    def all(self) -> list[Informer]:
+        return [self.nodes, self.pods, self.jobs, self.workloads, self.cluster_queues,
+                self.local_queues, self.topologies, self.priority_classes]
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in self.all()))
+
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.all())
+
+    # Lookups -----------------------------------------------------------------------------
+
+    def cluster_queue_of(self, namespace: str, local_queue: str) -> str | None:
+        lq = self.local_queues.get(namespace, local_queue)
+        return None if lq is None else lq["spec"].get("clusterQueue")
+
+    def priority_of(self, class_name: str | None) -> int:
+        if not class_name:
+            return 0
+        found = self.priority_classes.get("", class_name)
+        return int(found.get("value", 0)) if found else 0
+
+    def topology_levels(self) -> list[str] | None:
+        """Levels of the cluster's Topology (the first by name), or None when there is none."""
+        topologies = sorted(self.topologies.items(), key=lambda t: t["metadata"]["name"])
+        if not topologies:
+            return None
+        return [level["nodeLabel"] for level in topologies[0]["spec"]["levels"]]
+
+    def job_of(self, workload: Obj) -> Obj | None:
+        for owner in workload["metadata"].get("ownerReferences", []):
+            if owner.get("kind") == "Job":
+                return self.jobs.get(workload["metadata"]["namespace"], owner["name"])
+        return None
+
+    def foreign_usage(self) -> dict[str, dict[str, int]]:
+        """Per node, the requests of running pods that admitter does not manage; admitted
+        workloads are counted through their admission instead."""
+        managed = {(ns, name) for ns, name in self.jobs.store}
+        used: dict[str, dict[str, int]] = {}
+        for pod in self.pods.items():
+            node = (pod.get("spec") or {}).get("nodeName")
+            phase = (pod.get("status") or {}).get("phase")
+            if not node or phase in _TERMINAL_POD_PHASES:
+                continue
+            owner = _job_owner(pod)
+            if owner is not None and (pod["metadata"]["namespace"], owner) in managed:
+                continue
+            bucket = used.setdefault(node, {})
+            for resource, amount in pod_requests(pod["spec"]).items():
+                bucket[resource] = bucket.get(resource, 0) + to_base_units(resource, amount)
+        return used
+
+
+def _job_owner(pod: Obj) -> str | None:
+    for owner in pod["metadata"].get("ownerReferences", []):
+        if owner.get("kind") == "Job":
+            name: str = owner["name"]
+            return name
+    return None

@@ -1,0 +1,205 @@
+"""The reconcile loop: Jobs get Workloads, Jobs converge to their Workload's admission, and
+each cycle runs the decision core on a fresh snapshot and carries out what it decided.
+
+A pass runs on every change the informers see (debounced) and at least every `cycle` seconds.
+Only the leader runs passes; followers keep their caches warm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.api.contract import QUEUE_LABEL, ContractError, parse_contract
+from admitter.api.convert import effective_max_min_runtime
+from admitter.api.settings import Settings
+from admitter.controller import kube
+from admitter.controller.actions import Actions
+from admitter.controller.cache import Caches
+from admitter.controller.events import REPEAT_AFTER, EventRecorder
+from admitter.controller.kube import Kube, Obj
+from admitter.controller.metrics import Metrics
+from admitter.controller.snapshot import View, build_view, core_queues
+from admitter.controller.status import StatusWriter
+from admitter.controller.translate import (
+    ADMITTED_ANNOTATION,
+    is_true,
+    parse_time,
+    workload_for_job,
+    workload_name,
+)
+from admitter.core.cycle import run_cycle
+from admitter.core.decisions import CycleResult
+from admitter.core.queue_tree import QueueTree
+
+log = logging.getLogger(__name__)
+DEBOUNCE = 0.2
+
+
+class Reconciler:
+    def __init__(self, client: Kube, settings: Settings, identity: str,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.kube = client
+        self.settings = settings
+        self.clock = clock
+        self.caches = Caches.create(client, self._changed)
+        self.actions = Actions(client)
+        self.events = EventRecorder(client, identity)
+        self.status = StatusWriter(client, settings.fair_share.window)
+        self.metrics = Metrics()
+        self._wake = asyncio.Event()
+        self.passes = 0
+
+    def _changed(self, _kind: str, _obj: Obj) -> None:
+        self._wake.set()
+
+    async def run_informers(self) -> None:
+        await asyncio.gather(*(informer.run() for informer in self.caches.all()))
+
+    async def run(self) -> None:
+        """Reconcile forever (the leader's loop)."""
+        await self.caches.wait_synced()
+        while True:
+            try:
+                await self.reconcile()
+            except ApiException as error:
+                log.warning("reconcile pass failed, retrying: %s", error)
+            except Exception:
+                log.exception("reconcile pass crashed; the next pass starts from the API state")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.cycle)
+            await asyncio.sleep(DEBOUNCE)
+            self._wake.clear()
+
+    async def reconcile(self) -> CycleResult:
+        """One pass; every step reads the caches and is safe to repeat."""
+        now = self.clock()
+        await self.ensure_workloads(now)
+        await self.converge_jobs(now)
+        view = build_view(self.caches, self.settings, now)
+        began = time.perf_counter()
+        result = await asyncio.to_thread(run_cycle, view.snapshot)
+        elapsed = time.perf_counter() - began
+        await self.apply(view, result, now)
+        self.metrics.observe_cycle(result, elapsed, self._waits(view, result, now),
+                                   view.cluster_queues)
+        self.passes += 1
+        return result
+
+    # Jobs and their Workloads -----------------------------------------------------------
+
+    async def ensure_workloads(self, now: float) -> None:
+        """Create the Workload of every labelled Job that has none yet."""
+        for job in self.caches.jobs.items():
+            meta = job["metadata"]
+            if self.caches.workloads.get(meta["namespace"], workload_name(job)) is not None:
+                continue
+            if is_true(job, "Complete") or is_true(job, "Failed"):
+                continue
+            try:
+                workload = self._workload_for(job)
+            except ContractError as error:
+                await self.events.record(job, "Job", "Warning", "InvalidContract", str(error),
+                                         now, REPEAT_AFTER)
+                continue
+            try:
+                created = await self.kube.create(kube.WORKLOADS, workload)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+                continue
+            self.caches.workloads.observe(created)
+            await self.events.record(job, "Job", "Normal", "CreatedWorkload",
+                                     f"created Workload {created['metadata']['name']}", now)
+
+    def _workload_for(self, job: Obj) -> Obj:
+        meta = job["metadata"]
+        local_queue = meta["labels"][QUEUE_LABEL]
+        cluster_queue = self.caches.cluster_queue_of(meta["namespace"], local_queue)
+        limit = self.settings.max_min_runtime
+        if cluster_queue is not None:
+            by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
+            tree = QueueTree(core_queues(by_name))
+            if cluster_queue in tree:
+                limit = effective_max_min_runtime(tree, cluster_queue, limit)
+        contract = parse_contract(meta.get("annotations") or {}, max_min_runtime=limit,
+                                  topology_levels=self.caches.topology_levels())
+        template = job["spec"]["template"]["spec"]
+        priority = self.caches.priority_of(template.get("priorityClassName"))
+        return workload_for_job(job, contract, priority)
+
+    async def converge_jobs(self, now: float) -> None:
+        """Make every Job agree with its Workload, whatever was interrupted before."""
+        for job in self.caches.jobs.items():
+            meta = job["metadata"]
+            wl = self.caches.workloads.get(meta["namespace"], workload_name(job))
+            if wl is None:
+                continue
+            finished = is_true(job, "Complete") or is_true(job, "Failed")
+            admitted = bool((wl.get("status") or {}).get("admission"))
+            suspended = bool(job["spec"].get("suspend"))
+            annotated = ADMITTED_ANNOTATION in (meta.get("annotations") or {})
+            if finished:
+                if not is_true(wl, "Finished"):
+                    self.caches.workloads.observe(await self.actions.finish(wl, job, now))
+                    await self.events.record(job, "Job", "Normal", "Finished",
+                                             "quota released", now)
+            elif admitted and suspended:
+                self.caches.jobs.observe(await self.actions.start_job(job, wl))
+            elif not admitted and not suspended:
+                self.caches.jobs.observe(await self.actions.suspend_job(job))
+            elif not admitted and annotated and not (job.get("status") or {}).get("startTime"):
+                # The job controller clears startTime once a suspended Job's pods are gone;
+                # only then may the template change again.
+                self.caches.jobs.observe(await self.actions.restore_job(job))
+
+    # Decisions ------------------------------------------------------------------------
+
+    async def apply(self, view: View, result: CycleResult, now: float) -> None:
+        for eviction in result.evictions:
+            wl = view.workloads[eviction.key]
+            job = self.caches.job_of(wl)
+            updated, suspended = await self.actions.evict(wl, job, eviction, now)
+            self.caches.workloads.observe(updated)
+            if suspended is not None:
+                self.caches.jobs.observe(suspended)
+            by = f" for {eviction.preemptor}" if eviction.preemptor else ""
+            message = f"{eviction.reason.value}{by}: {eviction.message}"
+            await self._record(wl, job, eviction.reason.value, message, now)
+        for admission in result.admissions:
+            wl = view.workloads[admission.key]
+            job = self.caches.job_of(wl)
+            updated, started = await self.actions.admit(wl, job, admission, now)
+            self.caches.workloads.observe(updated)
+            if started is not None:
+                self.caches.jobs.observe(started)
+            await self._record(wl, job, "Admitted", admission.message, now)
+        for pending in result.pending:
+            waiting = view.workloads.get(pending.key)
+            if waiting is not None and await self.status.pending(waiting, pending, now):
+                await self.events.record(waiting, "Workload", "Normal", pending.reason,
+                                         pending.message, now, REPEAT_AFTER)
+        await self.status.cluster_queues(view.cluster_queues, result,
+                                         view.snapshot.workloads, now)
+        await self.status.local_queues(self.caches.local_queues.items(),
+                                       self.caches.workloads.items(),
+                                       {p.key for p in result.pending}, now)
+
+    async def _record(self, wl: Obj, job: Obj | None, reason: str, message: str,
+                      now: float) -> None:
+        await self.events.record(wl, "Workload", "Normal", reason, message, now)
+        if job is not None:
+            await self.events.record(job, "Job", "Normal", reason, message, now)
+
+    def _waits(self, view: View, result: CycleResult, now: float) -> dict[str, float]:
+        waits = {}
+        for admission in result.admissions:
+            created = parse_time(view.workloads[admission.key]["metadata"].get(
+                "creationTimestamp"))
+            waits[admission.key] = max(0.0, now - (created or now))
+        return waits
