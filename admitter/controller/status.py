@@ -71,19 +71,19 @@ class StatusWriter:
             accounted = parse_time(status.get("usageAccountedAt")) or now
             buckets = charge(status.get("usage", []), held.get(name, 0.0), accounted, now,
                              self.window)
-            visible = {
+            maps = {
                 "allocated": quantities(queue.allocated),
                 "fairShare": quantities({r: fair.share(name, r) for r in fair.resources}),
                 "deserved": quantities({r: fair.deserved(name, r) for r in fair.resources}),
-                "pendingWorkloads": queue.pending,
-                "admittedWorkloads": queue.admitted,
             }
+            visible = {**maps, "pendingWorkloads": queue.pending,
+                       "admittedWorkloads": queue.admitted}
             if not self._due(f"cq/{name}", visible, now, USAGE_WRITE_PERIOD):
                 continue
             conditions = with_condition(status.get("conditions", []), "Active", "True",
                                         "Ready", "admitting workloads", now)
-            cleared = {field: _with_removals(status.get(field) or {}, visible[field])
-                       for field in ("allocated", "fairShare", "deserved")}
+            cleared = {field: _with_removals(status.get(field) or {}, amounts)
+                       for field, amounts in maps.items()}
             body = {**visible, **cleared, "conditions": conditions, "usage": buckets,
                     "usageAccountedAt": format_time(now),
                     "gpuHoursInWindow": round(sum(b["gpuSeconds"] for b in buckets) / HOUR, 3)}
