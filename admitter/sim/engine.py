@@ -115,8 +115,6 @@ class Simulation:
         self._running: dict[str, Job] = {}
         self._events: list[tuple[float, int, int, object]] = []
         self._order = count()
-        self._arrivals = 0
-        """Submissions and cluster events still ahead: they keep a run without horizon alive."""
         self._wakes: set[tuple[float, str, bool]] = set()
         self._due: int | None = None
         self._last_cycle = -1
@@ -131,6 +129,7 @@ class Simulation:
             self._push(event.at, _Kind.CLUSTER, event)
         self._total = len(instances)
         self._arrivals = len(instances) + len(scenario.events)
+        """Submissions and cluster events still ahead: they keep a run without horizon alive."""
 
     def run(self, progress: Progress | None = None) -> Outcome:
         horizon = self._scenario.horizon

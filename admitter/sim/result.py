@@ -116,9 +116,5 @@ def build_result(outcome: Outcome, wall_s: float) -> Result:
     return {"summary": summary, "queues": queues, "classes": classes, "workloads": workloads}
 
 
-def dumps(result: Result) -> str:
-    return json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def write_result(result: Result, path: Path) -> None:
-    path.write_text(dumps(result))
+    path.write_text(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
