@@ -27,6 +27,7 @@ from admitter import pki
 from admitter.api.base import GROUP, VERSION
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
+from admitter.cli import main
 from admitter.commands.certs import install, mint, write
 from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
@@ -238,6 +239,16 @@ async def test_admitter_objects_are_validated_with_field_paths(
             "spec": {"clusterQueue": f"missing-{secrets.token_hex(3)}"},
         })
     assert "spec.clusterQueue: ClusterQueue 'missing-" in denial(error)
+
+
+def test_certs_patch_before_deploy_says_to_apply_deploy_first(
+    kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["certs", "--out", str(tmp_path), "--patch", "--kubeconfig", str(kubeconfig)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "HTTP 404" in err and "apply deploy/ first" in err
+    assert (tmp_path / "tls.crt").exists()
 
 
 # ---- deploy/ against the API server --------------------------------------------------------
