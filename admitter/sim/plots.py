@@ -71,9 +71,9 @@ def _allocation(result: Result, timeline: Sequence[Mark], leaves: Sequence[str])
         axes.step(middle, capacity, where="mid", color="black", linewidth=1.2,
                   label="schedulable GPUs")
         axes.set_xlabel(f"simulated time ({unit})")
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     axes.set_ylabel("GPUs held")
     axes.set_title("GPU allocation per queue (funded and unfunded) against capacity")
-    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     return figure
 
 
@@ -110,5 +110,6 @@ def _waits(result: Result) -> plt.Figure:
     axes.set_ylabel("fraction of started workloads")
     axes.axhline(0.9, color="grey", linestyle=":", linewidth=1)
     axes.set_title("Wait-time distribution per class")
-    axes.legend()
+    if waits:
+        axes.legend()
     return figure

@@ -80,7 +80,7 @@ def sections(result: Result) -> list[Section]:
         Section(
             "Per queue: owed vs delivered GPU-hours",
             ("queue", "owed", "delivered", "ratio", "unfunded", "p50 wait", "p90 wait",
-             "evicted", "unstarted"),
+             "preempted", "unstarted"),
             queues,
         ),
         Section("Per class: waits", ("class", "count", "p50 wait", "p90 wait", "unstarted"),
