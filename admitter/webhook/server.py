@@ -1,5 +1,8 @@
 """The webhook HTTPS server: one route per webhook, AdmissionReview in, AdmissionReview out.
 
+No metrics of its own: the API server already counts calls, rejections and latency per
+webhook (`apiserver_admission_webhook_*`).
+
     runner = await start_webhook_server(settings, ApiLookup(api), Path("/etc/admitter/tls"))
     ...
     await runner.cleanup()
@@ -13,7 +16,6 @@ from json import JSONDecodeError
 from pathlib import Path
 
 from aiohttp import web
-from prometheus_client import Counter
 
 from admitter.api.settings import Settings
 from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
@@ -41,10 +43,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 9443
 MAX_BODY = 8 * 1024 * 1024
 """A review carries the object twice (old and new); API objects are at most ~1.5 MiB each."""
-
-REVIEWS = Counter(
-    "admitter_webhook_reviews_total", "Admission reviews answered", ["webhook", "allowed"]
-)
 
 Decide = Callable[[AdmissionRequest], Awaitable[Verdict]]
 
@@ -113,7 +111,6 @@ def _endpoint(webhook: str, decide: Decide) -> Callable[[web.Request], Awaitable
             # "failed calling webhook"; the failure policy would reject the request anyway.
             log.exception("%s: could not decide on %s", webhook, request.display_name)
             verdict = deny(f"admitter could not check this request ({error}); retry later", 500)
-        REVIEWS.labels(webhook, str(verdict.allowed).lower()).inc()
         if not verdict.allowed:
             log.info(
                 "%s denied %s for %s: %s",

@@ -213,8 +213,10 @@ def test_the_deployment_runs_two_leader_electing_replicas_with_probes_and_mounts
     assert "--config=/etc/admitter/config.yaml" in args
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
     assert ports == {"webhook": 9443, "metrics": 8080}
-    assert f"--webhook-port={ports['webhook']}" in args
-    assert f"--metrics-port={ports['metrics']}" in args
+    assert f"--webhook-address=0.0.0.0:{ports['webhook']}" in args
+    assert f"--metrics-address=0.0.0.0:{ports['metrics']}" in args
+    assert "--lease-namespace=$(POD_NAMESPACE)" in args and "--identity=$(POD_NAME)" in args
+    assert {e["name"] for e in main["env"]} == {"POD_NAME", "POD_NAMESPACE"}
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
