@@ -4,7 +4,7 @@ Every number is rounded to 6 decimals, keys are sorted and workloads listed in f
 the same file gives the same text whatever the seed. Waits are first start − submission;
 percentiles are nearest-rank (the smallest wait with at least p % of the started workloads at
 or below it) over workloads that started; those that never started are counted separately as
-`never_started`."""
+`never_started`. Preemptions count every eviction: preempted, reclaimed and drained."""
 
 from __future__ import annotations
 
