@@ -156,3 +156,31 @@ def test_time_based_fair_share_shifts_gpus_toward_the_team_that_used_less_last_w
     # Owed is pure entitlement (kValue 0), so a is delivered less than owed, b more.
     queues = shifted["queues"]
     assert queues["a"]["delivered_over_owed"] < 1 < queues["b"]["delivered_over_owed"]
+
+
+OWED = """
+cluster:
+  nodeGroups: [{count: 2, namePrefix: n-, capacity: {nvidia.com/gpu: 8}}]
+queues:
+  - {name: a, resources: {nvidia.com/gpu: {quota: 8}}}
+  - {name: b, resources: {nvidia.com/gpu: {quota: 8}}}
+settings: {fairShare: {window: 0}}
+workloads:
+  - {name: ja, queue: a, count: 2, podRequests: {nvidia.com/gpu: 8}, duration: 1h, minRuntime: 1h}
+  - {name: jb, queue: b, submit: 30m, podRequests: {nvidia.com/gpu: 8}, duration: 1h,
+     minRuntime: 1h}
+"""
+
+
+def test_owed_is_the_entitlement_of_funded_demand_running_or_waiting():
+    result = simulate(OWED)
+    queues = result["queues"]
+    # a alone asks for 16 GPUs for 30 min, then is owed its quota, 8, until its jobs end at 1 h.
+    assert queues["a"]["owed_gpu_hours"] == 16 * 0.5 + 8 * 0.5
+    assert queues["a"]["delivered_gpu_hours"] == 16.0
+    # b is owed 8 GPUs from 30 min, waiting included; it runs from 1 h to 2 h.
+    assert starts(result, "jb") == [(3600.0, {"n-0": 1})]
+    assert queues["b"]["owed_gpu_hours"] == 8 * 1.5
+    assert queues["b"]["delivered_over_owed"] == round(8 / 12, 6)
+    assert result["summary"]["owed_delivered_ratio"] == 1.0
+    assert result["summary"]["occupancy"] == round((16 + 8) / (16 * 2), 6)
