@@ -6,10 +6,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from admitter.testing.cluster import LocalCluster
+from admitter.testing.cluster import RECORD_FILE, LocalCluster
 from admitter.testing.nodes import GpuNodeLayout
-
-_RECORD = "cluster.json"
 
 
 def main(argv: list[str], state_dir: Path) -> int:
@@ -25,7 +23,7 @@ def main(argv: list[str], state_dir: Path) -> int:
 
     if args.command == "up":
         return _up(state_dir, args)
-    if not (state_dir / _RECORD).exists():
+    if not (state_dir / RECORD_FILE).exists():
         print(f"no cluster recorded in {state_dir}")
         return 0 if args.command == "down" else 1
     cluster = LocalCluster.attach(state_dir)
@@ -42,7 +40,7 @@ def main(argv: list[str], state_dir: Path) -> int:
 
 
 def _up(state_dir: Path, args: argparse.Namespace) -> int:
-    if (state_dir / _RECORD).exists():
+    if (state_dir / RECORD_FILE).exists():
         if any(LocalCluster.attach(state_dir).running().values()):
             print(f"already running (see {state_dir}); run `hack/local-cluster down` first")
             return 1

@@ -49,7 +49,7 @@ CONTROLLERS = (
     "pod-garbage-collector-controller",
     "ttl-after-finished-controller",
 )
-_RECORD = "cluster.json"
+RECORD_FILE = "cluster.json"  # pids, ports and layout of a running cluster
 
 
 @dataclass
@@ -114,7 +114,7 @@ class LocalCluster:
     @classmethod
     def attach(cls, state_dir: Path) -> LocalCluster:
         """Re-open a cluster started by another process from its pid record (for `down`)."""
-        record = json.loads((state_dir / _RECORD).read_text())
+        record = json.loads((state_dir / RECORD_FILE).read_text())
         components = [
             Component(c["name"], c["argv"], c["pid"], Path(c["log_path"]))
             for c in record["components"]
@@ -207,7 +207,7 @@ class LocalCluster:
                 for c in self.components
             ],
         }
-        (self.state_dir / _RECORD).write_text(json.dumps(record, indent=2))
+        (self.state_dir / RECORD_FILE).write_text(json.dumps(record, indent=2))
 
     def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         wait_for(condition, timeout, what, on_poll=self._raise_if_exited)
