@@ -81,7 +81,7 @@ def _cross_check(scenario: Scenario) -> Iterator[Problem]:
         for action, node in (("cordon", event.cordon), ("uncordon", event.uncordon)):
             if node is not None and node not in node_names:
                 yield f"events[{index}].{action}", f"unknown node {node!r}"
-    for index, workload in enumerate(scenario.workloads):
+    for index in range(len(scenario.workloads)):
         yield from _check_workload(scenario, tree, nodes, levels, index)
 
 

@@ -78,6 +78,20 @@ class Caches:
                 return self.jobs.get(workload["metadata"]["namespace"], owner["name"])
         return None
 
+    def bound_pods(self) -> dict[tuple[str, str], dict[str, int]]:
+        """(namespace, job name) → pods per node, for admitter's Jobs' running pods."""
+        bound: dict[tuple[str, str], dict[str, int]] = {}
+        for pod in self.pods.items():
+            node = (pod.get("spec") or {}).get("nodeName")
+            owner = _job_owner(pod)
+            if not node or owner is None or _terminal(pod):
+                continue
+            key = (pod["metadata"]["namespace"], owner)
+            if key in self.jobs.store:
+                counts = bound.setdefault(key, {})
+                counts[node] = counts.get(node, 0) + 1
+        return bound
+
     def foreign_usage(self) -> dict[str, dict[str, int]]:
         """Per node, the requests of running pods that admitter does not manage; admitted
         workloads are counted through their admission instead."""
@@ -85,8 +99,7 @@ class Caches:
         used: dict[str, dict[str, int]] = {}
         for pod in self.pods.items():
             node = (pod.get("spec") or {}).get("nodeName")
-            phase = (pod.get("status") or {}).get("phase")
-            if not node or phase in _TERMINAL_POD_PHASES:
+            if not node or _terminal(pod):
                 continue
             owner = _job_owner(pod)
             if owner is not None and (pod["metadata"]["namespace"], owner) in managed:
@@ -95,6 +108,10 @@ class Caches:
             for resource, amount in pod_requests(pod["spec"]).items():
                 bucket[resource] = bucket.get(resource, 0) + to_base_units(resource, amount)
         return used
+
+
+def _terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in _TERMINAL_POD_PHASES
 
 
 def _job_owner(pod: Obj) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
 
@@ -14,7 +14,7 @@ from admitter.controller.cache import Caches
 from admitter.controller.kube import Obj
 from admitter.controller.translate import core_node, core_workload, is_true, parse_time
 from admitter.core.decisions import CycleSettings, Snapshot
-from admitter.core.model import FairShareSettings, Queue, UsageRecord, Workload
+from admitter.core.model import FairShareSettings, Phase, Queue, UsageRecord, Workload
 
 log = logging.getLogger(__name__)
 HOUR = 3600.0
@@ -44,14 +44,15 @@ def build_view(caches: Caches, settings: Settings, now: float) -> View:
     queues = core_queues(cluster_queues)
     foreign = caches.foreign_usage()
     nodes = [core_node(n, foreign.get(n["metadata"]["name"], {})) for n in caches.nodes.items()]
+    bound = caches.bound_pods()
     objects: dict[str, Obj] = {}
     workloads: list[Workload] = []
     for wl in caches.workloads.items():
-        if is_true(wl, "Finished"):
-            continue
+        if is_true(wl, "Finished") or caches.job_of(wl) is None:
+            continue  # done, or orphaned: its Job is gone and the garbage collector follows
         meta = wl["metadata"]
         cq = caches.cluster_queue_of(meta["namespace"], wl["spec"]["queueName"]) or ""
-        core = core_workload(wl, cq, _pods_ready(caches, wl))
+        core = _where_bound(core_workload(wl, cq, _pods_ready(caches, wl)), caches, wl, bound)
         objects[core.key] = wl
         workloads.append(core)
     usage = [record for name, cq in cluster_queues.items() for record in usage_records(name, cq)]
@@ -83,6 +84,19 @@ def usage_records(name: str, cq: Obj) -> list[UsageRecord]:
         start = parse_time(bucket["start"]) or 0.0
         records.append(UsageRecord(name, start, start + HOUR, bucket["gpuSeconds"] / HOUR))
     return records
+
+
+def _where_bound(workload: Workload, caches: Caches, wl: Obj,
+                 bound: dict[tuple[str, str], dict[str, int]]) -> Workload:
+    """Once every pod of a one-pod-set workload is bound, count it where kube-scheduler put it
+    rather than where the admission assumed (they differ when no topology pins the pods)."""
+    job = caches.job_of(wl)
+    if workload.phase is not Phase.ADMITTED or job is None or len(workload.pod_sets) != 1:
+        return workload
+    counts = bound.get((job["metadata"]["namespace"], job["metadata"]["name"]), {})
+    if sum(counts.values()) != workload.pod_sets[0].count:
+        return workload
+    return replace(workload, placement=counts, pod_set_placements=(counts,))
 
 
 def _pods_ready(caches: Caches, wl: Obj) -> bool:

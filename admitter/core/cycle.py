@@ -150,7 +150,7 @@ class _Cycle:
             why = placed.reason
         else:
             why = share.message()
-        blocked = self._make_room(workload, in_quota_only, same_queue_only=share is not None)
+        blocked = self._make_room(workload, in_quota_only, None if share is None else share.queue)
         if blocked is None:
             return True
         if self._reserve_if_starving(workload, in_quota_only):
@@ -170,8 +170,9 @@ class _Cycle:
         return False
 
     def _make_room(self, workload: Workload, in_quota_only: bool,
-                   same_queue_only: bool) -> Blocked | None:
-        """Preempt or reclaim; tried for the first workload of each queue that fails, and for
+                   within: str | None) -> Blocked | None:
+        """Preempt or reclaim; when a queue on the path is at its share (`within`), only victims
+        under that queue can help. Tried for the first workload of each queue that fails, and for
         at most `PREEMPTION_ATTEMPTS` queues per cycle, best-ranked first (simulations are the
         expensive part of a cycle; the rest get their turn next cycle). None once admitted."""
         if (workload.queue in self.preemption_tried
@@ -183,7 +184,7 @@ class _Cycle:
             return (self.ledger.limit_block(candidate) is None
                     and self.ledger.share_block(candidate, deserved_only=in_quota_only) is None)
 
-        room = self.finder.find(workload, admissible, same_queue_only=same_queue_only)
+        room = self.finder.find(workload, admissible, within)
         if isinstance(room, Blocked):
             return room
         for victim in room.victims:

@@ -78,18 +78,18 @@ class RoomFinder:
         self._held: dict[tuple[str, str], dict[str, int]] = {}
 
     def find(self, preemptor: Workload, admissible: Callable[[Workload], bool],
-             same_queue_only: bool = False) -> Room | Blocked:
+             within: str | None = None) -> Room | Blocked:
         """Evict (virtually) until `preemptor` is `admissible` on quota and fits; keep a minimal
         set. On success the state and ledger hold the victims' release but not the preemptor.
-        `same_queue_only` when only the preemptor's own queue can give (it is over its share)."""
-        candidates = [w for w in self._candidates() if self._may_take(preemptor, w,
-                                                                    same_queue_only)]
+        `within` names the queue on the preemptor's path that is at its share: only victims
+        under it can lower that queue's holding."""
+        candidates = [w for w in self._candidates() if self._may_take(preemptor, w, within)]
         for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED]:
             room = self._simulate(preemptor, plan, admissible)
             if room is not None:
                 return room
         protected = tuple(w for w in self._protected if w.key in self._running
-                          and self._may_take(preemptor, w, same_queue_only))
+                          and self._may_take(preemptor, w, within))
         until = min((w.protected_until() or self._now for w in protected), default=None)
         return Blocked(protected, until)
 
@@ -158,8 +158,8 @@ class RoomFinder:
             self._ranked = [w for _, w in ranked]
         return [w for w in self._ranked if w.key in self._running]
 
-    def _may_take(self, preemptor: Workload, victim: Workload, same_queue_only: bool) -> bool:
-        if same_queue_only and victim.queue != preemptor.queue:
+    def _may_take(self, preemptor: Workload, victim: Workload, within: str | None) -> bool:
+        if within is not None and within not in self._ledger.path(victim.queue):
             return False
         if victim.funded and victim.queue == preemptor.queue:
             return victim.priority < preemptor.priority

@@ -1,0 +1,78 @@
+"""`admitter run`: the controller, in or out of a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from admitter.api.errors import InputError
+from admitter.api.settings import Settings
+from admitter.controller.kube import Kube
+from admitter.controller.leader import lead
+from admitter.controller.reconciler import Reconciler
+from admitter.controller.server import health_app, serve
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("run", help="run the controller against a cluster")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    parser.add_argument("--config", help="settings YAML (the Settings model); default values")
+    parser.add_argument("--metrics-address", default="0.0.0.0:8080",
+                        help="host:port for /metrics, /healthz, /readyz")
+    parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                        help="elect a leader on a Lease (default on)")
+    parser.add_argument("--lease-namespace", default="admitter-system")
+    parser.add_argument("--lease-name", default="admitter")
+    parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
+                        help="this replica's name in the Lease and in Events")
+    parser.add_argument("--log-level", default="INFO")
+    parser.set_defaults(handler=run)
+
+
+def load_settings(path: str | None) -> Settings:
+    if path is None:
+        return Settings()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        return Settings.model_validate(data)
+    except ValidationError as error:
+        raise InputError.from_validation(path, error) from None
+    except (OSError, yaml.YAMLError) as error:
+        raise InputError(path, [("(file)", str(error))]) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = load_settings(args.config)
+    asyncio.run(_main(args, settings))
+    return 0
+
+
+async def _main(args: argparse.Namespace, settings: Settings) -> None:
+    client = await Kube.from_kubeconfig(args.kubeconfig)
+    reconciler = Reconciler(client, settings, args.identity)
+    host, _, port = args.metrics_address.rpartition(":")
+    runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
+                         host or "0.0.0.0", int(port))
+    try:
+        informers = asyncio.create_task(reconciler.run_informers())
+        if args.leader_elect:
+            leading = lead(client.api, args.lease_namespace, args.lease_name, args.identity,
+                           reconciler.run)
+        else:
+            leading = reconciler.run()
+        done, _ = await asyncio.wait([informers, asyncio.create_task(leading)],
+                                     return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        await runner.cleanup()
+        await client.close()

@@ -1,0 +1,216 @@
+"""The controller against the real control plane: Jobs wait suspended until admitted, start
+inside the hinted domain, gangs never start partially, reclaim respects min runtime, and a
+SIGKILLed controller leaves nothing double-admitted or uncounted."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from admitter_world import (
+    ControllerProcess,
+    apply_all,
+    cluster_queue,
+    gpu_job,
+    in_process_controller,
+    jobs,
+    local_queue,
+    pods,
+    running,
+    workloads,
+)
+
+from admitter.controller.kube import Kube
+from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
+from admitter.testing.waiting import eventually
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).parents[2]
+TOPOLOGY = f"""
+apiVersion: admitter.dev/v1alpha1
+kind: Topology
+metadata: {{name: default}}
+spec:
+  levels:
+  - {{nodeLabel: {BLOCK_LABEL}}}
+  - {{nodeLabel: {RACK_LABEL}}}
+  - {{nodeLabel: {HOSTNAME_LABEL}}}
+"""
+
+
+@pytest.fixture(scope="session")
+def admitter_crds(local_cluster: LocalCluster) -> None:
+    kubectl = [str(local_cluster.binaries.kubectl), "--kubeconfig",
+               str(local_cluster.kubeconfig_path)]
+    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "crds")], check=True,
+                   capture_output=True)
+    subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=30s",
+                    "crd", "--all"], check=True, capture_output=True)
+    subprocess.run([*kubectl, "apply", "-f", "-"], input=TOPOLOGY.encode(), check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+async def api(kubeconfig: Path, admitter_crds: None) -> AsyncIterator[Kube]:
+    client = await Kube.from_kubeconfig(str(kubeconfig))
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def queues(api: Kube, namespace: str) -> AsyncIterator[tuple[str, str]]:
+    """Two teams under one root, 32 GPUs of quota each; yields their LocalQueue names."""
+    root = f"org-{secrets.token_hex(3)}"
+    team_a, team_b = f"{root}-a", f"{root}-b"
+    await apply_all(api, cluster_queue(root, 64), cluster_queue(team_a, 32, root),
+                    cluster_queue(team_b, 32, root), local_queue(namespace, team_a, "team-a"),
+                    local_queue(namespace, team_b, "team-b"))
+    yield "team-a", "team-b"
+    for job in (await jobs(api, namespace)).values():
+        await api.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/"
+                          f"{job['metadata']['name']}", {"propagationPolicy": "Background"})
+
+    async def no_pods() -> bool:
+        return not await pods(api, namespace)
+
+    await eventually(no_pods, "the test's pods to be gone", timeout=60)
+
+
+async def _node_labels(api: Kube) -> dict[str, dict[str, str]]:
+    listed = await api.request("GET", "/api/v1/nodes")
+    return {n["metadata"]["name"]: n["metadata"]["labels"] for n in listed["items"]}
+
+
+async def test_job_starts_only_after_admission_inside_the_hinted_rack(
+        api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path) -> None:
+    team_a, _ = queues
+    await apply_all(api, gpu_job(namespace, "train", pods=2, required=RACK_LABEL, queue=team_a))
+    await asyncio.sleep(2)
+    assert not await pods(api, namespace, "train"), "a suspended Job must not create pods"
+    async with in_process_controller(kubeconfig):
+        async def admitted_and_bound() -> list | None:
+            placed = [p for p in await pods(api, namespace, "train") if p["spec"].get("nodeName")]
+            return placed if len(placed) == 2 else None
+
+        placed = await eventually(admitted_and_bound, "both pods bound", timeout=45)
+    [wl] = await workloads(api, namespace)
+    domain = wl["status"]["admission"]["topologyDomain"]
+    labels = await _node_labels(api)
+    racks = {labels[p["spec"]["nodeName"]][RACK_LABEL] for p in placed}
+    assert racks == {domain[RACK_LABEL]}
+    assert {labels[p["spec"]["nodeName"]][BLOCK_LABEL] for p in placed} == {domain[BLOCK_LABEL]}
+
+
+async def test_gang_waits_without_pods_while_small_jobs_run(
+        api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path) -> None:
+    team_a, team_b = queues
+    # Five single-GPU-node jobs pinned to hosts fill block-0 and one node of block-1; the
+    # block-0 ones finish first.
+    fillers = [gpu_job(namespace, f"fill-{i}", runtime="12s" if i < 4 else "600s",
+                       required=HOSTNAME_LABEL, queue=team_b) for i in range(5)]
+    await apply_all(api, *fillers)
+    async with in_process_controller(kubeconfig):
+        async def fillers_running() -> bool:
+            return sum(running(j) for j in (await jobs(api, namespace)).values()) == 5
+
+        await eventually(fillers_running, "the fillers to run", timeout=45)
+        await apply_all(api, gpu_job(namespace, "gang", pods=4, required=BLOCK_LABEL,
+                                     queue=team_a),
+                        gpu_job(namespace, "small", pods=1, queue=team_a))
+
+        async def small_running() -> bool:
+            return running((await jobs(api, namespace))["small"])
+
+        await eventually(small_running, "the small job to run while the gang waits", timeout=30)
+        assert not await pods(api, namespace, "gang"), "a gang that does not fit has no pods"
+        gang = next(w for w in await workloads(api, namespace)
+                    if w["spec"]["podSets"][0]["count"] == 4)
+        reserved = next(c for c in gang["status"]["conditions"] if c["type"] == "QuotaReserved")
+        assert reserved["status"] == "False"
+        assert reserved["reason"] in ("QuotaExceeded", "NoFit")
+        assert "nvidia.com/gpu" in reserved["message"]
+
+        async def gang_bound() -> bool:
+            bound = [p for p in await pods(api, namespace, "gang") if p["spec"].get("nodeName")]
+            return len(bound) == 4
+
+        await eventually(gang_bound, "the gang to start once a block frees up", timeout=60)
+
+
+async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
+        api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path) -> None:
+    team_a, team_b = queues
+    protected = gpu_job(namespace, "b-protected", min_runtime="10m", queue=team_b)
+    borrowers = [gpu_job(namespace, f"b-{i}", min_runtime="3s", queue=team_b) for i in range(7)]
+    await apply_all(api, protected)
+    async with in_process_controller(kubeconfig):
+        async def protected_running() -> bool:
+            return running((await jobs(api, namespace))["b-protected"])
+
+        await eventually(protected_running, "the protected job to run", timeout=30)
+        await apply_all(api, *borrowers)
+
+        async def all_b_running() -> bool:
+            return sum(running(j) for j in (await jobs(api, namespace)).values()) == 8
+
+        await eventually(all_b_running, "team b to borrow the whole cluster", timeout=45)
+        await apply_all(api, gpu_job(namespace, "a-train", pods=2, runtime="10s",
+                                     min_runtime="1m", queue=team_a))
+
+        async def a_running() -> bool:
+            return running((await jobs(api, namespace))["a-train"])
+
+        await eventually(a_running, "team a to reclaim its quota", timeout=45)
+        current = await jobs(api, namespace)
+        assert running(current["b-protected"]), "a job inside its min runtime is never touched"
+        evicted = [w for w in await workloads(api, namespace)
+                   if (w.get("status") or {}).get("evictionCount")]
+        assert len(evicted) == 2
+        assert all(any(c["type"] == "Evicted" and c["reason"] == "Reclaimed"
+                       for c in w["status"]["conditions"]) for w in evicted)
+
+        async def victims_back() -> bool:
+            return sum(running(j) for n, j in (await jobs(api, namespace)).items()
+                       if n.startswith("b-")) == 8
+
+        await eventually(victims_back, "the reclaimed jobs to run again after a-train", 60)
+
+
+async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
+        api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path,
+        tmp_path: Path) -> None:
+    team_a, _ = queues
+    burst = [gpu_job(namespace, f"burst-{i:02d}", gpus=2, queue=team_a) for i in range(40)]
+    first = ControllerProcess(kubeconfig, tmp_path / "first.log", "--no-leader-elect")
+    try:
+        await apply_all(api, *burst)
+
+        async def some_admitted() -> bool:
+            admitted = [w for w in await workloads(api, namespace)
+                        if (w.get("status") or {}).get("admission")]
+            return len(admitted) >= 3
+
+        await eventually(some_admitted, "admissions to begin", timeout=45)
+    finally:
+        first.kill()
+    second = ControllerProcess(kubeconfig, tmp_path / "second.log", "--no-leader-elect")
+    try:
+        async def settled() -> bool:
+            current = await jobs(api, namespace)
+            listed = await workloads(api, namespace)
+            admitted = {w["metadata"]["ownerReferences"][0]["name"] for w in listed
+                        if (w.get("status") or {}).get("admission")}
+            unsuspended = {n for n, j in current.items() if not j["spec"].get("suspend")}
+            return len(listed) == 40 and admitted == unsuspended and len(admitted) == 32
+
+        await eventually(settled, "every admitted Workload's Job, and only those, running "
+                         "(team a may borrow up to the cluster's 64 GPUs)", timeout=60)
+    finally:
+        second.kill()
+    for name in (j["metadata"]["name"] for j in burst):
+        created = await pods(api, namespace, name)
+        assert len(created) <= 1, f"{name} was started twice ({len(created)} pods)"
