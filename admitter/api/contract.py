@@ -12,6 +12,10 @@ MIN_RUNTIME_ANNOTATION = "admitter.dev/min-runtime"
 RESUMABLE_ANNOTATION = "admitter.dev/resumable"
 TOPOLOGY_REQUIRED_ANNOTATION = "admitter.dev/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "admitter.dev/topology-preferred"
+ADMITTED_WORKLOAD_ANNOTATION = "admitter.dev/admitted-workload"
+"""Set by the controller on a Job it admitted (value: the Workload's name); users may not."""
+ORIGINAL_AFFINITY_ANNOTATION = "admitter.dev/original-affinity"
+"""The pod template's own affinity (JSON), restored when the Job is suspended again."""
 
 
 class ContractError(ValueError):

@@ -18,6 +18,9 @@ from admitter.controller.kube import Kube
 from admitter.controller.leader import lead
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
+from admitter.webhook.lookup import ApiLookup
+from admitter.webhook.names import CONTROLLER_USERNAME
+from admitter.webhook.server import start_webhook_server
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +29,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--config", help="settings YAML (the Settings model); default values")
     parser.add_argument("--metrics-address", default="0.0.0.0:8080",
                         help="host:port for /metrics, /healthz, /readyz")
+    parser.add_argument("--webhook-address", default="0.0.0.0:9443",
+                        help="host:port of the admission webhooks (HTTPS)")
+    parser.add_argument("--webhook-cert-dir",
+                        help="directory with tls.crt and tls.key; without it no webhook is "
+                        "served (e.g. when running out of cluster for development)")
+    parser.add_argument("--controller-username", action="append",
+                        help="identity allowed to unsuspend Jobs (repeatable; default: "
+                        "admitter's service account)")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                         help="elect a leader on a Lease (default on)")
     parser.add_argument("--lease-namespace", default="admitter-system")
@@ -62,6 +73,14 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
     host, _, port = args.metrics_address.rpartition(":")
     runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
                          host or "0.0.0.0", int(port))
+    webhooks = None
+    if args.webhook_cert_dir:
+        # Every replica serves the webhooks: the Service spreads calls over all of them.
+        webhook_host, _, webhook_port = args.webhook_address.rpartition(":")
+        webhooks = await start_webhook_server(
+            settings, ApiLookup(client.api), Path(args.webhook_cert_dir), int(webhook_port),
+            host=webhook_host or "0.0.0.0",
+            controller_usernames=args.controller_username or (CONTROLLER_USERNAME,))
     try:
         informers = asyncio.create_task(reconciler.run_informers())
         if args.leader_elect:
@@ -74,5 +93,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
         for task in done:
             task.result()
     finally:
+        if webhooks is not None:
+            await webhooks.cleanup()
         await runner.cleanup()
         await client.close()

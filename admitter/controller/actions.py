@@ -9,11 +9,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import (
-    ADMITTED_ANNOTATION,
-    ORIGINAL_AFFINITY_ANNOTATION,
     format_time,
     is_true,
     parse_time,
@@ -89,7 +88,7 @@ class Actions:
         domain = wl["status"]["admission"].get("topologyDomain") or {}
         patch = {
             "metadata": {"annotations": {
-                ADMITTED_ANNOTATION: wl["metadata"]["name"],
+                ADMITTED_WORKLOAD_ANNOTATION: wl["metadata"]["name"],
                 ORIGINAL_AFFINITY_ANNOTATION: json.dumps(original),
             }},
             "spec": {"suspend": False,
@@ -133,7 +132,8 @@ class Actions:
         # A JSON patch, because a merge patch would keep keys the original affinity lacks.
         ops: list[Obj] = [
             {"op": "remove", "path": f"/metadata/annotations/{_escape(key)}"}
-            for key in (ADMITTED_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION) if key in annotations
+            for key in (ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION)
+            if key in annotations
         ]
         affinity_path = "/spec/template/spec/affinity"
         if original is not None:

@@ -15,7 +15,12 @@ from collections.abc import Callable
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.contract import QUEUE_LABEL, ContractError, parse_contract
+from admitter.api.contract import (
+    ADMITTED_WORKLOAD_ANNOTATION,
+    QUEUE_LABEL,
+    ContractError,
+    parse_contract,
+)
 from admitter.api.convert import effective_max_min_runtime
 from admitter.api.settings import Settings
 from admitter.controller import kube
@@ -27,7 +32,6 @@ from admitter.controller.metrics import Metrics
 from admitter.controller.snapshot import View, build_view, core_queues
 from admitter.controller.status import StatusWriter
 from admitter.controller.translate import (
-    ADMITTED_ANNOTATION,
     is_true,
     parse_time,
     workload_for_job,
@@ -143,7 +147,7 @@ class Reconciler:
             finished = is_true(job, "Complete") or is_true(job, "Failed")
             admitted = bool((wl.get("status") or {}).get("admission"))
             suspended = bool(job["spec"].get("suspend"))
-            annotated = ADMITTED_ANNOTATION in (meta.get("annotations") or {})
+            annotated = ADMITTED_WORKLOAD_ANNOTATION in (meta.get("annotations") or {})
             if finished:
                 if not is_true(wl, "Finished"):
                     self.caches.workloads.observe(await self.actions.finish(wl, job, now))

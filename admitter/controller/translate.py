@@ -15,10 +15,6 @@ from admitter.api.quantity import format_quantity, parse_quantity, to_base_units
 from admitter.core.model import Node, Phase, PodSet, Taint, TopologyRequest, Workload
 
 Obj = dict[str, Any]
-ADMITTED_ANNOTATION = "admitter.dev/admitted-workload"
-"""Set on a Job while admitter runs it; names its Workload."""
-ORIGINAL_AFFINITY_ANNOTATION = "admitter.dev/original-affinity"
-"""The pod template's own affinity (JSON), restored when the Job is suspended again."""
 MAIN_POD_SET = "main"
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.contract import (
+    ADMITTED_WORKLOAD_ANNOTATION,
     MIN_RUNTIME_ANNOTATION,
     QUEUE_LABEL,
     RESUMABLE_ANNOTATION,
@@ -28,9 +29,6 @@ from admitter.api.topology import HOSTNAME_LABEL, Topology
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, Verdict, allow, deny_problems
-
-ADMITTED_WORKLOAD_ANNOTATION = "admitter.dev/admitted-workload"
-"""Set by the controller on a Job it admitted (value: the Workload's name)."""
 
 CONTRACT_ANNOTATIONS = (
     MIN_RUNTIME_ANNOTATION,

@@ -39,9 +39,12 @@ queues:
   - {name: a, resources: {nvidia.com/gpu: {quota: 4}, cpu: {quota: 8}}}
   - {name: b, resources: {nvidia.com/gpu: {quota: 4}}}
 workloads:
-  - {name: x, queue: a, pods: 2, podRequests: {nvidia.com/gpu: 4, cpu: 500m}, duration: 1h, minRuntime: 1h}
-  - {name: y, queue: b, count: 3, pods: 1, podRequests: {nvidia.com/gpu: 4}, duration: 1h, minRuntime: 1h}
-  - {name: later, queue: b, submit: 1h, podRequests: {nvidia.com/gpu: 8}, duration: 1h, minRuntime: 1h}
+  - {name: x, queue: a, pods: 2, podRequests: {nvidia.com/gpu: 4, cpu: 500m},
+     duration: 1h, minRuntime: 1h}
+  - {name: y, queue: b, count: 3, pods: 1, podRequests: {nvidia.com/gpu: 4},
+     duration: 1h, minRuntime: 1h}
+  - {name: later, queue: b, submit: 1h, podRequests: {nvidia.com/gpu: 8},
+     duration: 1h, minRuntime: 1h}
   - {name: free, queue: a, podRequests: {nvidia.com/gpu: 8}, duration: 1h}
 """
 

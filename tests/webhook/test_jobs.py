@@ -17,8 +17,8 @@ from review_fixtures import (
     topology,
 )
 
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
 from admitter.webhook.jobs import (
-    ADMITTED_WORKLOAD_ANNOTATION,
     SUSPEND_PATCH,
     JobPolicy,
     mutate_job,
