@@ -81,18 +81,20 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
             settings, ApiLookup(client.api), Path(args.webhook_cert_dir), int(webhook_port),
             host=webhook_host or "0.0.0.0",
             controller_usernames=args.controller_username or (CONTROLLER_USERNAME,))
+    if args.leader_elect:
+        leading = lead(client.api, args.lease_namespace, args.lease_name, args.identity,
+                       reconciler.run)
+    else:
+        leading = reconciler.run()
+    tasks = [asyncio.create_task(reconciler.run_informers()), asyncio.create_task(leading)]
     try:
-        informers = asyncio.create_task(reconciler.run_informers())
-        if args.leader_elect:
-            leading = lead(client.api, args.lease_namespace, args.lease_name, args.identity,
-                           reconciler.run)
-        else:
-            leading = reconciler.run()
-        done, _ = await asyncio.wait([informers, asyncio.create_task(leading)],
-                                     return_when=asyncio.FIRST_EXCEPTION)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             task.result()
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if webhooks is not None:
             await webhooks.cleanup()
         await runner.cleanup()

@@ -19,7 +19,7 @@ class LostLeadership(RuntimeError):
 
 
 async def lead(api: client.ApiClient, namespace: str, name: str, identity: str,
-               work: Callable[[], Awaitable[None]], lease_seconds: float = 15.0) -> None:
+               work: Callable[[], Awaitable[None]], lease_seconds: int = 15) -> None:
     """Wait to become leader, run `work` while leading; raise LostLeadership when lost."""
 
     async def started() -> None:
@@ -31,9 +31,10 @@ async def lead(api: client.ApiClient, namespace: str, name: str, identity: str,
 
     config = electionconfig.Config(
         LeaseLock(name, namespace, identity, api),
+        # Whole seconds: the Lease object stores leaseDurationSeconds as an integer.
         lease_duration=lease_seconds,
-        renew_deadline=lease_seconds * 2 / 3,
-        retry_period=max(1.0, lease_seconds / 7.5),
+        renew_deadline=lease_seconds * 2 // 3,
+        retry_period=max(1, lease_seconds // 7),
         onstarted_leading=started,
         onstopped_leading=stopped,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -37,15 +37,17 @@ class Metrics:
                                buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
                                registry=r)
 
-    def observe_cycle(self, result: CycleResult, seconds: float,
-                      waits: Mapping[str, float], queues: Iterable[str]) -> None:
-        """Record one cycle; `waits` maps each admitted key to its wait in seconds."""
+    def observe_admission(self, queue: str, waited: float) -> None:
+        self.admitted.labels(queue).inc()
+        self.wait.labels(queue).observe(waited)
+
+    def observe_eviction(self, queue: str, reason: str) -> None:
+        self.evicted.labels(queue, reason).inc()
+
+    def observe_cycle(self, result: CycleResult, seconds: float, queues: Iterable[str]) -> None:
+        """Cycle time and the queues' gauges; admissions and evictions are counted as they
+        are carried out, so a pass that fails half way counts only what it did."""
         self.cycle.observe(seconds)
-        for admission in result.admissions:
-            self.admitted.labels(admission.queue).inc()
-            self.wait.labels(admission.queue).observe(waits.get(admission.key, 0.0))
-        for eviction in result.evictions:
-            self.evicted.labels(eviction.queue, eviction.reason.value).inc()
         fair = result.fair_share
         for name in queues:
             status = result.queues.get(name)

@@ -89,9 +89,8 @@ class Reconciler:
         began = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, view.snapshot)
         elapsed = time.perf_counter() - began
+        self.metrics.observe_cycle(result, elapsed, view.cluster_queues)
         await self.apply(view, result, now)
-        self.metrics.observe_cycle(result, elapsed, self._waits(view, result, now),
-                                   view.cluster_queues)
         self.passes += 1
         return result
 
@@ -169,6 +168,7 @@ class Reconciler:
             wl = view.workloads[eviction.key]
             job = self.caches.job_of(wl)
             updated, suspended = await self.actions.evict(wl, job, eviction, now)
+            self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
             self.caches.workloads.observe(updated)
             if suspended is not None:
                 self.caches.jobs.observe(suspended)
@@ -179,6 +179,8 @@ class Reconciler:
             wl = view.workloads[admission.key]
             job = self.caches.job_of(wl)
             updated, started = await self.actions.admit(wl, job, admission, now)
+            created = parse_time(wl["metadata"].get("creationTimestamp")) or now
+            self.metrics.observe_admission(admission.queue, max(0.0, now - created))
             self.caches.workloads.observe(updated)
             if started is not None:
                 self.caches.jobs.observe(started)
@@ -199,11 +201,3 @@ class Reconciler:
         await self.events.record(wl, "Workload", "Normal", reason, message, now)
         if job is not None:
             await self.events.record(job, "Job", "Normal", reason, message, now)
-
-    def _waits(self, view: View, result: CycleResult, now: float) -> dict[str, float]:
-        waits = {}
-        for admission in result.admissions:
-            created = parse_time(view.workloads[admission.key]["metadata"].get(
-                "creationTimestamp"))
-            waits[admission.key] = max(0.0, now - (created or now))
-        return waits
