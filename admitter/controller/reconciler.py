@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -38,11 +39,12 @@ from admitter.controller.translate import (
     workload_name,
 )
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import CycleResult
+from admitter.core.decisions import Admission, CycleResult, Eviction, Pending
 from admitter.core.queue_tree import QueueTree
 
 log = logging.getLogger(__name__)
 DEBOUNCE = 0.2
+WRITE_CONCURRENCY = 16
 
 
 class Reconciler:
@@ -164,40 +166,63 @@ class Reconciler:
     # Decisions ------------------------------------------------------------------------
 
     async def apply(self, view: View, result: CycleResult, now: float) -> None:
-        for eviction in result.evictions:
-            wl = view.workloads[eviction.key]
-            job = self.caches.job_of(wl)
-            updated, suspended = await self.actions.evict(wl, job, eviction, now)
-            self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
-            self.caches.workloads.observe(updated)
-            if suspended is not None:
-                self.caches.jobs.observe(suspended)
-            by = f" for {eviction.preemptor}" if eviction.preemptor else ""
-            message = f"{eviction.reason.value}{by}: {eviction.message}"
-            await self._record(wl, job, eviction.reason.value, message, now)
-        for admission in result.admissions:
-            wl = view.workloads[admission.key]
-            job = self.caches.job_of(wl)
-            updated, started = await self.actions.admit(wl, job, admission, now)
-            created = parse_time(wl["metadata"].get("creationTimestamp")) or now
-            self.metrics.observe_admission(admission.queue, max(0.0, now - created))
-            self.caches.workloads.observe(updated)
-            if started is not None:
-                self.caches.jobs.observe(started)
-            await self._record(wl, job, "Admitted", admission.message, now)
-        for pending in result.pending:
-            waiting = view.workloads.get(pending.key)
-            if waiting is not None and await self.status.pending(waiting, pending, now):
-                await self.events.record(waiting, "Workload", "Normal", pending.reason,
-                                         pending.message, now, REPEAT_AFTER)
+        """Evictions first (they make the room admissions were decided on), then admissions,
+        then the pending reasons; writes for different workloads go out concurrently."""
+        await _each([self._evict(view, e, now) for e in result.evictions])
+        await _each([self._admit(view, a, now) for a in result.admissions])
+        await _each([self._explain(view, p, now) for p in result.pending])
         await self.status.cluster_queues(view.cluster_queues, result,
                                          view.snapshot.workloads, now)
         await self.status.local_queues(self.caches.local_queues.items(),
                                        self.caches.workloads.items(),
                                        {p.key for p in result.pending}, now)
 
+    async def _evict(self, view: View, eviction: Eviction, now: float) -> None:
+        wl = view.workloads[eviction.key]
+        job = self.caches.job_of(wl)
+        updated, suspended = await self.actions.evict(wl, job, eviction, now)
+        self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
+        self.caches.workloads.observe(updated)
+        if suspended is not None:
+            self.caches.jobs.observe(suspended)
+        by = f" for {eviction.preemptor}" if eviction.preemptor else ""
+        message = f"{eviction.reason.value}{by}: {eviction.message}"
+        await self._record(wl, job, eviction.reason.value, message, now)
+
+    async def _admit(self, view: View, admission: Admission, now: float) -> None:
+        wl = view.workloads[admission.key]
+        job = self.caches.job_of(wl)
+        updated, started = await self.actions.admit(wl, job, admission, now)
+        created = parse_time(wl["metadata"].get("creationTimestamp")) or now
+        self.metrics.observe_admission(admission.queue, max(0.0, now - created))
+        self.caches.workloads.observe(updated)
+        if started is not None:
+            self.caches.jobs.observe(started)
+        await self._record(wl, job, "Admitted", admission.message, now)
+
+    async def _explain(self, view: View, pending: Pending, now: float) -> None:
+        waiting = view.workloads.get(pending.key)
+        if waiting is not None and await self.status.pending(waiting, pending, now):
+            await self.events.record(waiting, "Workload", "Normal", pending.reason,
+                                     pending.message, now, REPEAT_AFTER)
+
     async def _record(self, wl: Obj, job: Obj | None, reason: str, message: str,
                       now: float) -> None:
         await self.events.record(wl, "Workload", "Normal", reason, message, now)
         if job is not None:
             await self.events.record(job, "Job", "Normal", reason, message, now)
+
+
+async def _each(writes: list[Coroutine[Any, Any, None]]) -> None:
+    """Run writes with at most WRITE_CONCURRENCY in flight; every write is attempted even when
+    one fails, then the first failure is raised (the next pass retries from the API state)."""
+    gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+
+    async def gated(write: Coroutine[Any, Any, None]) -> None:
+        async with gate:
+            await write
+
+    results = await asyncio.gather(*(gated(w) for w in writes), return_exceptions=True)
+    for outcome in results:
+        if isinstance(outcome, BaseException):
+            raise outcome
