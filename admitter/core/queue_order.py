@@ -29,18 +29,19 @@ def below_deserved(fair: FairShare, queue: str, allocated: Resources) -> bool:
     Any one resource is enough: quota left unset defaults to 0, so asking for every resource
     to be within quota would make almost no queue count as owed anything.
     """
-    return any(
-        allocated.get(resource, 0) < fair.deserved(queue, resource) for resource in fair.resources
-    )
+    shares = fair.shares.get(queue, {})
+    return any(allocated.get(resource, 0) < share.deserved for resource, share in shares.items())
 
 
 def saturation(fair: FairShare, queue: str, allocated: Resources) -> float:
     """max over held resources of allocated / fair share: the dominant resource decides."""
+    shares = fair.shares.get(queue, {})
     worst = 0.0
     for resource, amount in allocated.items():
         if amount <= 0:
             continue
-        share = fair.share(queue, resource)
+        held = shares.get(resource)
+        share = 0 if held is None else held.fair_share
         worst = max(worst, amount / share if share > 0 else math.inf)
     return worst
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from admitter.core.fairshare import FairShare
+from admitter.core.fairshare import FairShare, ResourceShare
 from admitter.core.model import UNLIMITED, Resources, Workload
 from admitter.core.queue_tree import QueueTree
+
+
+_NO_SHARE = ResourceShare(0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +86,11 @@ class QuotaLedger:
         non-preemptible work, its deserved quota), counting funded allocation only; `alone`
         asks whether it would pass even if the queue held nothing else."""
         requests = workload.requests()
+        shares = self._fair.shares
         for name in self._paths[workload.queue]:
+            by_resource = shares.get(name, {})
             for resource, amount in requests.items():
-                share = self._fair.of(name, resource)
+                share = by_resource.get(resource, _NO_SHARE)
                 bound = share.deserved if deserved_only else share.fair_share
                 holding = 0 if alone else self.funded[name].get(resource, 0)
                 if holding + amount > bound:
