@@ -16,8 +16,8 @@ setup: $(BIN)/admitter
 control-plane:
 	bash hack/build.sh
 
-demo: setup
-	$(BIN)/admitter fairshare examples/kai-fairshare.yaml
+demo: setup control-plane
+	$(BIN)/python -m admitter.testing.demo
 
 test: setup control-plane
 	$(BIN)/pytest
