@@ -127,18 +127,10 @@ class _Cycle:
     # Step 3 -----------------------------------------------------------------------------
 
     def admit_entitled(self) -> None:
-        funded = {
-            leaf: [w for w in ws if w.funded and self._eligible(w)]
-            for leaf, ws in self.waiting.items()
-        }
-        self._serve(funded, self._try_entitled)
+        self._serve(self._waiting(funded=True), self._try_entitled)
 
     def _try_entitled(self, workload: Workload) -> bool:
-        if self._behind_reservation(workload):
-            return False
-        limit = self.ledger.limit_block(workload)
-        if limit is not None:
-            self._wait(workload, "LimitExceeded", limit.message())
+        if self._held_back(workload):
             return False
         in_quota_only = not workload.preemptible
         share = self.ledger.share_block(workload, deserved_only=in_quota_only)
@@ -226,18 +218,10 @@ class _Cycle:
 
     def admit_borrowers(self) -> None:
         self._serve(self.deferred, self._try_borrow)
-        unfunded = {
-            leaf: [w for w in ws if not w.funded and self._eligible(w)]
-            for leaf, ws in self.waiting.items()
-        }
-        self._serve(unfunded, self._try_borrow)
+        self._serve(self._waiting(funded=False), self._try_borrow)
 
     def _try_borrow(self, workload: Workload) -> bool:
-        if self._behind_reservation(workload):
-            return False
-        limit = self.ledger.limit_block(workload)
-        if limit is not None:
-            self._wait(workload, "LimitExceeded", limit.message())
+        if self._held_back(workload):
             return False
         placed = self._place(workload)
         if isinstance(placed, Placement):
@@ -269,6 +253,21 @@ class _Cycle:
                     selector.refresh(eviction.queue)
             if cursor[leaf] == len(work[leaf]):
                 selector.retire(leaf)
+
+    def _waiting(self, funded: bool) -> dict[str, list[Workload]]:
+        """Per leaf, the eligible pending workloads that are (or are not) funded."""
+        return {leaf: [w for w in ws if w.funded is funded and self._eligible(w)]
+                for leaf, ws in self.waiting.items()}
+
+    def _held_back(self, workload: Workload) -> bool:
+        """Blocked before fair share is even asked: behind a reservation, or at a limit."""
+        if self._behind_reservation(workload):
+            return True
+        limit = self.ledger.limit_block(workload)
+        if limit is not None:
+            self._wait(workload, "LimitExceeded", limit.message())
+            return True
+        return False
 
     def _eligible(self, workload: Workload) -> bool:
         if workload.eligible_at <= self.now:

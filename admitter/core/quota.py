@@ -15,7 +15,6 @@ from admitter.core.fairshare import FairShare, ResourceShare
 from admitter.core.model import UNLIMITED, Resources, Workload
 from admitter.core.queue_tree import QueueTree
 
-
 _NO_SHARE = ResourceShare(0, 0, 0)
 
 

@@ -167,10 +167,12 @@ class LocalCluster:
             self.api_port, self.ca_path, (pki_dir / "admin.crt", pki_dir / "admin.key")
         )
 
-    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(self, *args: str, check: bool = True,
+                input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run the matching kubectl against this cluster and capture its output."""
         argv = [str(self.binaries.kubectl), "--kubeconfig", str(self.kubeconfig_path), *args]
-        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=60)
+        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=60,
+                              input=input)
 
     def running(self) -> dict[str, bool]:
         return {c.name: c.alive() for c in self.components}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -61,9 +60,8 @@ JOBS_TO_SUBMIT = [
 ]
 
 
-def kubectl(cluster: LocalCluster, *args: str, check: bool = True) -> str:
-    command = [str(cluster.binaries.kubectl), "--kubeconfig", str(cluster.kubeconfig_path), *args]
-    return subprocess.run(command, check=check, capture_output=True, text=True).stdout
+def kubectl(cluster: LocalCluster, *args: str) -> str:
+    return cluster.kubectl(*args).stdout
 
 
 def install(cluster: LocalCluster) -> None:

@@ -15,12 +15,14 @@ import pytest
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from admitter.controller.kube import Kube
 from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
-from admitter.testing.waiting import eventually
+from admitter.testing.waiting import eventually, wait_for
 
 # 8 nodes x 8 GPUs: racks rack-0..rack-3 of 2 nodes, blocks block-0 and block-1.
 TEST_LAYOUT = GpuNodeLayout(nodes=8, gpus_per_node=8, nodes_per_rack=2, racks_per_block=2)
 _CLUSTER = pytest.StashKey[LocalCluster]()
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +75,26 @@ async def namespace(
     await eventually(default_service_account, f"service account default in {name}")
     yield name
     await core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def admitter_crds(local_cluster: LocalCluster) -> None:
+    """admitter's CRDs installed and established (once per session)."""
+    local_cluster.kubectl("apply", "-f", str(ROOT / "crds"))
+    local_cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
+    # Established is not yet servable: the API server answers 429 while the new kinds' storage
+    # initialises, so wait until every kind can be listed.
+    kinds = "clusterqueues,localqueues,workloads,topologies"
+    wait_for(lambda: local_cluster.kubectl("get", kinds, "-A", check=False).returncode == 0,
+             30, "admitter's kinds to be servable")
+
+
+@pytest.fixture
+async def api(kubeconfig: Path, admitter_crds: None) -> AsyncIterator[Kube]:
+    """admitter's own JSON client, as the controller uses it."""
+    client = await Kube.from_kubeconfig(str(kubeconfig))
+    yield client
+    await client.close()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalClust
 from admitter.testing.waiting import eventually
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).parents[2]
 TOPOLOGY = f"""
 apiVersion: admitter.dev/v1alpha1
 kind: Topology
@@ -42,23 +40,10 @@ spec:
 """
 
 
-@pytest.fixture(scope="session")
-def admitter_crds(local_cluster: LocalCluster) -> None:
-    kubectl = [str(local_cluster.binaries.kubectl), "--kubeconfig",
-               str(local_cluster.kubeconfig_path)]
-    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "crds")], check=True,
-                   capture_output=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=30s",
-                    "crd", "--all"], check=True, capture_output=True)
-    subprocess.run([*kubectl, "apply", "-f", "-"], input=TOPOLOGY.encode(), check=True,
-                   capture_output=True)
-
-
-@pytest.fixture
-async def api(kubeconfig: Path, admitter_crds: None) -> AsyncIterator[Kube]:
-    client = await Kube.from_kubeconfig(str(kubeconfig))
-    yield client
-    await client.close()
+@pytest.fixture(scope="session", autouse=True)
+def topology(local_cluster: LocalCluster, admitter_crds: None) -> None:
+    """The local cluster's levels, as a platform team would declare them."""
+    local_cluster.kubectl("apply", "-f", "-", input=TOPOLOGY)
 
 
 @pytest.fixture
@@ -208,7 +193,7 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
             return len(listed) == 40 and admitted == unsuspended and len(admitted) == 32
 
         await eventually(settled, "every admitted Workload's Job, and only those, running "
-                         "(team a may borrow up to the cluster's 64 GPUs)", timeout=60)
+                         "(team a may borrow up to the cluster's 64 GPUs)", timeout=120)
     finally:
         second.kill()
     for name in (j["metadata"]["name"] for j in burst):

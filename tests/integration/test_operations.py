@@ -4,8 +4,6 @@ replicas, on the real control plane."""
 from __future__ import annotations
 
 import secrets
-import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -28,19 +26,6 @@ from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).parents[2]
-
-
-@pytest.fixture
-async def api(kubeconfig: Path, local_cluster: LocalCluster) -> AsyncIterator[Kube]:
-    kubectl = [str(local_cluster.binaries.kubectl), "--kubeconfig", str(kubeconfig)]
-    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "crds")], check=True,
-                   capture_output=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=30s",
-                    "crd", "--all"], check=True, capture_output=True)
-    client = await Kube.from_kubeconfig(str(kubeconfig))
-    yield client
-    await client.close()
 
 
 async def _one_team(api: Kube, namespace: str, quota: int = 24) -> str:
