@@ -138,3 +138,4 @@ async def test_only_the_leader_decides_and_a_follower_takes_over(
         first.kill()
         if second is not None:
             second.kill()
+
