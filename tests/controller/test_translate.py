@@ -1,0 +1,105 @@
+"""Pure translations of the controller: Job → Workload, affinity pinning, usage buckets."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from admitter.api.contract import JobContract
+from admitter.api.workload import Workload as WorkloadObject
+from admitter.controller.actions import pin_to_domain, with_condition
+from admitter.controller.status import charge
+from admitter.controller.translate import (
+    core_workload,
+    format_time,
+    pod_requests,
+    workload_for_job,
+    workload_name,
+)
+from admitter.core.model import GPU, Phase
+
+JOB = {
+    "metadata": {"name": "train", "namespace": "team-a", "uid": "1234-abcd",
+                 "labels": {"admitter.dev/queue-name": "default"}},
+    "spec": {
+        "parallelism": 4, "completions": 2,
+        "template": {"spec": {
+            "priorityClassName": "train",
+            "containers": [
+                {"name": "main", "resources": {"limits": {GPU: "8"},
+                                               "requests": {"cpu": "30", "memory": "200Gi"}}},
+                {"name": "sidecar", "resources": {"requests": {"cpu": "500m"}}},
+            ],
+            "initContainers": [{"name": "fetch", "resources": {"requests": {"cpu": "40"}}}],
+        }},
+    },
+}
+
+
+def test_pod_requests_sum_containers_and_take_the_largest_init_container():
+    assert pod_requests(JOB["spec"]["template"]["spec"]) == {
+        GPU: Decimal(8), "cpu": Decimal(40), "memory": Decimal(200 * 2**30)}
+
+
+def test_workload_for_job_is_a_valid_owned_workload():
+    contract = JobContract(min_runtime=7200, resumable=False, topology_required="rack",
+                           topology_preferred=None)
+    obj = workload_for_job(JOB, contract, priority=50)
+    WorkloadObject.model_validate(obj)
+    assert obj["metadata"]["name"] == workload_name(JOB) and obj["metadata"]["name"].startswith(
+        "job-train-")
+    assert obj["metadata"]["ownerReferences"][0]["uid"] == "1234-abcd"
+    spec = obj["spec"]
+    assert spec["podSets"] == [{"name": "main", "count": 2,
+                                "requests": {GPU: 8, "cpu": 40, "memory": "200Gi"}}]
+    assert (spec["priority"], spec["minRuntime"], spec["resumable"]) == (50, "7200s", False)
+    assert spec["topology"] == {"required": "rack"}
+
+
+def test_core_workload_reads_the_admission_back():
+    contract = JobContract(3600, True, None, None)
+    obj = workload_for_job(JOB, contract, priority=0)
+    obj["metadata"]["creationTimestamp"] = "2026-11-29T10:00:00Z"
+    obj["status"] = {"admission": {
+        "clusterQueue": "team-a", "admittedAt": "2026-11-29T10:05:00Z",
+        "nodeHints": [{"podSet": "main", "node": "n1", "count": 2}]}}
+    workload = core_workload(obj, "team-a", pods_ready=True)
+    assert workload.phase is Phase.ADMITTED
+    assert workload.admitted_at - workload.submitted_at == 300
+    assert workload.placement == {"n1": 2} and workload.pod_set_placements == ({"n1": 2},)
+    assert workload.requests()[GPU] == 16 and workload.min_runtime == 3600
+
+
+def test_pinning_narrows_every_required_term_and_keeps_the_rest():
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["h100"]}]},
+            {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["b200"]}]},
+        ]}}, "podAntiAffinity": {"x": 1}}
+    pinned = pin_to_domain(own, {"rack": "r3", "block": "b1"})
+    terms = pinned["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert len(terms) == 2 and pinned["podAntiAffinity"] == {"x": 1}
+    for term in terms:
+        assert {"key": "rack", "operator": "In", "values": ["r3"]} in term["matchExpressions"]
+        assert {"key": "block", "operator": "In", "values": ["b1"]} in term["matchExpressions"]
+    assert own["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][-1]["key"] == "gpu", "input untouched"
+    assert pin_to_domain(None, {}) is None
+
+
+def test_usage_is_charged_into_hourly_buckets_and_pruned_to_the_window():
+    hour = 3600.0
+    buckets = charge([], gpus=8, start=0.5 * hour, end=2.25 * hour, window=7 * 24 * hour)
+    assert [(b["start"], b["gpuSeconds"]) for b in buckets] == [
+        (format_time(0), 8 * 1800.0), (format_time(hour), 8 * hour),
+        (format_time(2 * hour), 8 * 900.0)]
+    later = charge(buckets, gpus=0, start=2.25 * hour, end=3 * hour, window=1.5 * hour)
+    assert [b["start"] for b in later] == [format_time(hour), format_time(2 * hour)]
+
+
+def test_condition_transition_time_moves_only_when_status_changes():
+    first = with_condition([], "Admitted", "False", "Pending", "waiting", now=100)
+    again = with_condition(first, "Admitted", "False", "Pending", "still waiting", now=200)
+    assert again[0]["lastTransitionTime"] == format_time(100)
+    flipped = with_condition(again, "Admitted", "True", "Admitted", "ok", now=300)
+    assert flipped[0]["lastTransitionTime"] == format_time(300)
