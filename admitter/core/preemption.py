@@ -84,7 +84,7 @@ class RoomFinder:
         `within` names the queue on the preemptor's path that is at its share: only victims
         under it can lower that queue's holding."""
         candidates = [w for w in self._candidates() if self._may_take(preemptor, w, within)]
-        for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED]:
+        for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED] if candidates else ():
             room = self._simulate(preemptor, plan, admissible)
             if room is not None:
                 return room
@@ -95,24 +95,22 @@ class RoomFinder:
 
     def _simulate(self, preemptor: Workload, plan: list[Workload],
                   admissible: Callable[[Workload], bool]) -> Room | None:
+        """Evict the whole plan, try once; if the preemptor fits, give back every victim it can
+        do without, newest decision first (one placement per victim, none on failure)."""
         checkpoint = self._state.checkpoint()
         chosen: list[Victim] = []
-        placement: Placement | None = None
         for candidate in plan:
             victim = self._victim(preemptor, candidate)
-            if victim is None:
-                continue
-            self._evict(victim.workload)
-            chosen.append(victim)
-            placement = self._try(preemptor, admissible)
-            if placement is not None:
-                break
+            if victim is not None:
+                self._evict(victim.workload)
+                chosen.append(victim)
+        placement = self._try(preemptor, admissible) if chosen else None
         if placement is None:
             for victim in chosen:
                 self._ledger.add(victim.workload)
             self._state.rollback(checkpoint)
             return None
-        for victim in reversed(chosen[:-1]):
+        for victim in reversed(chosen):
             self._return(victim.workload)
             kept = self._try(preemptor, admissible)
             if kept is None:
