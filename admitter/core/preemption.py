@@ -75,7 +75,7 @@ class RoomFinder:
         self._ranked: list[Workload] | None = None
         self._protected: list[Workload] = []
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
-        self._held: dict[tuple[str, str], dict[str, int]] = {}
+        self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
 
     def find(self, preemptor: Workload, admissible: Callable[[Workload], bool],
              within: str | None = None) -> Room | Blocked:
@@ -172,13 +172,9 @@ class RoomFinder:
         index = self._state.resource_index(resource)
         need = requests.get(resource, 0)
         level = preemptor.topology.required
-        domain_of = self._domains(level)
         per_domain: dict[int, tuple[Domain, list[Workload], int]] = {}
         for workload in candidates:
-            held = self._held.get((workload.key, resource))
-            if held is None:
-                held = self._held[workload.key, resource] = _held_per_node(workload, resource)
-            for domain in {id(d): d for n in held if (d := domain_of.get(n))}.values():
+            for domain, gained in self._gains(workload, resource, level):
                 entry = per_domain.get(id(domain))
                 if entry is None:
                     free = 0 if index is None else sum(row[index] for row in domain.free)
@@ -187,12 +183,31 @@ class RoomFinder:
                 if (free >= need and plan) or len(plan) >= MAX_VICTIMS:
                     continue
                 plan.append(workload)
-                gained = sum(a for n, a in held.items() if domain_of.get(n) is domain)
                 per_domain[id(domain)] = (domain, plan, free + gained)
+            if level is None and per_domain and all(
+                    (free >= need and plan) or len(plan) >= MAX_VICTIMS
+                    for _, plan, free in per_domain.values()):
+                break  # the one cluster-wide plan is complete
         rank = {w.key: i for i, w in enumerate(candidates)}
         viable = [((len(plan), max(rank[w.key] for w in plan), domain.order), plan)
                   for domain, plan, free in per_domain.values() if free >= need and plan]
         return [plan for _, plan in sorted(viable, key=lambda v: v[0])]
+
+    def _gains(self, workload: Workload, resource: str,
+               level: str | None) -> list[tuple[Domain, int]]:
+        """What evicting `workload` frees of `resource` in each domain at `level` (cached)."""
+        key = (workload.key, resource, level)
+        gains = self._held.get(key)
+        if gains is None:
+            domain_of = self._domains(level)
+            per_domain: dict[int, tuple[Domain, int]] = {}
+            for node, amount in _held_per_node(workload, resource).items():
+                domain = domain_of.get(node)
+                if domain is not None:
+                    known = per_domain.get(id(domain), (domain, 0))[1]
+                    per_domain[id(domain)] = (domain, known + amount)
+            gains = self._held[key] = list(per_domain.values())
+        return gains
 
     def _domains(self, level: str | None) -> dict[str, Domain]:
         """Node name → its domain at `level` (the root for None)."""
