@@ -1,0 +1,185 @@
+"""KAI Scheduler's fill test on the local control plane: plain Jobs, then Jobs through admitter.
+
+    .venv/bin/python benchmarks/bench_fill.py [--nodes 500] [--jobs 4000]
+        [--ways plain,admitter,webhooks]
+
+KAI's scale test fills 500 KWOK nodes of 8 GPUs with 4,000 single-GPU Jobs (published example:
+6 min 37 s). Each way gets a fresh control plane with the same nodes and creates the same Jobs
+(one pod, `nvidia.com/gpu: 1`, running forever) with 32 creations in flight; the clock runs
+from the first creation to the moment the last pod is Running.
+
+- plain: unlabelled Jobs; the upstream job controller and kube-scheduler alone (the physical
+  limit of this control plane).
+- admitter: labelled Jobs created suspended (as admitter's mutating webhook leaves them), one
+  ClusterQueue with the whole cluster as quota, the controller as a separate process.
+- webhooks: as admitter, but the Jobs are created unsuspended and admitter's own webhooks
+  (served by the controller process, registered from deploy/webhooks.yaml) suspend and guard
+  them: the production path.
+
+The ratio column is each way's time over plain's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import (
+    QUEUE_LABEL,
+    ControllerProcess,
+    ControllerStats,
+    background,
+    bounded,
+    cluster_queue,
+    control_plane,
+    follow,
+    local_queue,
+    machine,
+    namespace,
+    node_layout,
+    wait_until,
+)
+from rich.console import Console
+from rich.table import Table
+
+from admitter.controller import kube
+from admitter.controller.kube import Kube, Obj
+from admitter.testing import GPU_RESOURCE
+
+NAMESPACE = "fill"
+WAYS = ("plain", "admitter", "webhooks")
+SETTINGS = {"cycle": "1s", "fairShare": {"window": 0}}
+
+
+@dataclass
+class Fill:
+    way: str
+    jobs: int
+    created_in: float = float("nan")
+    first_running: float = float("nan")
+    all_running: float = float("nan")
+    running: int = 0
+    timed_out: bool = False
+    controller: ControllerStats = field(default_factory=ControllerStats)
+
+
+def fill_job(index: int, way: str) -> Obj:
+    container = {"name": "main", "image": "registry.invalid/fill",
+                 "resources": {"limits": {GPU_RESOURCE: "1"}}}
+    spec: Obj = {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
+    meta: Obj = {"name": f"fill-{index:05d}", "namespace": NAMESPACE}
+    if way != "plain":
+        meta["labels"] = {QUEUE_LABEL: "default"}
+        meta["annotations"] = {"admitter.dev/min-runtime": "1h"}
+    if way == "admitter":
+        spec["suspend"] = True
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+async def webhooks_in_effect(client: Kube) -> None:
+    """A dry-run labelled Job comes back suspended once the API server calls the webhook."""
+    for _ in range(200):
+        probe = fill_job(99999, "webhooks")
+        created = await client.request("POST", kube.JOBS.path(NAMESPACE), probe,
+                                       query={"dryRun": "All"})
+        if created["spec"].get("suspend"):
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError("admitter's webhooks were not called within 20 s")
+
+
+async def run_way(way: str, nodes: int, jobs: int, timeout: float) -> Fill:
+    layout = node_layout(nodes, cpu=64, gpus=8, pods=110)
+    result = Fill(way, jobs)
+    with control_plane(layout) as cluster, tempfile.TemporaryDirectory() as work:
+        client = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
+        await client.request("POST", "/api/v1/namespaces", namespace(NAMESPACE))
+        controller = None
+        if way != "plain":
+            await client.create(kube.CLUSTER_QUEUES,
+                                cluster_queue("fill", GPU_RESOURCE, nodes * 8))
+            await client.create(kube.LOCAL_QUEUES, local_queue(NAMESPACE, "fill"))
+            controller = ControllerProcess(cluster.kubeconfig_path, Path(work), SETTINGS,
+                                           webhooks=way == "webhooks")
+            await asyncio.sleep(3.0)  # informers listed before the first Job
+            if way == "webhooks":
+                await webhooks_in_effect(client)
+        running: set[str] = set()
+
+        def on_pod(_type: str, pod: Obj) -> None:
+            if (pod.get("status") or {}).get("phase") == "Running":
+                if not running:
+                    result.first_running = time.monotonic() - started
+                running.add(pod["metadata"]["name"])
+
+        print(f"{way}: {jobs} Jobs on {nodes} nodes x 8 GPUs", flush=True)
+        async with background(follow(client, kube.PODS, on_pod)) as tasks:
+            started = time.monotonic()
+            await bounded([client.create(kube.JOBS, fill_job(i, way)) for i in range(jobs)])
+            result.created_in = time.monotonic() - started
+            try:
+                await wait_until(lambda: len(running) >= jobs, timeout, "all pods Running",
+                                 tasks)
+                result.all_running = time.monotonic() - started
+            except TimeoutError:
+                result.timed_out = True
+            result.running = len(running)
+        if controller is not None:
+            result.controller = controller.stop()
+        await client.close()
+    return result
+
+
+def report(fills: list[Fill], nodes: int, console: Console) -> None:
+    table = Table(title=f"fill: {fills[0].jobs:,} single-GPU Jobs on {nodes} nodes x 8 GPUs "
+                        f"({datetime.date.today()}, {machine()})")
+    for column in ("way", "Jobs created s", "first Running s", "all Running s", "Running",
+                   "ratio to plain", "ctl writes/admission", "ctl passes", "ctl cycle s",
+                   "ctl cpu s"):
+        table.add_column(column, justify="right")
+    plain = next((f.all_running for f in fills if f.way == "plain"), float("nan"))
+    for fill in fills:
+        stats = fill.controller
+        admitted = fill.way != "plain"
+        table.add_row(
+            fill.way, f"{fill.created_in:.1f}", f"{fill.first_running:.1f}",
+            f"{fill.all_running:.1f}" + (" (timed out)" if fill.timed_out else ""),
+            f"{fill.running:,}", f"{fill.all_running / plain:.2f}x",
+            f"{stats.writes / max(stats.admissions, 1):.2f}" if admitted else "-",
+            f"{stats.passes}" if admitted else "-",
+            f"{stats.cycle_seconds:.1f}" if admitted else "-",
+            f"{stats.cpu_seconds:.0f}" if admitted else "-")
+    console.print(table)
+    for fill in fills:
+        if fill.controller.by_kind:
+            per = max(fill.controller.admissions, 1)
+            top = sorted(fill.controller.by_kind.items(), key=lambda kv: -kv[1])
+            console.print(f"{fill.way} controller writes per admission: "
+                          + ", ".join(f"{k} {v / per:.2f}" for k, v in top))
+    console.print("KAI's published example for 500 nodes / 4,000 Jobs: 6 min 37 s (397 s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--jobs", type=int, default=4000)
+    parser.add_argument("--ways", default=",".join(WAYS),
+                        help=f"comma-separated, from {', '.join(WAYS)}")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per way, seconds")
+    args = parser.parse_args()
+    ways = [w for w in args.ways.split(",") if w]
+    unknown = set(ways) - set(WAYS)
+    if unknown:
+        parser.error(f"unknown ways: {', '.join(sorted(unknown))}")
+    fills = [asyncio.run(run_way(way, args.nodes, args.jobs, args.timeout)) for way in ways]
+    report(fills, args.nodes, Console(width=200))
+
+
+if __name__ == "__main__":
+    main()
