@@ -33,6 +33,7 @@ from common import (
     QUEUE_LABEL,
     ControllerProcess,
     ControllerStats,
+    api_writes,
     background,
     bounded,
     cluster_queue,
@@ -64,6 +65,7 @@ class Fill:
     first_running: float = float("nan")
     all_running: float = float("nan")
     running: int = 0
+    api_writes: int = 0
     timed_out: bool = False
     controller: ControllerStats = field(default_factory=ControllerStats)
 
@@ -94,7 +96,8 @@ async def webhooks_in_effect(client: Kube) -> None:
     raise TimeoutError("admitter's webhooks were not called within 20 s")
 
 
-async def run_way(way: str, nodes: int, jobs: int, timeout: float) -> Fill:
+async def run_way(way: str, nodes: int, jobs: int, timeout: float,
+                  profile: Path | None = None) -> Fill:
     layout = node_layout(nodes, cpu=64, gpus=8, pods=110)
     result = Fill(way, jobs)
     with control_plane(layout) as cluster, tempfile.TemporaryDirectory() as work:
@@ -105,8 +108,10 @@ async def run_way(way: str, nodes: int, jobs: int, timeout: float) -> Fill:
             await client.create(kube.CLUSTER_QUEUES,
                                 cluster_queue("fill", GPU_RESOURCE, nodes * 8))
             await client.create(kube.LOCAL_QUEUES, local_queue(NAMESPACE, "fill"))
-            controller = ControllerProcess(cluster.kubeconfig_path, Path(work), SETTINGS,
-                                           webhooks=way == "webhooks")
+            controller = ControllerProcess(
+                cluster.kubeconfig_path, Path(work), SETTINGS,
+                None if profile is None else profile / f"controller-fill-{way}.txt",
+                webhooks=way == "webhooks")
             await asyncio.sleep(3.0)  # informers listed before the first Job
             if way == "webhooks":
                 await webhooks_in_effect(client)
@@ -120,6 +125,7 @@ async def run_way(way: str, nodes: int, jobs: int, timeout: float) -> Fill:
 
         print(f"{way}: {jobs} Jobs on {nodes} nodes x 8 GPUs", flush=True)
         async with background(follow(client, kube.PODS, on_pod)) as tasks:
+            writes_before = api_writes(cluster)
             started = time.monotonic()
             await bounded([client.create(kube.JOBS, fill_job(i, way)) for i in range(jobs)])
             result.created_in = time.monotonic() - started
@@ -130,6 +136,7 @@ async def run_way(way: str, nodes: int, jobs: int, timeout: float) -> Fill:
             except TimeoutError:
                 result.timed_out = True
             result.running = len(running)
+            result.api_writes = api_writes(cluster) - writes_before
         if controller is not None:
             result.controller = controller.stop()
         await client.close()
@@ -140,8 +147,8 @@ def report(fills: list[Fill], nodes: int, console: Console) -> None:
     table = Table(title=f"fill: {fills[0].jobs:,} single-GPU Jobs on {nodes} nodes x 8 GPUs "
                         f"({datetime.date.today()}, {machine()})")
     for column in ("way", "Jobs created s", "first Running s", "all Running s", "Running",
-                   "ratio to plain", "ctl writes/admission", "ctl passes", "ctl cycle s",
-                   "ctl cpu s"):
+                   "ratio to plain", "API writes (all clients)", "ctl writes/admission",
+                   "ctl passes", "ctl cycle s", "ctl cpu s"):
         table.add_column(column, justify="right")
     plain = next((f.all_running for f in fills if f.way == "plain"), float("nan"))
     for fill in fills:
@@ -150,7 +157,7 @@ def report(fills: list[Fill], nodes: int, console: Console) -> None:
         table.add_row(
             fill.way, f"{fill.created_in:.1f}", f"{fill.first_running:.1f}",
             f"{fill.all_running:.1f}" + (" (timed out)" if fill.timed_out else ""),
-            f"{fill.running:,}", f"{fill.all_running / plain:.2f}x",
+            f"{fill.running:,}", f"{fill.all_running / plain:.2f}x", f"{fill.api_writes:,}",
             f"{stats.writes / max(stats.admissions, 1):.2f}" if admitted else "-",
             f"{stats.passes}" if admitted else "-",
             f"{stats.cycle_seconds:.1f}" if admitted else "-",
@@ -171,13 +178,18 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=4000)
     parser.add_argument("--ways", default=",".join(WAYS),
                         help=f"comma-separated, from {', '.join(WAYS)}")
-    parser.add_argument("--timeout", type=float, default=300.0, help="per way, seconds")
+    parser.add_argument("--timeout", type=float, default=480.0, help="per way, seconds")
+    parser.add_argument("--profile", type=Path,
+                        help="directory for pyinstrument profiles of the controller process")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     ways = [w for w in args.ways.split(",") if w]
     unknown = set(ways) - set(WAYS)
     if unknown:
         parser.error(f"unknown ways: {', '.join(sorted(unknown))}")
-    fills = [asyncio.run(run_way(way, args.nodes, args.jobs, args.timeout)) for way in ways]
+    fills = [asyncio.run(run_way(way, args.nodes, args.jobs, args.timeout, args.profile))
+             for way in ways]
     report(fills, args.nodes, Console(width=200))
 
 

@@ -275,7 +275,8 @@ class ShapeRun:
         return self.run
 
 
-async def run_mode(mode: str, cohorts: int, timeout: float, profile: Path | None) -> Run:
+async def run_mode(mode: str, cohorts: int, timeout: float, profile: Path | None,
+                   quiet_pending: bool = False) -> Run:
     queues = cohorts * QUEUES_PER_COHORT
     _, cpus = capacity_bound(cohorts)
     nodes = max(1, cpus // 60)
@@ -286,7 +287,8 @@ async def run_mode(mode: str, cohorts: int, timeout: float, profile: Path | None
         await shape.create_queues()
         controller = ControllerProcess(
             cluster.kubeconfig_path, Path(work), SETTINGS,
-            None if profile is None else profile / f"controller-{mode}.txt")
+            None if profile is None else profile / f"controller-{mode}.txt",
+            quiet_pending=quiet_pending)
         await asyncio.sleep(3.0)  # informers synced before the first creation
         print(f"{mode}: {queues} queues, {shape.total} {mode}, {nodes} nodes x "
               f"{cpus // nodes} cpu", flush=True)
@@ -337,6 +339,9 @@ def main() -> None:
     parser.add_argument("--cohorts", type=int, default=5, help="workloads mode")
     parser.add_argument("--job-cohorts", type=int, default=1, help="jobs mode")
     parser.add_argument("--timeout", type=float, default=420.0, help="per mode, seconds")
+    parser.add_argument("--quiet-pending", action="store_true",
+                        help="experiment: the controller process skips pending-reason status "
+                        "writes and events (shows what they cost; not the shipped behaviour)")
     parser.add_argument("--profile", type=Path,
                         help="directory for a pyinstrument profile of the controller process")
     args = parser.parse_args()
@@ -346,7 +351,10 @@ def main() -> None:
     runs = []
     for mode in modes:
         cohorts = args.cohorts if mode == "workloads" else args.job_cohorts
-        runs.append(asyncio.run(run_mode(mode, cohorts, args.timeout, args.profile)))
+        run = asyncio.run(run_mode(mode, cohorts, args.timeout, args.profile, args.quiet_pending))
+        if args.quiet_pending:
+            run.mode += " (quiet pending)"
+        runs.append(run)
     report(runs, Console(width=200))
 
 

@@ -57,6 +57,20 @@ def control_plane(layout: GpuNodeLayout, crd_dirs: tuple[Path, ...] = (ROOT / "c
             subprocess.run(["rm", "-rf", str(state)], check=False)
 
 
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def api_writes(cluster: LocalCluster) -> int:
+    """Writes the API server has served so far, from every client (its own metrics)."""
+    text = cluster.api().request("GET", "/metrics")
+    total = 0.0
+    for line in str(text).splitlines():
+        if line.startswith("apiserver_request_total{") and any(
+                f'verb="{verb}"' in line for verb in WRITE_VERBS):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
 def node_layout(nodes: int, cpu: int, gpus: int = 0, pods: int = 256) -> GpuNodeLayout:
     return GpuNodeLayout(nodes=nodes, gpus_per_node=gpus, cpu=str(cpu), pods=pods,
                          nodes_per_rack=max(1, nodes), racks_per_block=1)
@@ -102,15 +116,19 @@ class ControllerProcess:
     """admitter's Reconciler in a child process; `stop()` returns what it counted."""
 
     def __init__(self, kubeconfig: Path, workdir: Path, settings: dict[str, Any],
-                 profile: Path | None = None, webhooks: bool = False) -> None:
+                 profile: Path | None = None, webhooks: bool = False,
+                 quiet_pending: bool = False) -> None:
         self.stats_path = workdir / "controller-stats.json"
-        self.log_path = workdir / "controller.log"
+        self.log_path = workdir / "controller.log" if profile is None else \
+            profile.with_suffix(".log")
         argv = [sys.executable, __file__, "controller", "--kubeconfig", str(kubeconfig),
                 "--stats", str(self.stats_path), "--settings", json.dumps(settings)]
         if profile is not None:
             argv += ["--profile", str(profile)]
         if webhooks:
             argv += ["--webhooks", str(workdir / "webhook-certs")]
+        if quiet_pending:
+            argv.append("--quiet-pending")
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -128,7 +146,7 @@ class ControllerProcess:
         if self.alive():
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(120)
+                self.process.wait(300)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
@@ -233,6 +251,11 @@ async def _controller_main(args: argparse.Namespace) -> None:
     client = await Kube.from_kubeconfig(args.kubeconfig)
     settings = Settings.model_validate(json.loads(args.settings))
     reconciler = Reconciler(client, settings, "bench")
+    if args.quiet_pending:  # an experiment: what the pending-reason writes cost
+        async def unexplained(*_: Any) -> None:
+            return None
+
+        reconciler._explain = unexplained  # type: ignore[method-assign,assignment]
     webhooks = None
     if args.webhooks:
         webhooks = await _serve_webhooks(client, settings, Path(args.webhooks))
@@ -369,6 +392,8 @@ def main() -> None:
     run.add_argument("--settings", default="{}")
     run.add_argument("--profile")
     run.add_argument("--webhooks", help="serve and register admitter's webhooks; cert dir")
+    run.add_argument("--quiet-pending", action="store_true",
+                     help="experiment: skip the pending-reason status writes and events")
     run.set_defaults(handler=_controller_process)
     args = parser.parse_args()
     args.handler(args)
