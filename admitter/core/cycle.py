@@ -217,8 +217,24 @@ class _Cycle:
     # Step 4 -----------------------------------------------------------------------------
 
     def admit_borrowers(self) -> None:
-        self._serve(self.deferred, self._try_borrow)
-        self._serve(self._waiting(funded=False), self._try_borrow)
+        self._serve(self._could_borrow(self.deferred), self._try_borrow)
+        self._serve(self._could_borrow(self._waiting(funded=False)), self._try_borrow)
+
+    def _could_borrow(self, work: dict[str, list[Workload]]) -> dict[str, list[Workload]]:
+        """Drop, with their reason, workloads needing more GPUs than the whole cluster has
+        idle: on a saturated cluster that is most of them, and no placement search is needed
+        to know it (idle capacity only shrinks while borrowers are admitted)."""
+        idle = self.state.free_total(GPU)
+        possible: dict[str, list[Workload]] = {}
+        for leaf, workloads in work.items():
+            possible[leaf] = []
+            for workload in workloads:
+                need = workload.requests().get(GPU, 0)
+                if need <= idle:
+                    possible[leaf].append(workload)
+                elif not self._held_back(workload):
+                    self._no_idle(workload, f"the cluster has {idle} idle {GPU}; {need} needed")
+        return possible
 
     def _try_borrow(self, workload: Workload) -> bool:
         if self._held_back(workload):
@@ -228,13 +244,16 @@ class _Cycle:
             self._admit(workload, placed, "borrowing idle capacity"
                         if workload.funded else "unfunded, on idle capacity")
             return True
+        self._no_idle(workload, placed.reason)
+        return False
+
+    def _no_idle(self, workload: Workload, why: str) -> None:
         over = self.over_share.get(workload.key)
         if over is None:
-            self._wait(workload, "NoFit", placed.reason)
+            self._wait(workload, "NoFit", why)
         else:
             self._wait(workload, "QuotaExceeded",
-                       f"{over}, and there is no idle capacity to borrow: {placed.reason}")
-        return False
+                       f"{over}, and there is no idle capacity to borrow: {why}")
 
     # Shared mechanics -------------------------------------------------------------------
 

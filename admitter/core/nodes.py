@@ -97,6 +97,11 @@ class ClusterState:
         return {r: max(0, amount) if schedulable else 0 for r, amount in zip(
             self.resources, self._raw[i], strict=True)}
 
+    def free_total(self, resource: str) -> int:
+        """Free amount of `resource` over all schedulable nodes, whatever their taints."""
+        index = self._resource_index.get(resource)
+        return 0 if index is None else sum(row[index] for row in self.tree.root.free)
+
     def schedulable_capacity(self) -> dict[str, int]:
         """Allocatable of schedulable nodes minus non-admitter pods: what queues can share."""
         return dict(zip(self.resources, self._capacity, strict=True))
