@@ -15,6 +15,7 @@ from admitter.api.crds import render_crds
 from admitter.api.localqueue import LocalQueue
 from admitter.api.settings import Settings
 from admitter.api.topology import Topology
+from admitter.cli import build_parser
 from admitter.core.queue_tree import QueueTree
 from admitter.webhook import names
 from admitter.webhook.resources import KINDS
@@ -211,6 +212,8 @@ def test_the_deployment_runs_two_leader_electing_replicas_with_probes_and_mounts
     args = main["args"]
     assert args[0] == "run" and "--leader-elect" in args
     assert "--config=/etc/admitter/config.yaml" in args
+    parsed = build_parser().parse_args(args)  # the controller accepts exactly these flags
+    assert parsed.leader_elect and parsed.webhook_cert_dir
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
     assert ports == {"webhook": 9443, "metrics": 8080}
     assert f"--webhook-address=0.0.0.0:{ports['webhook']}" in args
