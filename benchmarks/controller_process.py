@@ -1,0 +1,295 @@
+"""admitter's controller as its own process for the benchmarks, reporting what it did.
+
+The controller runs apart from the load generator (as `admitter run` would), so the two do not
+share an interpreter. The parent starts `python benchmarks/controller_process.py --kubeconfig K
+--stats S [--settings JSON]`; the child runs the Reconciler and every second writes its API
+writes (by verb and resource), passes, admissions, evictions, CPU time and the wall time of
+each step of a pass to S.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from admitter.controller.kube import Kube, Obj  # noqa: E402
+
+ADMIN_USER = "admitter-admin"
+"""The local cluster's admin identity, which the benchmarks' controller uses."""
+
+@dataclass
+class ControllerStats:
+    writes: int = 0
+    passes: int = 0
+    cycle_seconds: float = 0.0
+    admissions: int = 0
+    evictions: int = 0
+    cpu_seconds: float = 0.0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    """Writes per `VERB plural[/subresource]`."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Wall seconds spent in each step of the reconcile pass, summed over passes."""
+
+
+def describe(stats: ControllerStats) -> str:
+    """Writes per admission by kind, and where the passes' wall time went."""
+    per = max(stats.admissions, 1)
+    top = sorted(stats.by_kind.items(), key=lambda kv: -kv[1])
+    writes = ", ".join(f"{k} {v / per:.2f}" for k, v in top if v / per >= 0.005)
+    steps = {**stats.phases, "run_cycle": stats.cycle_seconds}
+    order = ("ensure_workloads", "converge_jobs", "build_view", "run_cycle", "apply")
+    timing = ", ".join(f"{k} {steps[k]:.1f}" for k in order if k in steps)
+    return f"writes per admission: {writes}\n  pass wall seconds: {timing}"
+
+
+class ControllerProcess:
+    """admitter's Reconciler in a child process; `stop()` returns what it counted."""
+
+    def __init__(self, kubeconfig: Path, workdir: Path, settings: dict[str, Any],
+                 profile: Path | None = None, webhooks: bool = False,
+                 quiet_pending: bool = False) -> None:
+        self.stats_path = workdir / "controller-stats.json"
+        self.log_path = workdir / "controller.log" if profile is None else \
+            profile.with_suffix(".log")
+        argv = [sys.executable, __file__, "--kubeconfig", str(kubeconfig),
+                "--stats", str(self.stats_path), "--settings", json.dumps(settings)]
+        if profile is not None:
+            argv += ["--profile", str(profile)]
+        if webhooks:
+            argv += ["--webhooks", str(workdir / "webhook-certs")]
+        if quiet_pending:
+            argv.append("--quiet-pending")
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def stats(self) -> ControllerStats:
+        try:
+            data = json.loads(self.stats_path.read_text())
+            return ControllerStats(**{k: v for k, v in data.items()
+                                      if k in ControllerStats.__dataclass_fields__})
+        except (OSError, ValueError):
+            return ControllerStats()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> ControllerStats:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(300)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self._log.close()
+        return self.stats()
+
+
+def _accept_standalone_workloads(phases: dict[str, float]) -> None:
+    """Let Workloads without an owning Job into the snapshot (Kueue's suite creates such).
+
+    The controller leaves out every Workload whose Job it cannot find (an orphan awaiting
+    garbage collection), which includes Workloads that never had a Job. Until it tells the
+    two apart, the benchmark's controller process does: a Workload with no ownerReferences is
+    given a stand-in Job that reports its pods ready. Admissions and evictions still look the
+    Job up through the real caches, find none, and write only the Workload's status.
+    """
+    from admitter.controller import reconciler, snapshot
+
+    standin: Obj = {"metadata": {"namespace": "", "name": ""}, "status": {"ready": 1 << 30}}
+
+    class Standalone:
+        def __init__(self, caches: Any) -> None:
+            self._caches = caches
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._caches, name)
+
+        def job_of(self, workload: Obj) -> Obj | None:
+            job: Obj | None = self._caches.job_of(workload)
+            if job is None and not workload["metadata"].get("ownerReferences"):
+                return standin
+            return job
+
+    original: Callable[..., Any] = snapshot.build_view
+
+    def build_view(caches: Any, settings: Any, now: float) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(Standalone(caches), settings, now)
+        finally:
+            phases["build_view"] = phases.get("build_view", 0.0) + time.perf_counter() - began
+
+    reconciler.build_view = build_view
+
+
+def _count_writes(tally: dict[str, int]) -> None:
+    """Tally the controller's writes by verb and resource."""
+    request = Kube.request
+
+    async def counted(self: Kube, method: str, path: str, *args: Any, **kwargs: Any) -> Obj:
+        if method != "GET":
+            parts = path.split("/")
+            plural = parts[-1] if method == "POST" else parts[-2]
+            if parts[-1] == "status":
+                plural = parts[-3] + "/status"
+            key = f"{method} {plural}"
+            tally[key] = tally.get(key, 0) + 1
+        return await request(self, method, path, *args, **kwargs)
+
+    Kube.request = counted  # type: ignore[method-assign]
+
+
+def _time_phases(reconciler: Any, phases: dict[str, float]) -> None:
+    """Sum the wall time of each awaited step of a pass (the cycle itself is timed apart)."""
+    for name in ("ensure_workloads", "converge_jobs", "apply"):
+        step = getattr(reconciler, name)
+
+        async def timed(*args: Any, _step: Any = step, _name: str = name) -> Any:
+            began = time.perf_counter()
+            try:
+                return await _step(*args)
+            finally:
+                phases[_name] = phases.get(_name, 0.0) + time.perf_counter() - began
+
+        setattr(reconciler, name, timed)
+
+
+async def _serve_webhooks(client: Kube, settings: Any, cert_dir: Path) -> Any:
+    """admitter's webhooks in this process (as every `admitter run` replica serves them),
+    registered from deploy/webhooks.yaml with a 127.0.0.1 url instead of the Service."""
+    import base64
+    import datetime as dt
+
+    import yaml
+
+    from admitter.commands.certs import mint, write
+    from admitter.webhook.lookup import ApiLookup
+    from admitter.webhook.server import start_webhook_server
+
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    certs = mint("admitter-webhook", "admitter-system", dt.timedelta(hours=2))
+    write(certs, cert_dir)
+    runner = await start_webhook_server(settings, ApiLookup(client.api), cert_dir, 0,
+                                        host="127.0.0.1", controller_usernames=[ADMIN_USER])
+    base = f"https://127.0.0.1:{runner.addresses[0][1]}"
+    bundle = base64.b64encode(certs.ca.cert_pem).decode()
+    for doc in yaml.safe_load_all((ROOT / "deploy" / "webhooks.yaml").read_text()):
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": base + path, "caBundle": bundle}
+        plural = doc["kind"].lower() + "s"
+        await client.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", doc)
+    return runner
+
+
+async def _controller_main(args: argparse.Namespace) -> None:
+    from admitter.api.settings import Settings
+    from admitter.controller import reconciler as module
+    from admitter.controller.reconciler import Reconciler
+
+    stats = ControllerStats()
+    _accept_standalone_workloads(stats.phases)
+    timed_cycle = module.run_cycle
+
+    def run_cycle(snapshot: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return timed_cycle(snapshot)
+        finally:
+            stats.cycle_seconds += time.perf_counter() - began
+
+    module.run_cycle = run_cycle
+    _count_writes(stats.by_kind)
+    client = await Kube.from_kubeconfig(args.kubeconfig)
+    settings = Settings.model_validate(json.loads(args.settings))
+    reconciler = Reconciler(client, settings, "bench")
+    if args.quiet_pending:  # an experiment: what the pending-reason writes cost
+        async def unexplained(*_: Any) -> None:
+            return None
+
+        reconciler._explain = unexplained  # type: ignore[method-assign,assignment]
+    webhooks = None
+    if args.webhooks:
+        webhooks = await _serve_webhooks(client, settings, Path(args.webhooks))
+
+    admit, evict = reconciler.metrics.observe_admission, reconciler.metrics.observe_eviction
+
+    def admitted(queue: str, waited: float) -> None:
+        stats.admissions += 1
+        admit(queue, waited)
+
+    def evicted(queue: str, reason: str) -> None:
+        stats.evictions += 1
+        evict(queue, reason)
+
+    _time_phases(reconciler, stats.phases)
+    reconciler.metrics.observe_admission = admitted  # type: ignore[method-assign]
+    reconciler.metrics.observe_eviction = evicted  # type: ignore[method-assign]
+
+    def write_stats() -> None:
+        stats.writes, stats.passes = client.writes, reconciler.passes
+        stats.cpu_seconds = time.process_time()
+        Path(args.stats).write_text(json.dumps(stats.__dict__))
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    tasks = [asyncio.create_task(reconciler.run_informers()),
+             asyncio.create_task(reconciler.run())]
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+        write_stats()
+        for task in tasks:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    write_stats()
+    if webhooks is not None:
+        await webhooks.cleanup()
+    await client.close()
+
+
+def _controller_process(args: argparse.Namespace) -> None:
+    if not args.profile:
+        asyncio.run(_controller_main(args))
+        return
+    from pyinstrument import Profiler
+
+    profiler = Profiler(async_mode="disabled")
+    with profiler:
+        asyncio.run(_controller_main(args))
+    Path(args.profile).write_text(profiler.output_text(unicode=True, show_all=False))
+
+
+def main() -> None:
+    run = argparse.ArgumentParser(description="the benchmarks' controller process")
+    run.add_argument("--kubeconfig", required=True)
+    run.add_argument("--stats", required=True)
+    run.add_argument("--settings", default="{}")
+    run.add_argument("--profile")
+    run.add_argument("--webhooks", help="serve and register admitter's webhooks; cert dir")
+    run.add_argument("--quiet-pending", action="store_true",
+                     help="experiment: skip the pending-reason status writes and events")
+    _controller_process(run.parse_args())
+
+
+if __name__ == "__main__":
+    main()
