@@ -99,39 +99,42 @@ class Reconciler:
     # Jobs and their Workloads -----------------------------------------------------------
 
     async def ensure_workloads(self, now: float) -> None:
-        """Create the Workload of every labelled Job that has none yet."""
-        for job in self.caches.jobs.items():
-            meta = job["metadata"]
-            if self.caches.workloads.get(meta["namespace"], workload_name(job)) is not None:
-                continue
-            if is_true(job, "Complete") or is_true(job, "Failed"):
-                continue
-            try:
-                workload = self._workload_for(job)
-            except ContractError as error:
-                await self.events.record(job, "Job", "Warning", "InvalidContract", str(error),
-                                         now, REPEAT_AFTER)
-                continue
-            try:
-                created = await self.kube.create(kube.WORKLOADS, workload)
-            except ApiException as error:
-                if error.status != 409:
-                    raise
-                continue
-            self.caches.workloads.observe(created)
-            await self.events.record(job, "Job", "Normal", "CreatedWorkload",
-                                     f"created Workload {created['metadata']['name']}", now)
+        """Create the Workload of every labelled Job that has none yet (concurrently)."""
+        missing = [
+            job for job in self.caches.jobs.items()
+            if self.caches.workloads.get(job["metadata"]["namespace"], workload_name(job)) is None
+            and not (is_true(job, "Complete") or is_true(job, "Failed"))
+        ]
+        if not missing:
+            return
+        by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
+        tree = QueueTree(core_queues(by_name))
+        await _each([self._create_workload(job, tree, now) for job in missing])
 
-    def _workload_for(self, job: Obj) -> Obj:
+    async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
+        try:
+            workload = self._workload_for(job, tree)
+        except ContractError as error:
+            await self.events.record(job, "Job", "Warning", "InvalidContract", str(error),
+                                     now, REPEAT_AFTER)
+            return
+        try:
+            created = await self.kube.create(kube.WORKLOADS, workload)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            return
+        self.caches.workloads.observe(created)
+        await self.events.record(job, "Job", "Normal", "CreatedWorkload",
+                                 f"created Workload {created['metadata']['name']}", now)
+
+    def _workload_for(self, job: Obj, tree: QueueTree) -> Obj:
         meta = job["metadata"]
         local_queue = meta["labels"][QUEUE_LABEL]
         cluster_queue = self.caches.cluster_queue_of(meta["namespace"], local_queue)
         limit = self.settings.max_min_runtime
-        if cluster_queue is not None:
-            by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
-            tree = QueueTree(core_queues(by_name))
-            if cluster_queue in tree:
-                limit = effective_max_min_runtime(tree, cluster_queue, limit)
+        if cluster_queue is not None and cluster_queue in tree:
+            limit = effective_max_min_runtime(tree, cluster_queue, limit)
         contract = parse_contract(meta.get("annotations") or {}, max_min_runtime=limit,
                                   topology_levels=self.caches.topology_levels())
         template = job["spec"]["template"]["spec"]
