@@ -44,11 +44,10 @@ from common import (
     follow,
     local_queue,
     machine,
-    mean,
     namespace,
     node_layout,
-    percentile,
     wait_until,
+    waits_cell,
 )
 from controller_process import ControllerProcess, ControllerStats, describe
 from rich.console import Console
@@ -306,7 +305,8 @@ def report(runs: list[Run], console: Console) -> None:
     table = Table(title="Kueue baseline shape on admitter "
                   f"({datetime.date.today()}, {machine()})")
     for column in ("mode", "objects", "finished", "wall s", "capacity bound s", "ratio",
-                   "small mean/p90 s", "medium mean/p90 s", "large mean/p90 s",
+                   "small mean/p90 s (admitted)", "medium mean/p90 s (admitted)",
+                   "large mean/p90 s (admitted)",
                    "ctl writes/admission", "evictions", "ctl passes", "ctl cycle s",
                    "ctl cpu s"):
         table.add_column(column, justify="right")
@@ -320,7 +320,7 @@ def report(runs: list[Run], console: Console) -> None:
             f"> {run.timeout:.0f} (timed out)" if run.timed_out else f"{run.wall():.1f}",
             f"{bound:.0f}",
             f"> {run.timeout / bound:.1f}x" if run.timed_out else f"{run.wall() / bound:.2f}x",
-            *(f"{mean(w):.1f} / {percentile(w, 90):.1f}" for w in waits.values()),
+            *(waits_cell(w) for w in waits.values()),
             f"{stats.writes / max(stats.admissions, 1):.2f}", f"{stats.evictions:,}",
             f"{stats.passes:,}", f"{stats.cycle_seconds:.1f}", f"{stats.cpu_seconds:.0f}")
     console.print(table)

@@ -165,6 +165,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
+def waits_cell(values: list[float]) -> str:
+    """Mean / p90 of the times to admission, and how many were admitted at all."""
+    return f"{mean(values):.1f} / {percentile(values, 90):.1f} ({len(values):,})"
+
+
 def machine() -> str:
     load = os.getloadavg()
     return f"{os.cpu_count()} cores, load {load[0]:.1f} at start, Python {sys.version.split()[0]}"
