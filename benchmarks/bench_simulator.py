@@ -97,12 +97,21 @@ def main(days: float) -> None:
     check_simulatable(scenario, "bench")
     loaded = time.perf_counter()
     cpu = time.process_time()
-    outcome = Simulation(scenario).run()
+    days_done = [0]
+
+    def progress(now: float, finished: int) -> None:
+        """A line per simulated day on stderr: a long run shows it is moving."""
+        if now >= (days_done[0] + 1) * DAY:
+            days_done[0] = int(now // DAY)
+            print(f"day {days_done[0]}: {finished:,} finished, "
+                  f"{time.process_time() - cpu:.0f} s cpu", file=sys.stderr, flush=True)
+
+    outcome = Simulation(scenario).run(progress)
     simulated, cpu = time.perf_counter(), time.process_time() - cpu
     summary = build_result(outcome, simulated - loaded)["summary"]
     reported = time.perf_counter()
-    table = Table(title=f"admitter simulate: {days:g} days, 1,024 GPUs "
-                        "(CPU time shows what a busy machine adds to wall)")
+    table = Table(title=f"simulate: {days:g} days, 1,024 GPUs",
+                  caption="wall − cpu is what a busy machine adds")
     figures = {
         "workloads": f"{summary['workloads']:,}",
         "cycles run": f"{outcome.cycles:,}",
