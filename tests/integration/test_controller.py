@@ -193,7 +193,7 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
             return len(listed) == 40 and admitted == unsuspended and len(admitted) == 32
 
         await eventually(settled, "every admitted Workload's Job, and only those, running "
-                         "(team a may borrow up to the cluster's 64 GPUs)", timeout=120)
+                         "(team a may borrow up to the cluster's 64 GPUs)", timeout=240)
     finally:
         second.kill()
     for name in (j["metadata"]["name"] for j in burst):
