@@ -73,10 +73,15 @@ class Caches:
         return [level["nodeLabel"] for level in topologies[0]["spec"]["levels"]]
 
     def job_of(self, workload: Obj) -> Obj | None:
-        for owner in workload["metadata"].get("ownerReferences", []):
-            if owner.get("kind") == "Job":
-                return self.jobs.get(workload["metadata"]["namespace"], owner["name"])
-        return None
+        """The Job that owns the Workload, if the cache holds it (the same Job: a Job
+        recreated under the same name owns a Workload of its own)."""
+        owner = job_owner(workload)
+        if owner is None:
+            return None
+        job = self.jobs.get(workload["metadata"]["namespace"], owner["name"])
+        if job is None or owner.get("uid") not in (None, job["metadata"].get("uid")):
+            return None
+        return job
 
     def bound_pods(self) -> dict[tuple[str, str], dict[str, int]]:
         """(namespace, job name) → pods per node, for admitter's Jobs' running pods."""
@@ -114,9 +119,12 @@ def _terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in _TERMINAL_POD_PHASES
 
 
+def job_owner(obj: Obj) -> Obj | None:
+    """The ownerReference naming the object's Job, if it has one."""
+    return next((owner for owner in obj["metadata"].get("ownerReferences", [])
+                 if owner.get("kind") == "Job"), None)
+
+
 def _job_owner(pod: Obj) -> str | None:
-    for owner in pod["metadata"].get("ownerReferences", []):
-        if owner.get("kind") == "Job":
-            name: str = owner["name"]
-            return name
-    return None
+    owner = job_owner(pod)
+    return None if owner is None else str(owner["name"])

@@ -7,8 +7,9 @@ event, and patches that say exactly which fields they touch.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.base import GROUP, VERSION
 
 Obj = dict[str, Any]
+WRITE_CONCURRENCY = 16
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -144,3 +146,18 @@ def is_conflict(error: ApiException) -> bool:
 
 def is_not_found(error: ApiException) -> bool:
     return error.status == 404
+
+
+async def each(writes: list[Coroutine[Any, Any, None]]) -> None:
+    """Run writes with at most WRITE_CONCURRENCY in flight; every write is attempted even when
+    one fails, then the first failure is raised (the next pass retries from the API state)."""
+    gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+
+    async def gated(write: Coroutine[Any, Any, None]) -> None:
+        async with gate:
+            await write
+
+    results = await asyncio.gather(*(gated(w) for w in writes), return_exceptions=True)
+    for outcome in results:
+        if isinstance(outcome, BaseException):
+            raise outcome

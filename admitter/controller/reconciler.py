@@ -11,8 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -30,9 +29,10 @@ from admitter.controller.cache import Caches
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
-from admitter.controller.snapshot import View, build_view, core_queues
+from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import StatusWriter
 from admitter.controller.translate import (
+    condition,
     is_true,
     parse_time,
     workload_for_job,
@@ -44,7 +44,6 @@ from admitter.core.queue_tree import QueueTree
 
 log = logging.getLogger(__name__)
 DEBOUNCE = 0.2
-WRITE_CONCURRENCY = 16
 
 
 class Reconciler:
@@ -58,6 +57,9 @@ class Reconciler:
         self.events = EventRecorder(client, identity)
         self.status = StatusWriter(client, settings.fair_share.window)
         self.metrics = Metrics()
+        self.translations = Translations()
+        self.creations: asyncio.Task[None] | None = None
+        """The batch of Workload creations in flight, if any."""
         self._wake = asyncio.Event()
         self.passes = 0
 
@@ -70,24 +72,29 @@ class Reconciler:
     async def run(self) -> None:
         """Reconcile forever (the leader's loop)."""
         await self.caches.wait_synced()
-        while True:
-            try:
-                await self.reconcile()
-            except ApiException as error:
-                log.warning("reconcile pass failed, retrying: %s", error)
-            except Exception:
-                log.exception("reconcile pass crashed; the next pass starts from the API state")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.cycle)
-            await asyncio.sleep(DEBOUNCE)
-            self._wake.clear()
+        try:
+            while True:
+                try:
+                    await self.reconcile()
+                except ApiException as error:
+                    log.warning("reconcile pass failed, retrying: %s", error)
+                except Exception:
+                    log.exception("reconcile pass crashed; the next pass starts from the API "
+                                  "state")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.settings.cycle)
+                await asyncio.sleep(DEBOUNCE)
+                self._wake.clear()
+        finally:
+            if self.creations is not None:
+                self.creations.cancel()
 
     async def reconcile(self) -> CycleResult:
         """One pass; every step reads the caches and is safe to repeat."""
         now = self.clock()
-        await self.ensure_workloads(now)
+        self.ensure_workloads(now)
         await self.converge_jobs(now)
-        view = build_view(self.caches, self.settings, now)
+        view = build_view(self.caches, self.settings, now, self.translations)
         began = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, view.snapshot)
         elapsed = time.perf_counter() - began
@@ -98,8 +105,12 @@ class Reconciler:
 
     # Jobs and their Workloads -----------------------------------------------------------
 
-    async def ensure_workloads(self, now: float) -> None:
-        """Create the Workload of every labelled Job that has none yet (concurrently)."""
+    def ensure_workloads(self, now: float) -> None:
+        """Start creating the Workload of every labelled Job that has none yet, in the
+        background and one batch at a time: the pass goes on with the Workloads that exist,
+        and the new ones (their watch events wake the loop) join a later pass."""
+        if self.creations is not None and not self.creations.done():
+            return
         missing = [
             job for job in self.caches.jobs.items()
             if self.caches.workloads.get(job["metadata"]["namespace"], workload_name(job)) is None
@@ -109,7 +120,9 @@ class Reconciler:
             return
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
         tree = QueueTree(core_queues(by_name))
-        await _each([self._create_workload(job, tree, now) for job in missing])
+        self.creations = asyncio.create_task(
+            kube.each([self._create_workload(job, tree, now) for job in missing]))
+        self.creations.add_done_callback(_log_failure)
 
     async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
         try:
@@ -125,8 +138,6 @@ class Reconciler:
                 raise
             return
         self.caches.workloads.observe(created)
-        await self.events.record(job, "Job", "Normal", "CreatedWorkload",
-                                 f"created Workload {created['metadata']['name']}", now)
 
     def _workload_for(self, job: Obj, tree: QueueTree) -> Obj:
         meta = job["metadata"]
@@ -155,8 +166,7 @@ class Reconciler:
             if finished:
                 if not is_true(wl, "Finished"):
                     self.caches.workloads.observe(await self.actions.finish(wl, job, now))
-                    await self.events.record(job, "Job", "Normal", "Finished",
-                                             "quota released", now)
+                    await self._record(wl, job, "Finished", "quota released", now)
             elif admitted and suspended:
                 self.caches.jobs.observe(await self.actions.start_job(job, wl))
             elif not admitted and not suspended:
@@ -170,15 +180,18 @@ class Reconciler:
 
     async def apply(self, view: View, result: CycleResult, now: float) -> None:
         """Evictions first (they make the room admissions were decided on), then admissions,
-        then the pending reasons; writes for different workloads go out concurrently."""
-        await _each([self._evict(view, e, now) for e in result.evictions])
-        await _each([self._admit(view, a, now) for a in result.admissions])
-        await _each([self._explain(view, p, now) for p in result.pending])
-        await self.status.cluster_queues(view.cluster_queues, result,
-                                         view.snapshot.workloads, now)
-        await self.status.local_queues(self.caches.local_queues.items(),
-                                       self.caches.workloads.items(),
-                                       {p.key for p in result.pending}, now)
+        then the pending reasons that changed; writes for different workloads go out
+        concurrently."""
+        await kube.each([self._evict(view, e, now) for e in result.evictions])
+        await kube.each([self._admit(view, a, now) for a in result.admissions])
+        explain = self.status.pending_due(view.workloads, result.pending, now)
+        await kube.each([self._explain(wl, p, now) for wl, p in explain])
+        pending = [view.workloads[p.key] for p in result.pending if p.key in view.workloads]
+        await asyncio.gather(
+            self.status.cluster_queues(view.cluster_queues, result, view.snapshot.workloads,
+                                       now),
+            self.status.local_queues(self.caches.local_queues.items(),
+                                     self.caches.workloads.items(), pending, now))
 
     async def _evict(self, view: View, eviction: Eviction, now: float) -> None:
         wl = view.workloads[eviction.key]
@@ -203,29 +216,27 @@ class Reconciler:
             self.caches.jobs.observe(started)
         await self._record(wl, job, "Admitted", admission.message, now)
 
-    async def _explain(self, view: View, pending: Pending, now: float) -> None:
-        waiting = view.workloads.get(pending.key)
-        if waiting is not None and await self.status.pending(waiting, pending, now):
-            await self.events.record(waiting, "Workload", "Normal", pending.reason,
-                                     pending.message, now, REPEAT_AFTER)
+    async def _explain(self, wl: Obj, pending: Pending, now: float) -> None:
+        """Write why the Workload waits; an Event only when the reason changed, so
+        `kubectl describe` tells the story without an Event per pass."""
+        shown = condition(wl, "QuotaReserved") or {}
+        self.caches.workloads.observe(await self.status.pending(wl, pending, now))
+        if shown.get("reason") != pending.reason:
+            await self._record(wl, self.caches.job_of(wl), pending.reason, pending.message,
+                               now, REPEAT_AFTER)
 
     async def _record(self, wl: Obj, job: Obj | None, reason: str, message: str,
-                      now: float) -> None:
-        await self.events.record(wl, "Workload", "Normal", reason, message, now)
+                      now: float, repeat_after: float = 0.0) -> None:
+        """One Event per decision, on the object its owner made: the Job, or the Workload
+        when it was created directly."""
         if job is not None:
-            await self.events.record(job, "Job", "Normal", reason, message, now)
+            await self.events.record(job, "Job", "Normal", reason, message, now, repeat_after)
+        else:
+            await self.events.record(wl, "Workload", "Normal", reason, message, now,
+                                     repeat_after)
 
 
-async def _each(writes: list[Coroutine[Any, Any, None]]) -> None:
-    """Run writes with at most WRITE_CONCURRENCY in flight; every write is attempted even when
-    one fails, then the first failure is raised (the next pass retries from the API state)."""
-    gate = asyncio.Semaphore(WRITE_CONCURRENCY)
-
-    async def gated(write: Coroutine[Any, Any, None]) -> None:
-        async with gate:
-            await write
-
-    results = await asyncio.gather(*(gated(w) for w in writes), return_exceptions=True)
-    for outcome in results:
-        if isinstance(outcome, BaseException):
-            raise outcome
+def _log_failure(task: asyncio.Task[None]) -> None:
+    """Workload creations run in the background; a failure is retried by a later pass."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("creating Workloads failed, retrying: %s", task.exception())

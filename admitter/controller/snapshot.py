@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pydantic import ValidationError
 
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_queue
 from admitter.api.settings import Settings
-from admitter.controller.cache import Caches
+from admitter.controller.cache import Caches, job_owner
 from admitter.controller.kube import Obj
 from admitter.controller.translate import core_node, core_workload, is_true, parse_time
 from admitter.core.decisions import CycleSettings, Snapshot
-from admitter.core.model import FairShareSettings, Phase, Queue, UsageRecord, Workload
+from admitter.core.model import FairShareSettings, Queue, UsageRecord, Workload
 
 log = logging.getLogger(__name__)
 HOUR = 3600.0
@@ -39,7 +40,37 @@ def cycle_settings(settings: Settings) -> CycleSettings:
     )
 
 
-def build_view(caches: Caches, settings: Settings, now: float) -> View:
+class Translations:
+    """Core Workloads from the previous pass, reused while the object (uid and
+    resourceVersion), its ClusterQueue, its readiness and where its pods are bound are all the
+    same: translating every Workload on every pass dominated building the view."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[tuple[Any, ...], Workload]] = {}
+        self._seen: dict[str, tuple[tuple[Any, ...], Workload]] = {}
+
+    def core(self, wl: Obj, cluster_queue: str, pods_ready: bool,
+             bound: dict[str, int] | None) -> Workload:
+        meta = wl["metadata"]
+        uid = meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
+        inputs = (meta.get("resourceVersion"), cluster_queue, pods_ready, bound)
+        last = self._last.get(uid)
+        if last is not None and last[0] == inputs:
+            core = last[1]
+        else:
+            core = core_workload(wl, cluster_queue, pods_ready)
+            if bound is not None:
+                core = replace(core, placement=bound, pod_set_placements=(bound,))
+        self._seen[uid] = (inputs, core)
+        return core
+
+    def forget_unseen(self) -> None:
+        """Keep only what the pass just used, so deleted Workloads do not linger."""
+        self._last, self._seen = self._seen, {}
+
+
+def build_view(caches: Caches, settings: Settings, now: float,
+               translations: Translations) -> View:
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues)
     foreign = caches.foreign_usage()
@@ -48,13 +79,17 @@ def build_view(caches: Caches, settings: Settings, now: float) -> View:
     objects: dict[str, Obj] = {}
     workloads: list[Workload] = []
     for wl in caches.workloads.items():
-        if is_true(wl, "Finished") or caches.job_of(wl) is None:
-            continue  # done, or orphaned: its Job is gone and the garbage collector follows
+        if is_true(wl, "Finished"):
+            continue
+        job = caches.job_of(wl)
+        if job is None and job_owner(wl) is not None:
+            continue  # orphaned: its Job is gone and the garbage collector follows
         meta = wl["metadata"]
         cq = caches.cluster_queue_of(meta["namespace"], wl["spec"]["queueName"]) or ""
-        core = _where_bound(core_workload(wl, cq, _pods_ready(caches, wl)), caches, wl, bound)
+        core = translations.core(wl, cq, _pods_ready(wl, job), _where_bound(wl, job, bound))
         objects[core.key] = wl
         workloads.append(core)
+    translations.forget_unseen()
     usage = [record for name, cq in cluster_queues.items() for record in usage_records(name, cq)]
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
                         usage, cycle_settings(settings))
@@ -86,25 +121,22 @@ def usage_records(name: str, cq: Obj) -> list[UsageRecord]:
     return records
 
 
-def _where_bound(workload: Workload, caches: Caches, wl: Obj,
-                 bound: dict[tuple[str, str], dict[str, int]]) -> Workload:
-    """Once every pod of a one-pod-set workload is bound, count it where kube-scheduler put it
-    rather than where the admission assumed (they differ when no topology pins the pods)."""
-    job = caches.job_of(wl)
-    if workload.phase is not Phase.ADMITTED or job is None or len(workload.pod_sets) != 1:
-        return workload
+def _where_bound(wl: Obj, job: Obj | None,
+                 bound: dict[tuple[str, str], dict[str, int]]) -> dict[str, int] | None:
+    """Once every pod of an admitted one-pod-set workload is bound, where kube-scheduler put
+    them, to count rather than where the admission assumed (they differ when no topology pins
+    the pods); None until then."""
+    pod_sets = wl["spec"]["podSets"]
+    if job is None or not (wl.get("status") or {}).get("admission") or len(pod_sets) != 1:
+        return None
     counts = bound.get((job["metadata"]["namespace"], job["metadata"]["name"]), {})
-    if sum(counts.values()) != workload.pod_sets[0].count:
-        return workload
-    return replace(workload, placement=counts, pod_set_placements=(counts,))
+    return counts if sum(counts.values()) == pod_sets[0]["count"] else None
 
 
-def _pods_ready(caches: Caches, wl: Obj) -> bool:
-    """An admitted gang is ready once the Job reports all its pods ready (or done)."""
-    if not (wl.get("status") or {}).get("admission"):
-        return True
-    job = caches.job_of(wl)
-    if job is None:
+def _pods_ready(wl: Obj, job: Obj | None) -> bool:
+    """An admitted gang is ready once its Job reports all its pods ready (or done); a
+    Workload without a Job (created directly) is ready as soon as it is admitted."""
+    if job is None or not (wl.get("status") or {}).get("admission"):
         return True
     status = job.get("status") or {}
     expected = sum(p["count"] for p in wl["spec"]["podSets"])

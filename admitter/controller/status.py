@@ -1,23 +1,29 @@
 """ClusterQueue, LocalQueue and pending-Workload status: what `kubectl get` and
-`kubectl describe` show. Writes are skipped when nothing visible changed, and usage-only
-changes are written at most once a minute, so a busy cluster is not flooded with updates."""
+`kubectl describe` show. Writes are skipped when nothing visible changed, a queue's status is
+written at most once a second and its usage alone once a minute, and pending reasons are
+written only when they change, a bounded number per pass, so a busy cluster is not flooded."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
 
 from admitter.api.quantity import format_quantity, from_base_units
 from admitter.controller import kube
 from admitter.controller.actions import with_condition
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import format_time, parse_time
+from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, Pending
 from admitter.core.model import GPU, Phase, Workload
 
 HOUR = 3600.0
 USAGE_WRITE_PERIOD = 60.0
+QUEUE_WRITE_INTERVAL = 1.0
+PENDING_WRITES_PER_PASS = 64
+MESSAGE_REFRESH = 60.0
+"""A pending message that changed under the same reason (amounts held, time waited) is
+rewritten at most this often per Workload."""
 
 
 def quantities(amounts: Mapping[str, int]) -> dict[str, Any]:
@@ -48,12 +54,22 @@ class StatusWriter:
         self.kube = client
         self.window = window
         self._written: dict[str, tuple[Any, float]] = {}
+        self._explained: dict[str, float] = {}
+        """Workload uid → when this process last wrote its pending reason."""
 
-    def _due(self, key: str, visible: Any, now: float, period: float | None) -> bool:
+    def _due(self, key: str, visible: Any, now: float, refresh: float | None) -> bool:
         last = self._written.get(key)
-        if last is None or last[0] != visible:
+        if last is None:
             return True
-        return period is not None and now - last[1] >= period
+        if now - last[1] < QUEUE_WRITE_INTERVAL:
+            return False
+        return last[0] != visible or (refresh is not None and now - last[1] >= refresh)
+
+    async def _write_queue(self, kind: kube.Kind, key: str, meta: Obj, body: Obj,
+                           visible: Any, now: float) -> None:
+        await self.kube.patch(kind, meta["name"], {"status": body}, meta.get("namespace"),
+                              subresource="status")
+        self._written[key] = (visible, now)
 
     async def cluster_queues(self, cluster_queues: Mapping[str, Obj], result: CycleResult,
                              running: Iterable[Workload], now: float) -> None:
@@ -63,14 +79,11 @@ class StatusWriter:
                 held[workload.queue] = held.get(workload.queue, 0.0) + workload.requests().get(
                     GPU, 0)
         fair = result.fair_share
+        writes: list[Coroutine[Any, Any, None]] = []
         for name, cq in sorted(cluster_queues.items()):
             queue = result.queues.get(name)
             if queue is None:
                 continue
-            status = cq.get("status") or {}
-            accounted = parse_time(status.get("usageAccountedAt")) or now
-            buckets = charge(status.get("usage", []), held.get(name, 0.0), accounted, now,
-                             self.window)
             maps = {
                 "allocated": quantities(queue.allocated),
                 "fairShare": quantities({r: fair.share(name, r) for r in fair.resources}),
@@ -80,6 +93,10 @@ class StatusWriter:
                        "admittedWorkloads": queue.admitted}
             if not self._due(f"cq/{name}", visible, now, USAGE_WRITE_PERIOD):
                 continue
+            status = cq.get("status") or {}
+            accounted = parse_time(status.get("usageAccountedAt")) or now
+            buckets = charge(status.get("usage", []), held.get(name, 0.0), accounted, now,
+                             self.window)
             conditions = with_condition(status.get("conditions", []), "Active", "True",
                                         "Ready", "admitting workloads", now)
             cleared = {field: _with_removals(status.get(field) or {}, amounts)
@@ -87,41 +104,74 @@ class StatusWriter:
             body = {**visible, **cleared, "conditions": conditions, "usage": buckets,
                     "usageAccountedAt": format_time(now),
                     "gpuHoursInWindow": round(sum(b["gpuSeconds"] for b in buckets) / HOUR, 3)}
-            await self.kube.patch(kube.CLUSTER_QUEUES, name, {"status": body},
-                                  subresource="status")
-            self._written[f"cq/{name}"] = (visible, now)
+            writes.append(self._write_queue(kube.CLUSTER_QUEUES, f"cq/{name}", cq["metadata"],
+                                            body, visible, now))
+        await kube.each(writes)
 
     async def local_queues(self, local_queues: Iterable[Obj], workloads: Iterable[Obj],
-                           pending_keys: set[str], now: float) -> None:
+                           pending: Iterable[Obj], now: float) -> None:
+        """Counts per LocalQueue: admitted Workloads, and `pending`, those the cycle left
+        waiting."""
         counts: dict[tuple[str, str], list[int]] = {}
+
+        def count(wl: Obj, slot: int) -> None:
+            place = (wl["metadata"]["namespace"], wl["spec"]["queueName"])
+            counts.setdefault(place, [0, 0])[slot] += 1
+
+        for wl in pending:
+            count(wl, 0)
         for wl in workloads:
-            meta = wl["metadata"]
-            slot = counts.setdefault((meta["namespace"], wl["spec"]["queueName"]), [0, 0])
             if (wl.get("status") or {}).get("admission"):
-                slot[1] += 1
-            elif f"{meta['namespace']}/{meta['name']}" in pending_keys:
-                slot[0] += 1
+                count(wl, 1)
+        writes: list[Coroutine[Any, Any, None]] = []
         for lq in local_queues:
             meta = lq["metadata"]
-            pending, admitted = counts.get((meta["namespace"], meta["name"]), [0, 0])
-            visible = {"pendingWorkloads": pending, "admittedWorkloads": admitted}
+            waiting, admitted = counts.get((meta["namespace"], meta["name"]), [0, 0])
+            visible = {"pendingWorkloads": waiting, "admittedWorkloads": admitted}
             key = f"lq/{meta['namespace']}/{meta['name']}"
-            if not self._due(key, visible, now, None):
-                continue
-            await self.kube.patch(kube.LOCAL_QUEUES, meta["name"], {"status": visible},
-                                  meta["namespace"], subresource="status")
-            self._written[key] = (visible, now)
+            if self._due(key, visible, now, None):
+                writes.append(self._write_queue(kube.LOCAL_QUEUES, key, meta, visible, visible,
+                                                now))
+        await kube.each(writes)
 
-    async def pending(self, wl: Obj, decision: Pending, now: float) -> bool:
-        """Say why the workload waits, and its place in its queue; True if written."""
-        message = f"{decision.message} (position {decision.position} in its queue)"
-        key = f"wl/{wl['metadata'].get('uid', decision.key)}"
-        if not self._due(key, (decision.reason, message), now, None):
-            return False
+    def pending_due(self, workloads: Mapping[str, Obj],
+                    pending: Iterable[Pending], now: float) -> list[tuple[Obj, Pending]]:
+        """The pending reasons to write this pass, at most PENDING_WRITES_PER_PASS: changed
+        reasons first, queue heads first, then changed messages (at most once a
+        MESSAGE_REFRESH per Workload). What the Workload already shows is never rewritten."""
+        reasons, messages = [], []
+        explained: dict[str, float] = {}
+        for decision in pending:
+            wl = workloads.get(decision.key)
+            if wl is None:
+                continue
+            uid = wl["metadata"].get("uid", decision.key)
+            last = self._explained.get(uid)
+            if last is not None:
+                explained[uid] = last
+            shown = condition(wl, "QuotaReserved") or {}
+            if shown.get("status") != "False" or shown.get("reason") != decision.reason:
+                reasons.append((wl, decision))
+            elif shown.get("message") != decision.message and (
+                    last is None or now - last >= MESSAGE_REFRESH):
+                messages.append((wl, decision))
+        self._explained = explained  # forget Workloads no longer pending
+
+        def heads_first(item: tuple[Obj, Pending]) -> tuple[int, str]:
+            return item[1].position, item[1].key
+
+        due = sorted(reasons, key=heads_first) + sorted(messages, key=heads_first)
+        return due[:PENDING_WRITES_PER_PASS]
+
+    async def pending(self, wl: Obj, decision: Pending, now: float) -> Obj:
+        """Say why the workload waits (not its place in the queue: that changes with every
+        admission ahead of it); returns the updated Workload."""
         conditions = with_condition((wl.get("status") or {}).get("conditions", []),
-                                    "QuotaReserved", "False", decision.reason, message, now)
+                                    "QuotaReserved", "False", decision.reason, decision.message,
+                                    now)
         meta = wl["metadata"]
-        await self.kube.patch(kube.WORKLOADS, meta["name"], {"status": {"conditions": conditions}},
-                              meta["namespace"], subresource="status")
-        self._written[key] = ((decision.reason, message), now)
-        return True
+        updated = await self.kube.patch(kube.WORKLOADS, meta["name"],
+                                        {"status": {"conditions": conditions}},
+                                        meta["namespace"], subresource="status")
+        self._explained[meta.get("uid", decision.key)] = now
+        return updated

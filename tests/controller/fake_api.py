@@ -1,0 +1,136 @@
+"""An in-memory stand-in for the API server, enough for the Reconciler's writes (create and
+merge patch), counting every write; and builders for the objects the controller reads."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from admitter.api.contract import QUEUE_LABEL
+from admitter.api.settings import Settings
+from admitter.controller.informer import Informer
+from admitter.controller.kube import MERGE_PATCH, Kind, Obj
+from admitter.controller.reconciler import Reconciler
+from admitter.controller.translate import format_time
+from admitter.core.model import GPU
+
+Write = tuple[str, str, Obj]
+"""(verb, resource path, body)."""
+CLOCK = 1_800_000_000.0
+"""The controller's clock in these tests; objects are created at this moment."""
+CREATED = format_time(CLOCK)
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.objects: dict[str, Obj] = {}
+        self.writes: list[Write] = []
+        self._versions = itertools.count(100)
+
+    def _stamp(self, obj: Obj) -> Obj:
+        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+        return copy.deepcopy(obj)
+
+    async def create(self, kind: Kind, obj: Obj) -> Obj:
+        meta = obj["metadata"]
+        path = kind.path(meta.get("namespace"))
+        self.writes.append(("POST", path, obj))
+        stored = copy.deepcopy(obj)
+        number = next(self._versions)
+        stored["metadata"].setdefault("name", f"{meta.get('generateName', 'x')}{number}")
+        stored["metadata"]["uid"] = f"uid-{number}"
+        stored["metadata"].setdefault("creationTimestamp", CREATED)
+        self.objects[f"{path}/{stored['metadata']['name']}"] = stored
+        return self._stamp(stored)
+
+    async def patch(self, kind: Kind, name: str, patch: Any, namespace: str | None = None,
+                    subresource: str | None = None, content_type: str = MERGE_PATCH) -> Obj:
+        assert content_type == MERGE_PATCH, "the fake applies merge patches only"
+        self.writes.append(("PATCH", kind.path(namespace, name, subresource), patch))
+        path = kind.path(namespace, name)
+        self.objects[path] = merge(self.objects[path], patch)
+        return self._stamp(self.objects[path])
+
+    def put(self, kind: Kind, obj: Obj) -> Obj:
+        """An object created by someone else (a user, a Job's owner), as the cache sees it."""
+        meta = obj["metadata"]
+        meta.setdefault("uid", f"uid-{meta['name']}")
+        meta.setdefault("creationTimestamp", CREATED)
+        self.objects[kind.path(meta.get("namespace"), meta["name"])] = obj
+        return self._stamp(obj)
+
+    def count(self, verb: str, resource: str) -> int:
+        """Writes of one verb to one resource (e.g. "PATCH", "workloads/status")."""
+        return sum(1 for v, path, _ in self.writes if v == verb and _resource(v, path) == resource)
+
+    def events(self) -> list[Obj]:
+        return [body for verb, path, body in self.writes
+                if verb == "POST" and path.endswith("/events")]
+
+
+def _resource(verb: str, path: str) -> str:
+    parts = path.split("/")
+    if parts[-1] == "status":
+        return f"{parts[-3]}/status"
+    return parts[-1] if verb == "POST" else parts[-2]
+
+
+def add(api: FakeApi, informer: Informer, kind: Kind, obj: Obj) -> Obj:
+    """Create an object behind the controller's back and let its cache see it."""
+    stored = api.put(kind, obj)
+    informer.observe(stored)
+    return stored
+
+
+def reconciler(api: FakeApi) -> Reconciler:
+    return Reconciler(api, Settings(), "test", clock=lambda: CLOCK)  # type: ignore[arg-type]
+
+
+def node(name: str, gpus: int) -> Obj:
+    return {"metadata": {"name": name, "labels": {}},
+            "status": {"allocatable": {GPU: str(gpus), "cpu": "64"}}}
+
+
+def cluster_queue(name: str, gpus: int) -> Obj:
+    return {"metadata": {"name": name, "creationTimestamp": CREATED},
+            "spec": {"resources": {GPU: {"quota": gpus, "limit": gpus}}}}
+
+
+def local_queue(namespace: str, cluster_queue_name: str) -> Obj:
+    return {"metadata": {"name": "default", "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue_name}}
+
+
+def job(namespace: str, name: str, gpus: int) -> Obj:
+    container = {"name": "main", "resources": {"limits": {GPU: str(gpus)}}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"suspend": True, "parallelism": 1, "completions": 1,
+                     "template": {"spec": {"containers": [container]}}}}
+
+
+def workload(namespace: str, name: str, gpus: int, owner: Obj | None = None) -> Obj:
+    """A Workload created directly, or for `owner` (a Job) as the controller would."""
+    meta: Obj = {"name": name, "namespace": namespace}
+    if owner is not None:
+        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                    "name": owner["metadata"]["name"],
+                                    "uid": owner["metadata"]["uid"], "controller": True}]
+    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "Workload", "metadata": meta,
+            "spec": {"queueName": "default", "minRuntime": "1h",
+                     "podSets": [{"name": "main", "count": 1, "requests": {GPU: str(gpus)}}]}}

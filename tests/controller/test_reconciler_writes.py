@@ -1,0 +1,167 @@
+"""What the controller writes, on an in-memory API: one Event per admission and none for
+creating a Workload, pending reasons only when they change and a bounded number per pass,
+Workloads created directly take part while orphaned ones do not."""
+
+from __future__ import annotations
+
+from fake_api import (
+    FakeApi,
+    add,
+    cluster_queue,
+    job,
+    local_queue,
+    node,
+    reconciler,
+    workload,
+)
+
+from admitter.controller import kube
+from admitter.controller.kube import Obj
+from admitter.controller.reconciler import Reconciler
+from admitter.controller.snapshot import Translations, build_view
+from admitter.controller.status import MESSAGE_REFRESH, PENDING_WRITES_PER_PASS, StatusWriter
+from admitter.core.decisions import Pending
+
+
+def world(node_gpus: int = 8, quota: int = 8) -> tuple[FakeApi, Reconciler]:
+    """One node, one ClusterQueue with quota = limit, its LocalQueue `default` in `ns`."""
+    api = FakeApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    add(api, caches.nodes, kube.NODES, node("n0", node_gpus))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    return api, controller
+
+
+def stored(api: FakeApi, name: str) -> Obj:
+    return api.objects[kube.WORKLOADS.path("ns", name)]
+
+
+def reserved(wl: Obj) -> Obj:
+    return next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
+
+
+async def test_a_job_is_admitted_with_one_event_on_it_and_none_for_its_workload() -> None:
+    api, controller = world()
+    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    await controller.reconcile()
+    assert controller.creations is not None, "the Workload is being created"
+    await controller.creations
+    await controller.reconcile()
+    assert api.count("POST", "workloads") == 1
+    assert api.count("PATCH", "workloads/status") == 1
+    assert api.count("PATCH", "jobs") == 1
+    [event] = api.events()
+    assert (event["involvedObject"]["kind"], event["involvedObject"]["name"],
+            event["reason"]) == ("Job", "train", "Admitted")
+
+
+async def test_workloads_created_directly_are_admitted_and_explained_once() -> None:
+    api, controller = world()
+    for name in ("a", "b", "c"):
+        add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
+    for _ in range(3):
+        await controller.reconcile()
+    admitted = [n for n in "abc" if stored(api, n).get("status", {}).get("admission")]
+    waiting = [n for n in "abc" if n not in admitted]
+    assert len(admitted) == 1, "a Workload without a Job takes part like any other"
+    assert api.count("PATCH", "workloads/status") == 3, \
+        "one admission, then each waiting Workload's reason once over three passes"
+    for name in waiting:
+        assert "position" not in reserved(stored(api, name))["message"]
+    events = api.events()
+    assert sorted((e["involvedObject"]["name"], e["reason"] == "Admitted") for e in events) == \
+        sorted([(admitted[0], True)] + [(n, False) for n in waiting]), \
+        "one Event per admission and per new pending reason, on the Workload itself"
+
+
+async def test_a_changed_reason_is_written_again_with_one_event() -> None:
+    api, controller = world(node_gpus=16, quota=8)
+    for name in ("a", "b"):
+        add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
+    await controller.reconcile()
+    await controller.reconcile()
+    waiting = next(n for n in "ab" if not stored(api, n).get("status", {}).get("admission"))
+    before = reserved(stored(api, waiting))["reason"]
+    writes, events = api.count("PATCH", "workloads/status"), len(api.events())
+    # The node shrinks and the quota grows: the Workload now waits for room, not quota.
+    add(api, controller.caches.nodes, kube.NODES, node("n0", 8))
+    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
+    await controller.reconcile()
+    await controller.reconcile()
+    assert reserved(stored(api, waiting))["reason"] != before
+    assert api.count("PATCH", "workloads/status") == writes + 1
+    assert len(api.events()) == events + 1
+
+
+async def test_pending_reasons_are_bounded_per_pass_heads_first() -> None:
+    api, controller = world()
+    names = [f"w{i:03d}" for i in range(PENDING_WRITES_PER_PASS + 20)]
+    for name in names:
+        add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
+    await controller.reconcile()
+    explained = [n for n in names if "QuotaReserved" in str(stored(api, n).get("status"))
+                 and not stored(api, n)["status"].get("admission")]
+    assert len(explained) == PENDING_WRITES_PER_PASS
+    assert explained == names[1:PENDING_WRITES_PER_PASS + 1], "the queue's heads first"
+    await controller.reconcile()
+    assert api.count("PATCH", "workloads/status") == len(names), "the rest in the next pass"
+
+
+async def test_a_workload_whose_job_is_gone_is_left_out() -> None:
+    api, controller = world()
+    caches = controller.caches
+    present = add(api, caches.jobs, kube.JOBS, job("ns", "present", 8))
+    gone = {"metadata": {"name": "gone", "uid": "uid-gone"}}
+    replaced = {"metadata": {"name": "present", "uid": "uid-of-an-earlier-job"}}
+    for name, owner in (("orphan", gone), ("stale", replaced), ("owned", present)):
+        add(api, caches.workloads, kube.WORKLOADS, workload("ns", name, 8, owner))
+    view = build_view(caches, controller.settings, 0.0, Translations())
+    assert sorted(view.workloads) == ["ns/owned"]
+
+
+async def test_an_unchanged_workload_is_translated_once() -> None:
+    api, controller = world()
+    caches = controller.caches
+    add(api, caches.workloads, kube.WORKLOADS, workload("ns", "a", 8))
+    translations = Translations()
+    [first] = build_view(caches, controller.settings, 0.0, translations).snapshot.workloads
+    [again] = build_view(caches, controller.settings, 1.0, translations).snapshot.workloads
+    assert again is first
+    add(api, caches.workloads, kube.WORKLOADS, workload("ns", "a", 4))
+    [changed] = build_view(caches, controller.settings, 2.0, translations).snapshot.workloads
+    assert changed is not first and changed.pod_sets[0].requests != first.pod_sets[0].requests
+
+
+async def test_a_new_message_under_the_same_reason_waits_for_the_refresh_period() -> None:
+    api = FakeApi()
+    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    wl = api.put(kube.WORKLOADS, workload("ns", "a", 8))
+    waits = [Pending("ns/a", "team", "QuotaExceeded", f"team holds {held}", 1)
+             for held in (8, 16, 24)]
+    [(_, first)] = writer.pending_due({"ns/a": wl}, [waits[0]], 0.0)
+    wl = await writer.pending(wl, first, 0.0)
+    assert writer.pending_due({"ns/a": wl}, [waits[0]], 100.0) == [], "shown already"
+    assert writer.pending_due({"ns/a": wl}, [waits[1]], MESSAGE_REFRESH - 1) == []
+    [(_, refreshed)] = writer.pending_due({"ns/a": wl}, [waits[2]], MESSAGE_REFRESH)
+    assert refreshed.message == "team holds 24"
+
+
+async def test_a_queue_status_is_written_when_it_changes_at_most_once_a_second() -> None:
+    api = FakeApi()
+    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    lq = api.put(kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    waiting = [workload("ns", f"w{i}", 8) for i in range(3)]
+
+    async def show(pending: int, now: float) -> Obj:
+        await writer.local_queues([lq], [], waiting[:pending], now)
+        shown: Obj = api.objects[kube.LOCAL_QUEUES.path("ns", "default")]["status"]
+        return shown
+
+    assert (await show(1, 0.0))["pendingWorkloads"] == 1
+    assert (await show(1, 5.0))["pendingWorkloads"] == 1
+    assert (await show(2, 5.5))["pendingWorkloads"] == 2
+    assert (await show(3, 6.0))["pendingWorkloads"] == 2, "within a second of the last write"
+    assert (await show(3, 6.5))["pendingWorkloads"] == 3
+    assert api.count("PATCH", "localqueues/status") == 3
