@@ -53,14 +53,19 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     return cycle.result()
 
 
+def _by_key(workload: Workload) -> str:
+    return workload.key
+
+
 class _Cycle:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.now = snapshot.now
         self.tree = QueueTree(snapshot.queues)
         self.nodes = {node.name: node for node in snapshot.nodes}
-        workloads = sorted(snapshot.workloads, key=lambda w: w.key)
-        valid = [w for w in workloads if w.queue in self.tree and self.tree.is_leaf(w.queue)]
+        workloads = sorted(snapshot.workloads, key=_by_key)
+        leaves = set(self.tree.leaves())
+        valid = [w for w in workloads if w.queue in leaves]
         admitted = [w for w in valid if w.phase is Phase.ADMITTED]
         self.state = ClusterState(
             snapshot.nodes, snapshot.topology,
@@ -77,17 +82,17 @@ class _Cycle:
         for workload in valid:
             if workload.phase is Phase.PENDING:
                 self.waiting[workload.queue].append(workload)
+        self.position: dict[str, int] = {}
         for waiting in self.waiting.values():
             waiting.sort(key=workload_key)
-        self.position = {w.key: i + 1 for ws in self.waiting.values() for i, w in enumerate(ws)}
+            self.position.update((w.key, i) for i, w in enumerate(waiting, 1))
         self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
         self.failures: dict[object, PlacementFailure] = {}
         self.reserved_for: Workload | None = None
         self.preemption_tried: set[str] = set()
         self.over_share: dict[str, str] = {}
-        valid_keys = {w.key for w in valid}
         for workload in workloads:
-            if workload.key not in valid_keys and workload.phase is Phase.PENDING:
+            if workload.queue not in leaves and workload.phase is Phase.PENDING:
                 self._wait(workload, "InvalidQueue",
                            f"queue {workload.queue} is not a leaf ClusterQueue")
 
@@ -95,8 +100,10 @@ class _Cycle:
         capacity = self.state.schedulable_capacity()
         demand: dict[str, dict[str, int]] = {}
         for workload in valid:
-            if workload.funded:
-                leaf = demand.setdefault(workload.queue, {})
+            if workload.min_runtime > 0:  # funded, inlined: this loop sees every workload
+                leaf = demand.get(workload.queue)
+                if leaf is None:
+                    leaf = demand[workload.queue] = {}
                 for resource, amount in workload.requests().items():
                     leaf[resource] = leaf.get(resource, 0) + amount
         settings = self.snapshot.settings.fair_share
@@ -297,8 +304,7 @@ class _Cycle:
 
     def _place(self, workload: Workload) -> Placement | PlacementFailure:
         """Placement, remembering failures until capacity is freed (admissions only shrink it)."""
-        shape = tuple((p.count, tuple(sorted(p.requests.items())), p.tolerations)
-                      for p in workload.pod_sets), workload.topology
+        shape = workload.shape(), workload.topology
         known = self.failures.get(shape)
         if known is not None:
             return known

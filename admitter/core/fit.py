@@ -7,6 +7,10 @@ An assume or release drops the memos on one leaf-to-root path only, so the next 
 shape recomputes O(depth × fan-out) entries per changed path and reads the rest, and a gang
 that cannot fit anywhere is rejected from the root's memo in O(1). (Adjusting memos eagerly
 on every change measured slower: it pays for shapes that are not asked about again.)
+
+Memo keys are small ints (hashing a nested tuple on every read was a fifth of a cycle): a
+shape's capacity and first-node queries use `Shape.capacity_key`/`first_key`, a best-domain
+query the key `DomainTree.query_key` interns for (depth, within, demand).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from admitter.core.topology import Domain
+from admitter.core.topology import Domain, DomainTree
 
 UNBOUNDED = 1 << 62
 """Pods that fit on a node when the pod requests nothing the node tracks."""
@@ -35,6 +39,14 @@ class Shape(NamedTuple):
     classes: tuple[int, ...]
     id: int
 
+    @property
+    def capacity_key(self) -> int:
+        return 2 * self.id
+
+    @property
+    def first_key(self) -> int:
+        return 2 * self.id + 1
+
 
 class Demand(NamedTuple):
     """A gang: (shape, count) per pod set; the resources and taint classes that rank domains
@@ -43,13 +55,12 @@ class Demand(NamedTuple):
     pod_sets: tuple[tuple[Shape, int], ...]
     resources: tuple[int, ...]
     classes: tuple[int, ...]
-    id: tuple[tuple[int, int], ...]
+    id: int
 
     @classmethod
-    def of(cls, pod_sets: tuple[tuple[Shape, int], ...]) -> Demand:
+    def of(cls, pod_sets: tuple[tuple[Shape, int], ...], id: int) -> Demand:
         return cls(pod_sets, tuple(sorted({r for shape, _ in pod_sets for r, _ in shape.request})),
-                   tuple(sorted({c for shape, _ in pod_sets for c in shape.classes})),
-                   tuple((shape.id, count) for shape, count in pod_sets))
+                   tuple(sorted({c for shape, _ in pod_sets for c in shape.classes})), id)
 
 
 def _floor(leaf: Domain, shape: Shape) -> int:
@@ -68,7 +79,7 @@ def _floor(leaf: Domain, shape: Shape) -> int:
 def capacity(domain: Domain, shape: Shape) -> int:
     """Pods of `shape` that fit in the domain: the per-node floors summed. Children's memos
     are read inline (no call per host) because refilling a rack's sum is the hot loop."""
-    key = ("capacity", shape.id)
+    key = 2 * shape.id
     fit: int | None = domain.memo.get(key)
     if fit is None:
         if domain.node >= 0:
@@ -84,19 +95,26 @@ def capacity(domain: Domain, shape: Shape) -> int:
 
 def fits(domain: Domain, demand: Demand) -> bool:
     """Every pod set fits on its own; exact for one pod set, necessary for several."""
-    return all(capacity(domain, shape) >= count for shape, count in demand.pod_sets)
+    for shape, count in demand.pod_sets:  # noqa: SIM110 (a generator costs 2x here)
+        if capacity(domain, shape) < count:
+            return False
+    return True
 
 
 def free_key(domain: Domain, resources: tuple[int, ...], classes: tuple[int, ...]) -> tuple[
         int, ...]:
     """The domain's free amounts of `resources` on nodes of `classes`."""
-    return tuple(sum(domain.free[c][r] for c in classes) for r in resources)
+    if len(classes) == 1:
+        free = domain.free[classes[0]]
+        return tuple([free[r] for r in resources])
+    return tuple([sum(domain.free[c][r] for c in classes) for r in resources])
 
 
 def first_node(domain: Domain, shape: Shape) -> Ranked | None:
     """The most-allocated host (least free, then by name) that takes one more pod."""
-    key = ("first", shape.id)
-    if key not in domain.memo:
+    key = 2 * shape.id + 1
+    memo = domain.memo
+    if key not in memo:
         best: Ranked | None = None
         if domain.node < 0:
             for child in domain.children:
@@ -106,54 +124,57 @@ def first_node(domain: Domain, shape: Shape) -> Ranked | None:
         elif capacity(domain, shape) > 0:
             free = domain.free[domain.taint_class]
             best = tuple([free[r] for r, _ in shape.request]), domain.node, domain
-        domain.memo[key] = best
-    result: Ranked | None = domain.memo[key]
+        memo[key] = best
+    result: Ranked | None = memo[key]
     return result
 
 
-def best_domain(domain: Domain, depth: int, within: int, demand: Demand) -> Ranked | None:
+def best_domain(domain: Domain, key: int, depth: int, within: int,
+                demand: Demand) -> Ranked | None:
     """Among domains at `depth` under this one that fit and lie inside a domain at depth
-    `within` (a host whose labels stop above that level does not), the least free one."""
-    if domain.depth > depth:
-        return None
-    key = ("best", depth, within, demand.id)
-    if key not in domain.memo:
-        best: Ranked | None = None
-        if domain.depth == depth:
-            inside = domain.parent is None or not domain.parent.depth < within < depth
-            if inside and fits(domain, demand):
-                best = free_key(domain, demand.resources, demand.classes), domain.order, domain
-        elif fits(domain, demand):
-            for child in domain.children:
-                rank = (child.memo[key] if key in child.memo
-                        else best_domain(child, depth, within, demand))
-                if rank is not None and (best is None or rank < best):
-                    best = rank
-        domain.memo[key] = best
-    result: Ranked | None = domain.memo[key]
-    return result
+    `within` (a host whose labels stop above that level does not), the least free one;
+    memoised under `key` (`DomainTree.query_key(depth, within, demand.id)`)."""
+    memo = domain.memo
+    if key in memo:
+        known: Ranked | None = memo[key]
+        return known
+    best: Ranked | None = None
+    if domain.depth == depth:
+        inside = domain.parent is None or not domain.parent.depth < within < depth
+        if inside and fits(domain, demand):
+            best = free_key(domain, demand.resources, demand.classes), domain.order, domain
+    elif domain.depth < depth and fits(domain, demand):
+        for child in domain.children:
+            child_memo = child.memo
+            rank = (child_memo[key] if key in child_memo
+                    else best_domain(child, key, depth, within, demand))
+            if rank is not None and (best is None or rank < best):
+                best = rank
+    memo[key] = best
+    return best
 
 
-def largest(domain: Domain, classes: tuple[int, ...]) -> tuple[int, ...]:
+def largest(tree: DomainTree, domain: Domain, classes: tuple[int, ...]) -> tuple[int, ...]:
     """The largest free amount of each resource on any one node of `classes`."""
     if domain.node >= 0:
         if domain.taint_class in classes:
             return tuple(domain.free[domain.taint_class])
         return (0,) * len(domain.free[0])
-    key = ("largest", classes)
+    key = tree.query_key(("largest", classes))
     result: tuple[int, ...] | None = domain.memo.get(key)
     if result is None:
         result = (0,) * len(domain.free[0])
         for child in domain.children:
-            result = tuple(map(max, result, largest(child, classes)))
+            result = tuple(map(max, result, largest(tree, child, classes)))
         domain.memo[key] = result
     return result
 
 
-def ranked(root: Domain, depth: int, within: int, demand: Demand) -> Iterator[Domain]:
+def ranked(tree: DomainTree, depth: int, within: int, demand: Demand) -> Iterator[Domain]:
     """Domains at `depth`, inside one at depth `within`, that fit `demand`, least free first
     (bin-pack), lazily."""
-    return _ascending(root, lambda d: best_domain(d, depth, within, demand))
+    key = tree.query_key((depth, within, demand.id))
+    return _ascending(tree.root, lambda d: best_domain(d, key, depth, within, demand))
 
 
 def fill(domain: Domain, shape: Shape, count: int) -> dict[int, int]:

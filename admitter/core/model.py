@@ -138,6 +138,7 @@ class Workload:
     pods_ready: bool = True
     eligible_at: float = 0.0
     _total: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         total: dict[str, int] = {}
@@ -145,6 +146,8 @@ class Workload:
             for resource, amount in pod_set.requests.items():
                 total[resource] = total.get(resource, 0) + amount * pod_set.count
         object.__setattr__(self, "_total", total)
+        object.__setattr__(self, "_shape", tuple(
+            [(p.count, tuple(sorted(p.requests.items())), p.tolerations) for p in self.pod_sets]))
 
     @property
     def funded(self) -> bool:
@@ -157,6 +160,11 @@ class Workload:
     def requests(self) -> Mapping[str, int]:
         """Total requests over all pod sets (computed once; the cycle asks often)."""
         return self._total
+
+    def shape(self) -> tuple[object, ...]:
+        """Pod counts, requests and tolerations per pod set, hashable: workloads with equal
+        shapes (and topology) fit in exactly the same places."""
+        return self._shape
 
     def protected_until(self) -> float | None:
         """End of the protected min runtime, or None when not running or unfunded."""

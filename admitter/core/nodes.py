@@ -58,6 +58,19 @@ class ClusterState:
         self._resource_index = {r: i for i, r in enumerate(self.resources)}
         self._raw = [[n.allocatable.get(r, 0) - n.used.get(r, 0) for r in self.resources]
                      for n in ordered]
+        self._capacity = [sum(row[r] for i, row in enumerate(self._raw)
+                              if row[r] > 0 and not ordered[i].unschedulable)
+                          for r in range(len(self.resources))]
+        self._held: dict[str, Holding] = {}
+        for workload in admitted:  # subtracted before the tree sums anything: one pass
+            holding = self._holding(workload.pod_sets, _recorded(workload))
+            if workload.key in self._held:
+                raise ValueError(f"workload {workload.key} is already assumed")
+            self._held[workload.key] = holding
+            for node, amounts in holding:
+                raw = self._raw[node]
+                for resource, amount in enumerate(amounts):
+                    raw[resource] -= amount
         schedulable = {i: n for i, n in enumerate(ordered) if not n.unschedulable}
         taint_sets = {i: _blocking(n.taints) for i, n in schedulable.items()}
         self.class_taints: tuple[tuple[Taint, ...], ...] = tuple(
@@ -70,18 +83,14 @@ class ClusterState:
         self.tree = DomainTree(levels, schedulable,
                                {i: class_of[t] for i, t in taint_sets.items()},
                                len(self.class_taints),
-                               {i: [max(0, a) for a in self._raw[i]] for i in schedulable},
+                               {i: [a if a > 0 else 0 for a in self._raw[i]]
+                                for i in schedulable},
                                len(self.resources))
-        self._capacity = [sum(row[r] for row in self.tree.root.free)
-                          for r in range(len(self.resources))]
-        self._held: dict[str, Holding] = {}
         self._log: list[tuple[str, Holding, int]] = []
         self._epoch = 0
         self._tolerated: dict[tuple[Toleration, ...], tuple[int, ...]] = {}
         self._shapes: dict[tuple[object, ...], Shape | None] = {}
         self._demands: dict[tuple[object, ...], Demand | None] = {}
-        for workload in admitted:
-            self.assume(workload.key, workload.pod_sets, _recorded(workload))
         self.commit()
 
     def node_index(self, name: str) -> int:
@@ -96,6 +105,15 @@ class ClusterState:
         schedulable = i in self.tree.leaves
         return {r: max(0, amount) if schedulable else 0 for r, amount in zip(
             self.resources, self._raw[i], strict=True)}
+
+    def free_of(self, node: str, resource: str) -> int:
+        """`free(node)[resource]` without building the dict: rankings ask it per node."""
+        i = self._index[node]
+        index = self._resource_index.get(resource)
+        if index is None or i not in self.tree.leaves:
+            return 0
+        amount = self._raw[i][index]
+        return amount if amount > 0 else 0
 
     def free_total(self, resource: str) -> int:
         """Free amount of `resource` over all schedulable nodes, whatever their taints."""
@@ -116,14 +134,16 @@ class ClusterState:
             self._tolerated[tolerations] = classes
         return classes
 
-    def demand(self, pod_sets: Sequence[PodSet]) -> Demand | None:
+    def demand(self, workload: Workload) -> Demand | None:
         """A gang as an interned `Demand` (its shapes share memo ids with every other gang's);
         None when a pod asks for a resource no node has."""
-        signature = tuple([(tuple(p.requests.items()), p.tolerations, p.count) for p in pod_sets])
+        signature = workload.shape()
         if signature not in self._demands:
+            pod_sets = workload.pod_sets
             shapes = [shape for p in pod_sets if (shape := self._shape(p)) is not None]
             counts = [p.count for p in pod_sets]
-            self._demands[signature] = (Demand.of(tuple(zip(shapes, counts, strict=True)))
+            self._demands[signature] = (Demand.of(tuple(zip(shapes, counts, strict=True)),
+                                                  len(self._demands))
                                         if len(shapes) == len(counts) else None)
         return self._demands[signature]
 
@@ -145,6 +165,13 @@ class ClusterState:
         """Hold `node_counts[i][node]` pods of `pod_sets[i]` on each node under `key`."""
         if key in self._held:
             raise ValueError(f"workload {key} is already assumed")
+        holding = self._holding(pod_sets, node_counts)
+        self._apply(holding, 1)
+        self._held[key] = holding
+        self._log.append((key, holding, 1))
+
+    def _holding(self, pod_sets: Sequence[PodSet],
+                 node_counts: Sequence[Mapping[str, int]]) -> Holding:
         if len(pod_sets) != len(node_counts):
             raise ValueError("node_counts needs one mapping per pod set")
         per_node: dict[int, list[int]] = {}
@@ -158,10 +185,7 @@ class ClusterState:
                 amounts = per_node.setdefault(node, [0] * len(self.resources))
                 for resource, quantity in request:
                     amounts[resource] += quantity * count
-        holding = tuple((node, tuple(amounts)) for node, amounts in sorted(per_node.items()))
-        self._apply(holding, 1)
-        self._held[key] = holding
-        self._log.append((key, holding, 1))
+        return tuple((node, tuple(amounts)) for node, amounts in sorted(per_node.items()))
 
     def release(self, key: str) -> None:
         """Give back everything `key` holds, e.g. to simulate evicting it."""

@@ -54,7 +54,7 @@ class PlacementFailure:
 
 def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailure:
     """Find a placement for every pod of `workload`; leaves `state` as it was."""
-    demand = state.demand(workload.pod_sets)
+    demand = state.demand(workload)
     if demand is None:
         return PlacementFailure(_unknown_resource(state, workload))
     depths = _depths(state.tree, workload.topology)
@@ -62,7 +62,7 @@ def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailu
         return depths
     if fits(state.tree.root, demand):
         for depth in depths:
-            for domain in ranked(state.tree.root, depth, depths[-1], demand):
+            for domain in ranked(state.tree, depth, depths[-1], demand):
                 packed = _pack(state, workload, domain, demand)
                 if packed is not None:
                     return Placement(domain.level, domain.value, dict(domain.affinity), packed)
@@ -137,7 +137,7 @@ def _no_node(state: ClusterState, shape: Shape) -> str:
     if not any(state.class_sizes[c] for c in shape.classes):
         return "every schedulable node has a taint the pods do not tolerate"
     tolerated = "" if len(shape.classes) == len(state.class_taints) else " the pods tolerate"
-    big = largest(state.tree.root, shape.classes)
+    big = largest(state.tree, state.tree.root, shape.classes)
     for resource, amount in shape.request:
         if big[resource] < amount:
             return (f"no node{tolerated} offers {amount} {state.resources[resource]} per pod;"

@@ -54,18 +54,23 @@ def sibling_key(
     allocated: Resources,
 ) -> SiblingKey:
     """Sort key among siblings, smaller first; `allocated` is the queue's whole subtree's."""
+    return (*allocation_key(fair, queue, allocated), *standing_key(tree, usage, queue))
+
+
+def allocation_key(fair: FairShare, queue: str, allocated: Resources) -> tuple[bool, float]:
+    """The part of `sibling_key` that moves with every admission: owed, then saturation."""
+    return not below_deserved(fair, queue, allocated), saturation(fair, queue, allocated)
+
+
+def standing_key(tree: QueueTree, usage: Mapping[str, float],
+                 queue: str) -> tuple[int, float, int, str]:
+    """The part of `sibling_key` fixed for a whole cycle: priority, usage per weight,
+    creation order, name."""
     spec = tree.queue(queue)
     weight = spec.knobs(GPU).over_quota_weight
     used = usage.get(queue, 0.0)
     usage_per_weight = used / weight if weight > 0 else (math.inf if used > 0 else 0.0)
-    return (
-        not below_deserved(fair, queue, allocated),
-        saturation(fair, queue, allocated),
-        -spec.priority,
-        usage_per_weight,
-        spec.order,
-        queue,
-    )
+    return -spec.priority, usage_per_weight, spec.order, queue
 
 
 def ordered_leaves(

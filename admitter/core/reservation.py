@@ -46,7 +46,8 @@ def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workloa
         picked = _enough(state, nodes, domain, workload)
         if picked is None:
             continue
-        free_gpus = sum(state.free(name).get(GPU, 0) for name in domain.nodes)
+        gpu = state.resource_index(GPU)
+        free_gpus = 0 if gpu is None else sum(row[gpu] for row in domain.free)
         if best is None or free_gpus > best[0] or (free_gpus == best[0] and domain.order < best[1]):
             best = (free_gpus, domain.order, picked)
     return best[2] if best else []
@@ -55,13 +56,14 @@ def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workloa
 def _enough(state: ClusterState, nodes: Mapping[str, Node], domain: Domain,
             workload: Workload) -> list[str] | None:
     """The domain's nodes, most free GPUs first, until their allocatable holds every pod set."""
-    ranked = sorted(domain.nodes, key=lambda n: (-state.free(n).get(GPU, 0), n))
+    ranked = sorted(domain.nodes, key=lambda n: (-state.free_of(n, GPU), n))
     remaining = [pod_set.count for pod_set in workload.pod_sets]
     picked: list[str] = []
     for name in ranked:
         if not any(remaining):
             break
-        spare = {r: a - nodes[name].used.get(r, 0) for r, a in nodes[name].allocatable.items()}
+        node = nodes[name]
+        spare = {r: a - node.used.get(r, 0) for r, a in node.allocatable.items()}
         took = False
         for index, pod_set in enumerate(workload.pod_sets):
             fit = _pods_on(spare, pod_set)

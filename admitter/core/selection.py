@@ -12,7 +12,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 
 from admitter.core.fairshare import FairShare
-from admitter.core.queue_order import SiblingKey, sibling_key
+from admitter.core.queue_order import SiblingKey, allocation_key, standing_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import QuotaLedger
 
@@ -37,10 +37,16 @@ class QueueSelector:
         self._version: dict[str, int] = {}
         self._active: dict[str, int] = {}
         self._heaps: dict[str | None, list[_Entry]] = {}
+        self._standing: dict[str, tuple[int, float, int, str]] = {}
+        self._parent: dict[str, str | None] = {}
+        self._leaf: dict[str, bool] = {}
         for leaf in leaves:
             for name in self._ledger.path(leaf):
                 self._active[name] = self._active.get(name, 0) + 1
         for name in self._active:
+            self._standing[name] = standing_key(tree, usage, name)
+            self._parent[name] = tree.parent(name)
+            self._leaf[name] = tree.is_leaf(name)
             self._push(name)
 
     def best(self) -> str | None:
@@ -53,7 +59,7 @@ class QueueSelector:
             if not heap:
                 return None
             name = heap[0][2]
-            if self._tree.is_leaf(name):
+            if self._leaf[name]:
                 return name
             parent = name
 
@@ -74,8 +80,9 @@ class QueueSelector:
     def _push(self, name: str) -> None:
         version = self._version.get(name, 0) + 1
         self._version[name] = version
-        key = sibling_key(self._tree, self._fair, self._usage, name, self._ledger.funded[name])
-        heapq.heappush(self._heaps.setdefault(self._tree.parent(name), []), (key, version, name))
+        key = (*allocation_key(self._fair, name, self._ledger.funded[name]),
+               *self._standing[name])
+        heapq.heappush(self._heaps.setdefault(self._parent[name], []), (key, version, name))
 
     def _valid(self, entry: _Entry) -> bool:
         _, version, name = entry

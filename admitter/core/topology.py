@@ -50,8 +50,9 @@ class Domain:
         """Position in a deterministic depth-first walk; the last tie-break between domains."""
         self.free = [[0] * resources for _ in range(classes)]
         """Free amount per taint class and resource over the domain's nodes (never negative)."""
-        self.memo: dict[Hashable, Any] = {}
-        """Fit query results (see `fit`), dropped whenever free capacity under it changes."""
+        self.memo: dict[int, Any] = {}
+        """Fit query results (see `fit`) by query key, dropped whenever free capacity under it
+        changes."""
 
 
 class DomainTree:
@@ -68,6 +69,7 @@ class DomainTree:
         self.depth = {level: depth for depth, level in enumerate(self.levels)}
         """Level → depth of its domains (the root is at -1)."""
         self.root = Domain(None, None, -1, {}, None, class_count, resources)
+        self._query_keys: dict[Hashable, int] = {}
         self.leaves: dict[int, Domain] = {}
         self._by_level: dict[str, list[Domain]] = {level: [] for level in self.levels}
         index: dict[tuple[str, ...], Domain] = {}
@@ -114,6 +116,13 @@ class DomainTree:
                 list(map(sum, zip(*(child.free[c] for child in domain.children), strict=True)))
                 for c in range(len(domain.free))]
         return order
+
+    def query_key(self, query: Hashable) -> int:
+        """A memo key for a fit query: negative, so it never meets a shape's own keys."""
+        key = self._query_keys.get(query)
+        if key is None:
+            key = self._query_keys[query] = -1 - len(self._query_keys)
+        return key
 
     def domains(self, level: str) -> list[Domain]:
         """Every domain of one level, in tree order."""

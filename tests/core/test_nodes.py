@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from builders_nodes import BLOCK, CPU, RACK, cluster, gang, node, workload
+from builders_nodes import BLOCK, CPU, LEVELS, RACK, cluster, gang, node, workload
 
 from admitter.core.model import GPU, Node, Phase, Taint, Toleration
 from admitter.core.nodes import ClusterState
@@ -23,6 +23,17 @@ def test_used_by_other_pods_is_subtracted() -> None:
     state = cluster(node("n1", used=3))
     assert state.free("n1") == {GPU: 5}
     assert state.schedulable_capacity() == {GPU: 5}
+
+
+def test_admitted_workloads_use_capacity_without_shrinking_what_queues_share() -> None:
+    running = replace(workload("run", gang(2, 3)), phase=Phase.ADMITTED,
+                      placement={"n1": 1, "n2": 1}, pod_set_placements=({"n1": 1, "n2": 1},))
+    state = ClusterState((node("n1", used=2), node("n2"), node("n3", unschedulable=True)),
+                         LEVELS, [running])
+    assert free_map(state) == {"n1": {GPU: 3}, "n2": {GPU: 5}, "n3": {GPU: 0}}
+    assert state.schedulable_capacity() == {GPU: 14}
+    state.release("run")
+    assert free_map(state) == {"n1": {GPU: 6}, "n2": {GPU: 8}, "n3": {GPU: 0}}
 
 
 def test_resource_absent_from_a_node_is_zero() -> None:
