@@ -89,7 +89,7 @@ class _Cycle:
         self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
         self.failures: dict[object, PlacementFailure] = {}
         self.reserved_for: Workload | None = None
-        self.preemption_tried: set[str] = set()
+        self.preemption_tried: set[tuple[str, bool]] = set()
         self.over_share: dict[str, str] = {}
         for workload in workloads:
             if workload.queue not in leaves and workload.phase is Phase.PENDING:
@@ -168,22 +168,24 @@ class _Cycle:
             self._wait(workload, "QuotaExceeded" if share is not None else "NoFit", why)
         return False
 
-    def _make_room(self, workload: Workload, in_quota_only: bool,
-                   within: str | None) -> Blocked | None:
+    def _make_room(self, workload: Workload, in_quota_only: bool, within: str | None, *,
+                   borrowing: bool = False) -> Blocked | None:
         """Preempt or reclaim; when a queue on the path is at its share (`within`), only victims
-        under that queue can help. Tried for the first workload of each queue that fails, and for
-        at most `PREEMPTION_ATTEMPTS` queues per cycle, best-ranked first (simulations are the
-        expensive part of a cycle; the rest get their turn next cycle). None once admitted."""
-        if (workload.queue in self.preemption_tried
-                or len(self.preemption_tried) >= PREEMPTION_ATTEMPTS):
+        under that queue can help; a `borrowing` workload (funded, over its share) may only
+        displace unfunded work. Tried for the first workload of each queue that fails in each
+        pass, and for at most `PREEMPTION_ATTEMPTS` per cycle, best-ranked first (simulations
+        are the expensive part of a cycle; the rest get their turn next cycle). None once
+        admitted."""
+        attempt = (workload.queue, borrowing)
+        if attempt in self.preemption_tried or len(self.preemption_tried) >= PREEMPTION_ATTEMPTS:
             return Blocked((), None)
-        self.preemption_tried.add(workload.queue)
+        self.preemption_tried.add(attempt)
 
         def admissible(candidate: Workload) -> bool:
-            return (self.ledger.limit_block(candidate) is None
-                    and self.ledger.share_block(candidate, deserved_only=in_quota_only) is None)
+            return self.ledger.limit_block(candidate) is None and (borrowing or (
+                self.ledger.share_block(candidate, deserved_only=in_quota_only) is None))
 
-        room = self.finder.find(workload, admissible, within)
+        room = self.finder.find(workload, admissible, within, unfunded_only=borrowing)
         if isinstance(room, Blocked):
             return room
         for victim in room.victims:
@@ -212,32 +214,27 @@ class _Cycle:
                    f"waited {waited:g}s, past the starvation bound of {bound:g}s; {described}")
         return True
 
-    def _behind_reservation(self, workload: Workload) -> bool:
-        head = self.reserved_for
-        if head is None or head.queue != workload.queue:
-            return False
-        self._wait(workload, "BehindReservation",
-                   f"queue {workload.queue} admits nothing behind {head.key}, which waited "
-                   "past the starvation bound")
-        return True
-
     # Step 4 -----------------------------------------------------------------------------
 
     def admit_borrowers(self) -> None:
-        self._serve(self._could_borrow(self.deferred), self._try_borrow)
-        self._serve(self._could_borrow(self._waiting(funded=False)), self._try_borrow)
+        unfunded_held = sum(w.requests().get(GPU, 0) for w in self.running.values()
+                            if not w.funded)
+        self._serve(self._could_borrow(self.deferred, unfunded_held), self._try_borrow)
+        self._serve(self._could_borrow(self._waiting(funded=False), 0), self._try_borrow)
 
-    def _could_borrow(self, work: dict[str, list[Workload]]) -> dict[str, list[Workload]]:
+    def _could_borrow(self, work: dict[str, list[Workload]],
+                      displaceable: int) -> dict[str, list[Workload]]:
         """Drop, with their reason, workloads needing more GPUs than the whole cluster has
-        idle: on a saturated cluster that is most of them, and no placement search is needed
-        to know it (idle capacity only shrinks while borrowers are admitted)."""
+        idle (plus `displaceable`, what unfunded work holds, for funded borrowers): on a
+        saturated cluster that is most of them, and no placement search is needed to know it
+        (idle capacity only shrinks while borrowers are admitted)."""
         idle = self.state.free_total(GPU)
         possible: dict[str, list[Workload]] = {}
         for leaf, workloads in work.items():
             possible[leaf] = []
             for workload in workloads:
                 need = workload.requests().get(GPU, 0)
-                if need <= idle:
+                if need <= idle + displaceable:
                     possible[leaf].append(workload)
                 elif not self._held_back(workload):
                     self._no_idle(workload, f"the cluster has {idle} idle {GPU}; {need} needed")
@@ -250,6 +247,9 @@ class _Cycle:
         if isinstance(placed, Placement):
             self._admit(workload, placed, "borrowing idle capacity"
                         if workload.funded else "unfunded, on idle capacity")
+            return True
+        if workload.funded and workload.preemptible and self._make_room(
+                workload, False, None, borrowing=True) is None:
             return True
         self._no_idle(workload, placed.reason)
         return False
@@ -287,7 +287,11 @@ class _Cycle:
 
     def _held_back(self, workload: Workload) -> bool:
         """Blocked before fair share is even asked: behind a reservation, or at a limit."""
-        if self._behind_reservation(workload):
+        head = self.reserved_for
+        if head is not None and head.queue == workload.queue:
+            self._wait(workload, "BehindReservation",
+                       f"queue {workload.queue} admits nothing behind {head.key}, which waited "
+                       "past the starvation bound")
             return True
         limit = self.ledger.limit_block(workload)
         if limit is not None:

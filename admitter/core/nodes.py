@@ -175,17 +175,19 @@ class ClusterState:
         if len(pod_sets) != len(node_counts):
             raise ValueError("node_counts needs one mapping per pod set")
         per_node: dict[int, list[int]] = {}
+        index, width = self._resource_index, len(self.resources)
         for pod_set, counts in zip(pod_sets, node_counts, strict=True):
-            request = [(self._resource_index[r], q) for r, q in pod_set.requests.items()
-                       if r in self._resource_index]
+            request = [(index[r], q) for r, q in pod_set.requests.items() if r in index]
             for name, count in counts.items():
                 node = self._index.get(name)
                 if node is None:
                     continue
-                amounts = per_node.setdefault(node, [0] * len(self.resources))
+                amounts = per_node.get(node)
+                if amounts is None:
+                    amounts = per_node[node] = [0] * width
                 for resource, quantity in request:
                     amounts[resource] += quantity * count
-        return tuple((node, tuple(amounts)) for node, amounts in sorted(per_node.items()))
+        return tuple([(node, tuple(per_node[node])) for node in sorted(per_node)])
 
     def release(self, key: str) -> None:
         """Give back everything `key` holds, e.g. to simulate evicting it."""
@@ -215,15 +217,20 @@ class ClusterState:
 
     def _apply(self, holding: Holding, sign: int) -> None:
         """Subtract (sign 1) or add back (sign -1) a holding; domains see clamped changes."""
+        leaves = self.tree.leaves
+        changes: list[tuple[int, list[int]]] = []
         for node, amounts in holding:
             raw = self._raw[node]
             delta = [0] * len(amounts)
             for resource, amount in enumerate(amounts):
-                old = raw[resource]
-                raw[resource] = new = old - sign * amount
-                delta[resource] = max(new, 0) - max(old, 0)
-            if node in self.tree.leaves:
-                self.tree.update(node, delta)
+                if amount:
+                    old = raw[resource]
+                    raw[resource] = new = old - sign * amount
+                    delta[resource] = (new if new > 0 else 0) - (old if old > 0 else 0)
+            if node in leaves:
+                changes.append((node, delta))
+        if changes:
+            self.tree.update(changes)
 
 
 def _blocking(taints: Iterable[Taint]) -> tuple[Taint, ...]:

@@ -78,18 +78,21 @@ class RoomFinder:
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
 
     def find(self, preemptor: Workload, admissible: Callable[[Workload], bool],
-             within: str | None = None) -> Room | Blocked:
+             within: str | None = None, *, unfunded_only: bool = False) -> Room | Blocked:
         """Evict (virtually) until `preemptor` is `admissible` on quota and fits; keep a minimal
         set. On success the state and ledger hold the victims' release but not the preemptor.
         `within` names the queue on the preemptor's path that is at its share: only victims
-        under it can lower that queue's holding."""
-        candidates = [w for w in self._candidates() if self._may_take(preemptor, w, within)]
+        under it can lower that queue's holding. `unfunded_only` is for a funded borrower:
+        unfunded work holds only what funded demand does not claim, so it yields even to that."""
+        candidates = [w for w in self._candidates() if (not unfunded_only or not w.funded)
+                      and self._may_take(preemptor, w, within)]
         for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED] if candidates else ():
             room = self._simulate(preemptor, plan, admissible)
             if room is not None:
                 return room
-        protected = tuple(w for w in self._protected if w.key in self._running
-                          and self._may_take(preemptor, w, within))
+        protected = () if unfunded_only else tuple(
+            w for w in self._protected
+            if w.key in self._running and self._may_take(preemptor, w, within))
         until = min((w.protected_until() or self._now for w in protected), default=None)
         return Blocked(protected, until)
 

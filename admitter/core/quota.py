@@ -52,6 +52,12 @@ class QuotaLedger:
         }
         self.funded: dict[str, dict[str, int]] = {name: {} for name in tree}
         self.held: dict[str, dict[str, int]] = {name: {} for name in tree}
+        self._share_path = {
+            leaf: [(name, fair.shares.get(name, {}), self.funded[name]) for name in path]
+            for leaf, path in self._paths.items()
+        }
+        """Per leaf, root first: each queue's shares and live funded allocation, resolved once
+        because `share_block` runs for every workload tried."""
         for workload in admitted:
             self.add(workload)
 
@@ -71,8 +77,11 @@ class QuotaLedger:
 
     def limit_block(self, workload: Workload) -> QuotaBlock | None:
         """The first queue on the path whose hard limit the workload would break."""
+        limits = self._limits[workload.queue]
+        if not limits:
+            return None
         requests = workload.requests()
-        for name, resource, limit in self._limits[workload.queue]:
+        for name, resource, limit in limits:
             amount = requests.get(resource, 0)
             holding = self.held[name].get(resource, 0)
             if amount and holding + amount > limit:
@@ -85,13 +94,11 @@ class QuotaLedger:
         non-preemptible work, its deserved quota), counting funded allocation only; `alone`
         asks whether it would pass even if the queue held nothing else."""
         requests = workload.requests()
-        shares = self._fair.shares
-        for name in self._paths[workload.queue]:
-            by_resource = shares.get(name, {})
+        for name, by_resource, funded in self._share_path[workload.queue]:
             for resource, amount in requests.items():
                 share = by_resource.get(resource, _NO_SHARE)
                 bound = share.deserved if deserved_only else share.fair_share
-                holding = 0 if alone else self.funded[name].get(resource, 0)
+                holding = 0 if alone else funded.get(resource, 0)
                 if holding + amount > bound:
                     label = "deserved quota" if deserved_only else "fair share"
                     return QuotaBlock(name, resource, holding, amount, bound, label)

@@ -52,13 +52,16 @@ class QueueSelector:
     def best(self) -> str | None:
         """The leaf to serve next, or None when no leaf has work left."""
         parent: str | None = None
+        version, active = self._version, self._active
         while True:
             heap = self._heaps.get(parent)
-            while heap and not self._valid(heap[0]):
+            while heap:
+                _, stamp, name = heap[0]
+                if version.get(name) == stamp and active.get(name, 0) > 0:
+                    break
                 heapq.heappop(heap)
-            if not heap:
+            else:
                 return None
-            name = heap[0][2]
             if self._leaf[name]:
                 return name
             parent = name
@@ -83,7 +86,3 @@ class QueueSelector:
         key = (*allocation_key(self._fair, name, self._ledger.funded[name]),
                *self._standing[name])
         heapq.heappush(self._heaps.setdefault(self._parent[name], []), (key, version, name))
-
-    def _valid(self, entry: _Entry) -> bool:
-        _, version, name = entry
-        return self._version.get(name) == version and self._active.get(name, 0) > 0

@@ -128,15 +128,46 @@ class DomainTree:
         """Every domain of one level, in tree order."""
         return self._by_level[level]
 
-    def update(self, node: int, delta: Sequence[int]) -> None:
-        """Add `delta` (per resource) to the free capacity of a node's leaf and every domain
-        above it, dropping their memos."""
-        leaf = self.leaves[node]
-        row = leaf.taint_class
-        domain: Domain | None = leaf
-        while domain is not None:
-            free = domain.free[row]
+    def update(self, changes: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """Add each (node, delta per resource) to the free capacity of the node's leaf and
+        every domain above it, dropping their memos; a domain above several changed nodes (a
+        gang's rack) is updated once with their summed delta."""
+        if len(changes) == 1:
+            node, delta = changes[0]
+            leaf = self.leaves[node]
+            row = leaf.taint_class
+            domain: Domain | None = leaf
+            while domain is not None:
+                free = domain.free[row]
+                for resource, amount in enumerate(delta):
+                    free[resource] += amount
+                domain.memo.clear()
+                domain = domain.parent
+            return
+        rising: dict[tuple[Domain, int], list[int]] = {}
+        for node, delta in changes:
+            leaf = self.leaves[node]
+            rising = _apply(leaf, leaf.taint_class, delta, rising)
+        while rising:
+            above: dict[tuple[Domain, int], list[int]] = {}
+            for (domain, row), delta in rising.items():
+                above = _apply(domain, row, delta, above)
+            rising = above
+
+
+def _apply(domain: Domain, row: int, delta: Sequence[int],
+           above: dict[tuple[Domain, int], list[int]]) -> dict[tuple[Domain, int], list[int]]:
+    """Add `delta` to one domain, drop its memo, and add it to the parent's pending sum."""
+    free = domain.free[row]
+    for resource, amount in enumerate(delta):
+        free[resource] += amount
+    domain.memo.clear()
+    parent = domain.parent
+    if parent is not None:
+        total = above.get((parent, row))
+        if total is None:
+            above[parent, row] = list(delta)
+        else:
             for resource, amount in enumerate(delta):
-                free[resource] += amount
-            domain.memo.clear()
-            domain = domain.parent
+                total[resource] += amount
+    return above

@@ -142,6 +142,21 @@ def test_unfunded_work_never_preempts():
     assert result.evictions == () and pending(result) == {"free": "NoFit"}
 
 
+def test_funded_work_over_its_share_still_displaces_unfunded_work():
+    world = World(racks(1, nodes_per_rack=3),
+                  [queue("a", 8, order=0), queue("b", 16, order=1), queue("c", 0, order=2)])
+    world.submit(job("a1", "a"), job("b1", "b"), job("free", "c", min_runtime=0))
+    assert admitted(world.cycle(0)) == ["a1", "b1", "free"]
+    # b's gang keeps b's fair share at 16 although it cannot fit: a's share stays 8
+    world.submit(job("a2", "a", at=HOUR), job("b-big", "b", pods=2, required=RACK, at=HOUR))
+    result = world.cycle(HOUR)
+    assert admitted(result) == ["a2"]
+    assert evicted(result) == {"free": "Reclaimed"}
+    assert result.evictions[0].message == "unfunded workload evicted for funded a2"
+    assert "borrowing" not in result.admissions[0].message
+    assert pending(result) == {"b-big": "QuotaExceeded"}
+
+
 def test_funded_work_comes_before_unfunded_for_idle_capacity():
     world = World(racks(1), [queue("a", 0, order=0), queue("b", 0, order=1)])
     world.submit(job("free", "a", min_runtime=0, at=0), job("paid", "b", pods=2, at=5))
