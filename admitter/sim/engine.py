@@ -2,10 +2,11 @@
 own decision core (`run_cycle`) decide on the cycle grid.
 
 Moments are submissions, completions, cluster events, and wake-ups known in advance: the end
-of a running funded workload's protected min runtime, a pending workload reaching the
-starvation bound, a `Pending.retry_at`. A wake-up is dropped when its job has moved on (the
-run it protected ended, the waiting workload started). A change at t is acted on at the first
-cycle boundary k·cycle ≥ t; time in between is skipped, not stepped through.
+of a running funded workload's protected min runtime, a pending funded workload reaching the
+starvation bound (only funded work gets nodes reserved), a `Pending.retry_at`. A wake-up is
+dropped when its job has moved on (the run it protected ended, the waiting workload started).
+A change at t is acted on at the first cycle boundary k·cycle ≥ t; time in between is skipped,
+not stepped through.
 
 Re-run rule. The core is deterministic: fed the same state, only time-dependent facts can
 change its answer. So the cycle runs at the first boundary at or after
@@ -225,7 +226,7 @@ class Simulation:
         self._jobs[job.key] = job
         self._pending[job.key] = job
         self.accounting.demand(instance.pending, 1)
-        if self._settings.starvation_bound > 0:
+        if self._settings.starvation_bound > 0 and instance.pending.funded:
             self._wake(at + self._settings.starvation_bound, job)
         self._request(at)
 

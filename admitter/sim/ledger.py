@@ -3,24 +3,41 @@
 One record per run of a funded workload: closed when it stops or finishes, open (ending now)
 while it runs. The scenario's `history` enters as records spread over the window before time 0.
 Records that ended before the window are dropped, since the core would ignore them anyway.
+
+A month-long run closes tens of thousands of records, and the core would integrate every one
+of them each cycle. Without decay (`half_life == 0`) a closed record lying wholly inside the
+window counts its plain GPU-seconds, whatever its position, so such records, and the runs going
+on that started inside the window, are folded into one lump per queue, handed over spread
+across the window as `spread_history` spreads a lump.
+They are folded by the hour their run started, and an hour is unfolded back into its records
+once the window's start passes it, from when the core must clip them. With decay a record's
+weight depends on when it was used, so records are handed over as they are.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
+import math
 from collections.abc import Mapping
 
 from admitter.core.model import FairShareSettings, UsageRecord
-from admitter.core.usage import spread_history
+from admitter.core.usage import HOUR, spread_history
 
 
 class UsageLedger:
     """Records for `Snapshot.usage`; empty when time-based fair share is off (window 0)."""
 
     def __init__(self, settings: FairShareSettings, history: Mapping[str, float]) -> None:
+        self._settings = settings
         self._window = settings.window
-        self._closed: deque[UsageRecord] = deque(spread_history(history, 0.0, settings))
-        """Closed records in order of their end, so the oldest leave from the front."""
+        self._folds = settings.half_life <= 0
+        self._loose: list[UsageRecord] = spread_history(history, 0.0, settings)
+        """Closed records handed over as they are."""
+        self._hours: dict[int, list[UsageRecord]] = {}
+        """Folded records by the hour their run started, to unfold them again."""
+        self._hour_heap: list[int] = []
+        self._folded: dict[str, dict[int, float]] = {}
+        """GPU-seconds per queue per start hour of the folded records."""
         self._open: dict[str, tuple[str, float, float]] = {}
 
     def open(self, key: str, queue: str, start: float, gpus: int) -> None:
@@ -31,16 +48,40 @@ class UsageLedger:
     def close(self, key: str, end: float) -> None:
         """It stopped or finished; unfunded and GPU-less workloads were never opened."""
         entry = self._open.pop(key, None)
-        if entry is not None:
-            queue, start, gpus = entry
-            self._closed.append(UsageRecord(queue, start, end, gpus))
+        if entry is None:
+            return
+        queue, start, gpus = entry
+        record = UsageRecord(queue, start, end, gpus)
+        if not self._folds:
+            self._loose.append(record)
+            return
+        hour = math.floor(start / HOUR)
+        if hour not in self._hours:
+            self._hours[hour] = []
+            heapq.heappush(self._hour_heap, hour)
+        self._hours[hour].append(record)
+        seconds = self._folded.setdefault(queue, {})
+        seconds[hour] = seconds.get(hour, 0.0) + gpus * (end - start)
 
     def records(self, now: float) -> list[UsageRecord]:
-        """Every record reaching into the window ending at `now`."""
+        """Records whose windowed GPU time at `now` is that of every run reaching into it."""
         if self._window <= 0:
             return []
         oldest = now - self._window
-        while self._closed and self._closed[0].end <= oldest:
-            self._closed.popleft()
-        running = (UsageRecord(q, start, now, gpus) for q, start, gpus in self._open.values())
-        return [*self._closed, *running]
+        while self._hour_heap and self._hour_heap[0] * HOUR < oldest:
+            self._unfold(heapq.heappop(self._hour_heap))
+        self._loose = [record for record in self._loose if record.end > oldest]
+        seconds = {queue: sum(hours.values()) for queue, hours in self._folded.items()}
+        running: list[UsageRecord] = []
+        for queue, start, gpus in self._open.values():
+            if self._folds and start >= oldest:
+                seconds[queue] = seconds.get(queue, 0.0) + gpus * (now - start)
+            else:
+                running.append(UsageRecord(queue, start, now, gpus))
+        lumps = {queue: total / HOUR for queue, total in seconds.items()}
+        return [*self._loose, *spread_history(lumps, now, self._settings), *running]
+
+    def _unfold(self, hour: int) -> None:
+        for record in self._hours.pop(hour):
+            self._loose.append(record)
+            self._folded[record.queue].pop(hour, None)
