@@ -121,8 +121,11 @@ def _terminal(pod: Obj) -> bool:
 
 def job_owner(obj: Obj) -> Obj | None:
     """The ownerReference naming the object's Job, if it has one."""
-    return next((owner for owner in obj["metadata"].get("ownerReferences", [])
-                 if owner.get("kind") == "Job"), None)
+    for owner in obj["metadata"].get("ownerReferences", ()):
+        if owner.get("kind") == "Job":
+            found: Obj = owner
+            return found
+    return None
 
 
 def _job_owner(pod: Obj) -> str | None:

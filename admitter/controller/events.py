@@ -1,11 +1,11 @@
 """Kubernetes Events on Jobs and Workloads, rate-limited per object and reason so a busy
-cluster is not flooded (pending reasons repeat every cycle; admissions and evictions do not)."""
+cluster is not flooded, and sent in the background: an Event is best effort and never holds
+up the writes that carry a decision out."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
@@ -21,10 +21,13 @@ class EventRecorder:
         self.kube = client
         self.identity = identity
         self._last: dict[tuple[str, str], tuple[str, float]] = {}
+        self._gate = asyncio.Semaphore(kube.WRITE_CONCURRENCY)
+        self.sending: set[asyncio.Task[None]] = set()
+        """Events on their way to the API server."""
 
-    async def record(self, obj: Obj, kind: str, event_type: str, reason: str, message: str,
-                     now: float, repeat_after: float = 0.0) -> None:
-        """Create an Event unless the same reason and message were recorded for this object
+    def record(self, obj: Obj, kind: str, event_type: str, reason: str, message: str,
+               now: float, repeat_after: float = 0.0) -> None:
+        """Send an Event unless the same reason and message were recorded for this object
         within `repeat_after` seconds."""
         meta = obj["metadata"]
         key = (meta.get("uid", meta["name"]), reason)
@@ -44,8 +47,15 @@ class EventRecorder:
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": self.identity,
         }
-        try:
-            await self.kube.create(kube.EVENTS, event)
-        except ApiException as error:
-            log.warning("event %s on %s/%s not recorded: %s", reason, meta["namespace"],
-                        meta["name"], error.status)
+        task = asyncio.create_task(self._send(event))
+        self.sending.add(task)
+        task.add_done_callback(self.sending.discard)
+
+    async def _send(self, event: Obj) -> None:
+        async with self._gate:
+            try:
+                await self.kube.create(kube.EVENTS, event)
+            except Exception as error:  # best effort: a lost Event must not fail anything
+                involved = event["involvedObject"]
+                log.warning("event %s on %s/%s not recorded: %s", event["reason"],
+                            involved["namespace"], involved["name"], error)

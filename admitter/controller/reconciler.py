@@ -60,6 +60,8 @@ class Reconciler:
         self.translations = Translations()
         self.creations: asyncio.Task[None] | None = None
         """The batch of Workload creations in flight, if any."""
+        self.reports: asyncio.Task[None] | None = None
+        """The batch of pending-reason and queue-status writes in flight, if any."""
         self._wake = asyncio.Event()
         self.passes = 0
 
@@ -86,8 +88,9 @@ class Reconciler:
                 await asyncio.sleep(DEBOUNCE)
                 self._wake.clear()
         finally:
-            if self.creations is not None:
-                self.creations.cancel()
+            for batch in (self.creations, self.reports, *self.events.sending):
+                if batch is not None:
+                    batch.cancel()
 
     async def reconcile(self) -> CycleResult:
         """One pass; every step reads the caches and is safe to repeat."""
@@ -128,8 +131,8 @@ class Reconciler:
         try:
             workload = self._workload_for(job, tree)
         except ContractError as error:
-            await self.events.record(job, "Job", "Warning", "InvalidContract", str(error),
-                                     now, REPEAT_AFTER)
+            self.events.record(job, "Job", "Warning", "InvalidContract", str(error), now,
+                               REPEAT_AFTER)
             return
         try:
             created = await self.kube.create(kube.WORKLOADS, workload)
@@ -166,7 +169,7 @@ class Reconciler:
             if finished:
                 if not is_true(wl, "Finished"):
                     self.caches.workloads.observe(await self.actions.finish(wl, job, now))
-                    await self._record(wl, job, "Finished", "quota released", now)
+                    self._record(wl, job, "Finished", "quota released", now)
             elif admitted and suspended:
                 self.caches.jobs.observe(await self.actions.start_job(job, wl))
             elif not admitted and not suspended:
@@ -179,19 +182,33 @@ class Reconciler:
     # Decisions ------------------------------------------------------------------------
 
     async def apply(self, view: View, result: CycleResult, now: float) -> None:
-        """Evictions first (they make the room admissions were decided on), then admissions,
-        then the pending reasons that changed; writes for different workloads go out
-        concurrently."""
+        """Evictions first (they make the room admissions were decided on), then admissions;
+        writes for different workloads go out concurrently. What they change for operators
+        to read is reported in the background."""
         await kube.each([self._evict(view, e, now) for e in result.evictions])
         await kube.each([self._admit(view, a, now) for a in result.admissions])
+        self.report(view, result, now)
+
+    def report(self, view: View, result: CycleResult, now: float) -> None:
+        """Start writing the pending reasons that changed and the queues' status, one batch
+        at a time: the next pass need not wait for them, and a pass that finds the previous
+        batch still going leaves its report to a later pass (each is complete in itself)."""
+        if self.reports is not None and not self.reports.done():
+            return
         explain = self.status.pending_due(view.workloads, result.pending, now)
-        await kube.each([self._explain(wl, p, now) for wl, p in explain])
         pending = [view.workloads[p.key] for p in result.pending if p.key in view.workloads]
-        await asyncio.gather(
+        self.reports = asyncio.create_task(self._report(view, result, explain, pending, now))
+        self.reports.add_done_callback(_log_failure)
+
+    async def _report(self, view: View, result: CycleResult, explain: list[tuple[Obj, Pending]],
+                      pending: list[Obj], now: float) -> None:
+        await kube.each([
+            *(self._explain(wl, p, now) for wl, p in explain),
             self.status.cluster_queues(view.cluster_queues, result, view.snapshot.workloads,
                                        now),
             self.status.local_queues(self.caches.local_queues.items(),
-                                     self.caches.workloads.items(), pending, now))
+                                     self.caches.workloads.items(), pending, now),
+        ])
 
     async def _evict(self, view: View, eviction: Eviction, now: float) -> None:
         wl = view.workloads[eviction.key]
@@ -203,7 +220,7 @@ class Reconciler:
             self.caches.jobs.observe(suspended)
         by = f" for {eviction.preemptor}" if eviction.preemptor else ""
         message = f"{eviction.reason.value}{by}: {eviction.message}"
-        await self._record(wl, job, eviction.reason.value, message, now)
+        self._record(wl, job, eviction.reason.value, message, now)
 
     async def _admit(self, view: View, admission: Admission, now: float) -> None:
         wl = view.workloads[admission.key]
@@ -214,7 +231,7 @@ class Reconciler:
         self.caches.workloads.observe(updated)
         if started is not None:
             self.caches.jobs.observe(started)
-        await self._record(wl, job, "Admitted", admission.message, now)
+        self._record(wl, job, "Admitted", admission.message, now)
 
     async def _explain(self, wl: Obj, pending: Pending, now: float) -> None:
         """Write why the Workload waits; an Event only when the reason changed, so
@@ -222,21 +239,20 @@ class Reconciler:
         shown = condition(wl, "QuotaReserved") or {}
         self.caches.workloads.observe(await self.status.pending(wl, pending, now))
         if shown.get("reason") != pending.reason:
-            await self._record(wl, self.caches.job_of(wl), pending.reason, pending.message,
-                               now, REPEAT_AFTER)
+            self._record(wl, self.caches.job_of(wl), pending.reason, pending.message, now,
+                         REPEAT_AFTER)
 
-    async def _record(self, wl: Obj, job: Obj | None, reason: str, message: str,
-                      now: float, repeat_after: float = 0.0) -> None:
+    def _record(self, wl: Obj, job: Obj | None, reason: str, message: str, now: float,
+                repeat_after: float = 0.0) -> None:
         """One Event per decision, on the object its owner made: the Job, or the Workload
         when it was created directly."""
         if job is not None:
-            await self.events.record(job, "Job", "Normal", reason, message, now, repeat_after)
+            self.events.record(job, "Job", "Normal", reason, message, now, repeat_after)
         else:
-            await self.events.record(wl, "Workload", "Normal", reason, message, now,
-                                     repeat_after)
+            self.events.record(wl, "Workload", "Normal", reason, message, now, repeat_after)
 
 
-def _log_failure(task: asyncio.Task[None]) -> None:
-    """Workload creations run in the background; a failure is retried by a later pass."""
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("creating Workloads failed, retrying: %s", task.exception())
+def _log_failure(batch: asyncio.Task[None]) -> None:
+    """A background batch of writes failed; a later pass starts over from the API state."""
+    if not batch.cancelled() and batch.exception() is not None:
+        log.warning("background writes failed, a later pass retries: %s", batch.exception())

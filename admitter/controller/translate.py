@@ -93,9 +93,12 @@ def format_time(seconds: float) -> str:
 
 
 def condition(obj: Obj, kind: str) -> Obj | None:
-    for item in (obj.get("status") or {}).get("conditions", []):
+    """The object's condition of that type, as stored (not to be modified)."""
+    status = obj.get("status")
+    for item in status.get("conditions", ()) if status else ():
         if item.get("type") == kind:
-            return dict(item)
+            found: Obj = item
+            return found
     return None
 
 

@@ -3,6 +3,7 @@ merge patch), counting every write; and builders for the objects the controller 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 from typing import Any
@@ -98,6 +99,17 @@ def add(api: FakeApi, informer: Informer, kind: Kind, obj: Obj) -> Obj:
 
 def reconciler(api: FakeApi) -> Reconciler:
     return Reconciler(api, Settings(), "test", clock=lambda: CLOCK)  # type: ignore[arg-type]
+
+
+async def settled_pass(controller: Reconciler) -> None:
+    """One pass, then the writes it started in the background."""
+    await controller.reconcile()
+    while True:
+        running = [t for t in (controller.creations, controller.reports,
+                               *controller.events.sending) if t is not None and not t.done()]
+        if not running:
+            return
+        await asyncio.gather(*running)
 
 
 def node(name: str, gpus: int) -> Obj:

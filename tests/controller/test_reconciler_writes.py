@@ -12,6 +12,7 @@ from fake_api import (
     local_queue,
     node,
     reconciler,
+    settled_pass,
     workload,
 )
 
@@ -45,10 +46,9 @@ def reserved(wl: Obj) -> Obj:
 async def test_a_job_is_admitted_with_one_event_on_it_and_none_for_its_workload() -> None:
     api, controller = world()
     add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
-    await controller.reconcile()
-    assert controller.creations is not None, "the Workload is being created"
-    await controller.creations
-    await controller.reconcile()
+    await settled_pass(controller)
+    assert api.count("POST", "workloads") == 1
+    await settled_pass(controller)
     assert api.count("POST", "workloads") == 1
     assert api.count("PATCH", "workloads/status") == 1
     assert api.count("PATCH", "jobs") == 1
@@ -62,7 +62,7 @@ async def test_workloads_created_directly_are_admitted_and_explained_once() -> N
     for name in ("a", "b", "c"):
         add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
     for _ in range(3):
-        await controller.reconcile()
+        await settled_pass(controller)
     admitted = [n for n in "abc" if stored(api, n).get("status", {}).get("admission")]
     waiting = [n for n in "abc" if n not in admitted]
     assert len(admitted) == 1, "a Workload without a Job takes part like any other"
@@ -80,16 +80,16 @@ async def test_a_changed_reason_is_written_again_with_one_event() -> None:
     api, controller = world(node_gpus=16, quota=8)
     for name in ("a", "b"):
         add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
-    await controller.reconcile()
-    await controller.reconcile()
+    await settled_pass(controller)
+    await settled_pass(controller)
     waiting = next(n for n in "ab" if not stored(api, n).get("status", {}).get("admission"))
     before = reserved(stored(api, waiting))["reason"]
     writes, events = api.count("PATCH", "workloads/status"), len(api.events())
     # The node shrinks and the quota grows: the Workload now waits for room, not quota.
     add(api, controller.caches.nodes, kube.NODES, node("n0", 8))
     add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
-    await controller.reconcile()
-    await controller.reconcile()
+    await settled_pass(controller)
+    await settled_pass(controller)
     assert reserved(stored(api, waiting))["reason"] != before
     assert api.count("PATCH", "workloads/status") == writes + 1
     assert len(api.events()) == events + 1
@@ -100,12 +100,12 @@ async def test_pending_reasons_are_bounded_per_pass_heads_first() -> None:
     names = [f"w{i:03d}" for i in range(PENDING_WRITES_PER_PASS + 20)]
     for name in names:
         add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
-    await controller.reconcile()
+    await settled_pass(controller)
     explained = [n for n in names if "QuotaReserved" in str(stored(api, n).get("status"))
                  and not stored(api, n)["status"].get("admission")]
     assert len(explained) == PENDING_WRITES_PER_PASS
     assert explained == names[1:PENDING_WRITES_PER_PASS + 1], "the queue's heads first"
-    await controller.reconcile()
+    await settled_pass(controller)
     assert api.count("PATCH", "workloads/status") == len(names), "the rest in the next pass"
 
 
