@@ -16,7 +16,7 @@ As many workloads are admitted per cycle as fit; there is no one-head-per-queue 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from admitter.core.decisions import (
@@ -29,13 +29,13 @@ from admitter.core.decisions import (
 )
 from admitter.core.fairshare import FairShare, compute_fair_share
 from admitter.core.model import GPU, Phase, Workload
-from admitter.core.nodes import ClusterState
+from admitter.core.nodes import ClusterState, recorded_placements
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.preemption import Blocked, RoomFinder
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import QuotaLedger
-from admitter.core.reservation import reserve
+from admitter.core.reservation import RESERVATION_KEY, reserve
 from admitter.core.selection import QueueSelector
 from admitter.core.status import queue_statuses
 from admitter.core.usage import normalised_usage, windowed_usage
@@ -51,6 +51,19 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     cycle.admit_entitled()
     cycle.admit_borrowers()
     return cycle.result()
+
+
+def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
+    """GPUs per node held by unfunded work, which yields to any funded workload at once."""
+    held: dict[str, int] = {}
+    for workload in running:
+        if not workload.funded:
+            for counts, pod_set in zip(recorded_placements(workload), workload.pod_sets,
+                                       strict=True):
+                gpus = pod_set.requests.get(GPU, 0)
+                for node, count in counts.items():
+                    held[node] = held.get(node, 0) + gpus * count
+    return held
 
 
 def _by_key(workload: Workload) -> str:
@@ -204,7 +217,8 @@ class _Cycle:
         if (self.reserved_for is not None or self.now - workload.submitted_at < bound
                 or self.ledger.share_block(workload, deserved_only=in_quota_only, alone=True)):
             return False
-        described = reserve(self.state, self.nodes, workload)
+        described = reserve(self.state, self.nodes, workload,
+                            _unfunded_gpus(self.running.values()))
         if described is None:
             return False
         self.reserved_for = workload
@@ -220,6 +234,10 @@ class _Cycle:
         unfunded_held = sum(w.requests().get(GPU, 0) for w in self.running.values()
                             if not w.funded)
         self._serve(self._could_borrow(self.deferred, unfunded_held), self._try_borrow)
+        if self.reserved_for is not None:  # unfunded work may fill reserved nodes until used
+            self.state.release(RESERVATION_KEY)
+            self.state.commit()
+            self.failures.clear()
         self._serve(self._could_borrow(self._waiting(funded=False), 0), self._try_borrow)
 
     def _could_borrow(self, work: dict[str, list[Workload]],

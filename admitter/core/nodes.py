@@ -63,7 +63,7 @@ class ClusterState:
                           for r in range(len(self.resources))]
         self._held: dict[str, Holding] = {}
         for workload in admitted:  # subtracted before the tree sums anything: one pass
-            holding = self._holding(workload.pod_sets, _recorded(workload))
+            holding = self._holding(workload.pod_sets, recorded_placements(workload))
             if workload.key in self._held:
                 raise ValueError(f"workload {workload.key} is already assumed")
             self._held[workload.key] = holding
@@ -241,7 +241,7 @@ def _taint_key(taint: Taint) -> tuple[str, str, str]:
     return taint.key, taint.value, taint.effect
 
 
-def _recorded(workload: Workload) -> Sequence[Mapping[str, int]]:
+def recorded_placements(workload: Workload) -> Sequence[Mapping[str, int]]:
     """Per pod set placement of an admitted workload; one pod set may use `placement` alone."""
     if workload.pod_set_placements:
         return workload.pod_set_placements

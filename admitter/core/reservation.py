@@ -3,11 +3,14 @@
 The rule: once a funded workload has waited longer than `starvation_bound` and still does not
 fit, the highest-ranked such workload gets nodes reserved for the rest of the cycle. Inside the
 domain its required topology allows (the whole cluster without one), the nodes with the most
-free capacity are picked until their *allocatable* capacity could hold the gang; whatever is
-free on them is held back from every later admission of the cycle. Work running there finishes
-or is preempted, nothing new lands there, so free capacity accumulates in one place until the
-gang fits. The choice is recomputed each cycle and is stable, because reserved nodes only gain
-free capacity while other nodes keep being filled.
+free capacity (counting what unfunded work holds as free: it yields at once) are picked until
+their *allocatable* capacity could hold the gang; whatever is free on them is held back from
+every later funded admission of the cycle. Unfunded work may use it meanwhile (the cycle
+releases the reservation before the unfunded pass), because the gang evicts it the moment the
+rest of the nodes is free. Funded work running there finishes or is preempted, nothing funded
+lands there, so free capacity accumulates in one place until the gang fits. The choice is
+recomputed each cycle and is stable, because reserved nodes only gain free capacity while
+other nodes keep being filled.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from admitter.core.topology import Domain
 RESERVATION_KEY = "\0reservation"
 
 
-def reserve(state: ClusterState, nodes: Mapping[str, Node], workload: Workload) -> str | None:
+def reserve(state: ClusterState, nodes: Mapping[str, Node], workload: Workload,
+            displaceable: Mapping[str, int]) -> str | None:
     """Hold free capacity on enough nodes for `workload`; return a description, or None when
-    no domain could ever hold it."""
-    chosen = _nodes_for(state, nodes, workload)
+    no domain could ever hold it. `displaceable` is GPUs held by unfunded work per node."""
+    chosen = _nodes_for(state, nodes, workload, displaceable)
     if not chosen:
         return None
     free = {name: state.free(name) for name in chosen}
@@ -38,25 +42,28 @@ def reserve(state: ClusterState, nodes: Mapping[str, Node], workload: Workload) 
         ", …" if len(chosen) > 4 else "")
 
 
-def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workload) -> list[str]:
+def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workload,
+               displaceable: Mapping[str, int]) -> list[str]:
     level = workload.topology.required
     domains: list[Domain] = state.tree.domains(level) if level else [state.tree.root]
+    gpu = state.resource_index(GPU)
     best: tuple[int, int, list[str]] | None = None
     for domain in domains:
-        picked = _enough(state, nodes, domain, workload)
+        picked = _enough(state, nodes, domain, workload, displaceable)
         if picked is None:
             continue
-        gpu = state.resource_index(GPU)
         free_gpus = 0 if gpu is None else sum(row[gpu] for row in domain.free)
+        free_gpus += sum(displaceable.get(name, 0) for name in picked)
         if best is None or free_gpus > best[0] or (free_gpus == best[0] and domain.order < best[1]):
             best = (free_gpus, domain.order, picked)
     return best[2] if best else []
 
 
 def _enough(state: ClusterState, nodes: Mapping[str, Node], domain: Domain,
-            workload: Workload) -> list[str] | None:
+            workload: Workload, displaceable: Mapping[str, int]) -> list[str] | None:
     """The domain's nodes, most free GPUs first, until their allocatable holds every pod set."""
-    ranked = sorted(domain.nodes, key=lambda n: (-state.free_of(n, GPU), n))
+    ranked = sorted(domain.nodes,
+                    key=lambda n: (-state.free_of(n, GPU) - displaceable.get(n, 0), n))
     remaining = [pod_set.count for pod_set in workload.pod_sets]
     picked: list[str] = []
     for name in ranked:

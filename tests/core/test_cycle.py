@@ -250,6 +250,24 @@ def test_large_gang_is_not_starved_by_a_stream_of_small_jobs():
     assert reserved and "reserved for big" in reserved[0].message
 
 
+def test_unfunded_work_fills_reserved_nodes_until_the_gang_can_start():
+    settings = CycleSettings(fair_share=FairShareSettings(window=0), starvation_bound=HOUR)
+    world = World(racks(1, nodes_per_rack=2), [queue("a", 16, order=0), queue("c", 0, order=1)],
+                  settings=settings)
+    world.submit(job("small", "a", min_runtime=2 * HOUR), job("big", "a", pods=2, at=1))
+    world.cycle(0)
+    assert world.running() == ["small"]
+    world.submit(job("free", "c", min_runtime=0, at=HOUR))
+    result = world.cycle(HOUR + 1)
+    assert pending(result) == {"big": "Reserved"}
+    assert admitted(result) == ["free"]
+    assert world.placement("free") == {"b0-r0-n1": 1}
+    world.finish("small")
+    result = world.cycle(2 * HOUR + 1)
+    assert admitted(result) == ["big"]
+    assert evicted(result) == {"free": "Reclaimed"}
+
+
 def test_time_based_fair_share_favours_the_team_that_used_less():
     settings = CycleSettings(fair_share=FairShareSettings(window=7 * 86400, k_value=1.0))
     world = World(racks(2), [queue("a", 0, order=0), queue("b", 0, order=1)], settings=settings)
