@@ -76,10 +76,12 @@ class _Cycle:
         self.now = snapshot.now
         self.tree = QueueTree(snapshot.queues)
         self.nodes = {node.name: node for node in snapshot.nodes}
-        workloads = sorted(snapshot.workloads, key=_by_key)
+        # Input order must not matter: only `running` iterates in an order that shows (drain
+        # evictions), so only the admitted are sorted; waiting lists are sorted below.
+        workloads = snapshot.workloads
         leaves = set(self.tree.leaves())
         valid = [w for w in workloads if w.queue in leaves]
-        admitted = [w for w in valid if w.phase is Phase.ADMITTED]
+        admitted = sorted((w for w in valid if w.phase is Phase.ADMITTED), key=_by_key)
         self.state = ClusterState(
             snapshot.nodes, snapshot.topology,
             [w for w in workloads if w.phase is Phase.ADMITTED],

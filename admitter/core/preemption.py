@@ -84,8 +84,10 @@ class RoomFinder:
         `within` names the queue on the preemptor's path that is at its share: only victims
         under it can lower that queue's holding. `unfunded_only` is for a funded borrower:
         unfunded work holds only what funded demand does not claim, so it yields even to that."""
+        reclaimable: dict[str, bool] = {}
         candidates = [w for w in self._candidates() if (not unfunded_only or not w.funded)
-                      and self._may_take(preemptor, w, within)]
+                      and self._may_take(preemptor, w, within)
+                      and self._worth_planning(preemptor, w, reclaimable)]
         for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED] if candidates else ():
             room = self._simulate(preemptor, plan, admissible)
             if room is not None:
@@ -165,6 +167,19 @@ class RoomFinder:
         if victim.funded and victim.queue == preemptor.queue:
             return victim.priority < preemptor.priority
         return True
+
+    def _worth_planning(self, preemptor: Workload, victim: Workload,
+                        reclaimable: dict[str, bool]) -> bool:
+        """A funded victim of another queue is only ever taken while its queue is above its
+        fair share; evicting others never raises that, so one check now (per victim queue)
+        keeps plans free of victims the simulation would refuse."""
+        if not victim.funded or victim.queue == preemptor.queue:
+            return True
+        known = reclaimable.get(victim.queue)
+        if known is None:
+            known = reclaimable[victim.queue] = (
+                self._over_queue(preemptor.queue, victim.queue) is not None)
+        return known
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level: the first candidates (in eviction order) whose

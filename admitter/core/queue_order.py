@@ -29,8 +29,10 @@ def below_deserved(fair: FairShare, queue: str, allocated: Resources) -> bool:
     Any one resource is enough: quota left unset defaults to 0, so asking for every resource
     to be within quota would make almost no queue count as owed anything.
     """
-    shares = fair.shares.get(queue, {})
-    return any(allocated.get(resource, 0) < share.deserved for resource, share in shares.items())
+    for resource, share in fair.shares.get(queue, {}).items():  # a loop: hot, no generator
+        if allocated.get(resource, 0) < share.deserved:
+            return True
+    return False
 
 
 def saturation(fair: FairShare, queue: str, allocated: Resources) -> float:
