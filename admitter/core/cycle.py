@@ -28,6 +28,7 @@ from admitter.core.decisions import (
     Snapshot,
 )
 from admitter.core.fairshare import FairShare, compute_fair_share
+from admitter.core.fit import fits
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, recorded_placements
 from admitter.core.placement import Placement, PlacementFailure, place
@@ -245,20 +246,33 @@ class _Cycle:
     def _could_borrow(self, work: dict[str, list[Workload]],
                       displaceable: int) -> dict[str, list[Workload]]:
         """Drop, with their reason, workloads needing more GPUs than the whole cluster has
-        idle (plus `displaceable`, what unfunded work holds, for funded borrowers): on a
-        saturated cluster that is most of them, and no placement search is needed to know it
-        (idle capacity only shrinks while borrowers are admitted)."""
+        idle (plus `displaceable`, what unfunded work holds, for funded borrowers), or, with
+        nothing to displace, whose pods fit on no set of idle nodes at all: on a saturated
+        cluster that is most of them, and no placement search is needed to know it (idle
+        capacity only shrinks while borrowers are admitted)."""
         idle = self.state.free_total(GPU)
         possible: dict[str, list[Workload]] = {}
         for leaf, workloads in work.items():
             possible[leaf] = []
             for workload in workloads:
                 need = workload.requests().get(GPU, 0)
-                if need <= idle + displaceable:
+                if need <= idle + displaceable and (displaceable or self._fits_idle(workload)):
                     possible[leaf].append(workload)
-                elif not self._held_back(workload):
+                elif self._held_back(workload):
+                    continue
+                elif need > idle + displaceable:
                     self._no_idle(workload, f"the cluster has {idle} idle {GPU}; {need} needed")
+                else:
+                    failed = self._place(workload)
+                    assert isinstance(failed, PlacementFailure)  # place() checks fits() first
+                    self._no_idle(workload, failed.reason)
         return possible
+
+    def _fits_idle(self, workload: Workload) -> bool:
+        """Each pod set fits the idle nodes, topology aside: necessary for a placement, and
+        read from the domain tree's memo for every workload after the first of its shape."""
+        demand = self.state.demand(workload)
+        return demand is not None and fits(self.state.tree.root, demand)
 
     def _try_borrow(self, workload: Workload) -> bool:
         if self._held_back(workload):
