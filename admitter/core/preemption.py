@@ -267,13 +267,15 @@ class RoomFinder:
     def _over_queue(self, reclaimer: str, victim: str) -> str | None:
         """The victim-side queue that shows reclaim is fair, or None: both the victim's leaf and
         its ancestor where the paths diverge must be above their fair share right now."""
+        if not self._ledger.above_fair_share(victim):
+            return None
         mine = self._ledger.path(reclaimer)
         theirs = self._ledger.path(victim)
         common = 0
         while common < min(len(mine), len(theirs)) and mine[common] == theirs[common]:
             common += 1
         diverging = theirs[common]
-        if self._ledger.above_fair_share(diverging) and self._ledger.above_fair_share(victim):
+        if diverging == victim or self._ledger.above_fair_share(diverging):
             return diverging
         return None
 

@@ -106,10 +106,12 @@ class QuotaLedger:
 
     def above_fair_share(self, queue: str) -> bool:
         """Holds more funded capacity than its fair share of some resource."""
-        return any(
-            amount > self._fair.share(queue, resource)
-            for resource, amount in self.funded[queue].items()
-        )
+        shares = self._fair.shares.get(queue, {})
+        for resource, amount in self.funded[queue].items():  # a loop: hot, no generator
+            share = shares.get(resource)
+            if amount > (0 if share is None else share.fair_share):
+                return True
+        return False
 
     def over_share_ratio(self, queue: str) -> float:
         """How over-served a queue is: its largest funded allocation / fair share excess."""
