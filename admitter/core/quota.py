@@ -58,6 +58,9 @@ class QuotaLedger:
         }
         """Per leaf, root first: each queue's shares and live funded allocation, resolved once
         because `share_block` runs for every workload tried."""
+        self._above: dict[str, bool] = {}
+        """`above_fair_share` answers until the queue's funded allocation changes: reclaim
+        planning asks it for every running workload of every preemptor."""
         for workload in admitted:
             self.add(workload)
 
@@ -71,6 +74,7 @@ class QuotaLedger:
             _accumulate(self.held[name], requests, sign)
             if workload.funded:
                 _accumulate(self.funded[name], requests, sign)
+                self._above.pop(name, None)
 
     def remove(self, workload: Workload) -> None:
         self.add(workload, -1)
@@ -106,12 +110,14 @@ class QuotaLedger:
 
     def above_fair_share(self, queue: str) -> bool:
         """Holds more funded capacity than its fair share of some resource."""
-        shares = self._fair.shares.get(queue, {})
-        for resource, amount in self.funded[queue].items():  # a loop: hot, no generator
-            share = shares.get(resource)
-            if amount > (0 if share is None else share.fair_share):
-                return True
-        return False
+        known = self._above.get(queue)
+        if known is None:
+            shares = self._fair.shares.get(queue, {})
+            known = any(amount > (0 if (share := shares.get(resource)) is None
+                                  else share.fair_share)
+                        for resource, amount in self.funded[queue].items())
+            self._above[queue] = known
+        return known
 
     def over_share_ratio(self, queue: str) -> float:
         """How over-served a queue is: its largest funded allocation / fair share excess."""

@@ -47,15 +47,24 @@ def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workloa
     level = workload.topology.required
     domains: list[Domain] = state.tree.domains(level) if level else [state.tree.root]
     gpu = state.resource_index(GPU)
+
+    def free_gpus(domain: Domain) -> int:
+        return 0 if gpu is None else sum(row[gpu] for row in domain.free)
+
+    # Domains by an upper bound of their score, best first: the exact score (which counts
+    # displaceable GPUs on picked nodes only) is computed until no bound can beat the best.
+    bounded = sorted(((free_gpus(d) + sum(displaceable.get(n, 0) for n in d.nodes), d.order, d)
+                      for d in domains), key=lambda item: (-item[0], item[1]))
     best: tuple[int, int, list[str]] | None = None
-    for domain in domains:
+    for bound, order, domain in bounded:
+        if best is not None and (bound, -order) < (best[0], -best[1]):
+            break
         picked = _enough(state, nodes, domain, workload, displaceable)
         if picked is None:
             continue
-        free_gpus = 0 if gpu is None else sum(row[gpu] for row in domain.free)
-        free_gpus += sum(displaceable.get(name, 0) for name in picked)
-        if best is None or free_gpus > best[0] or (free_gpus == best[0] and domain.order < best[1]):
-            best = (free_gpus, domain.order, picked)
+        score = free_gpus(domain) + sum(displaceable.get(name, 0) for name in picked)
+        if best is None or score > best[0] or (score == best[0] and order < best[1]):
+            best = (score, order, picked)
     return best[2] if best else []
 
 
