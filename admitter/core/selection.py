@@ -73,12 +73,12 @@ class QueueSelector:
                 self._push(name)
 
     def retire(self, leaf: str) -> None:
-        """The leaf has nothing more to offer in this pass."""
+        """The leaf has nothing more to offer in this pass. Nobody is re-keyed (no allocation
+        changed): queues left with nothing active drop out as their heap entries surface."""
         if self._active.get(leaf, 0) <= 0:
             return
         for name in self._ledger.path(leaf):
             self._active[name] -= 1
-        self.refresh(leaf)
 
     def _push(self, name: str) -> None:
         version = self._version.get(name, 0) + 1
