@@ -260,7 +260,8 @@ class _Cycle:
             self.state.release(RESERVATION_KEY)
             self.state.commit()
             self.failures.clear()
-        self._serve(self._could_borrow(self._waiting(funded=False), 0), self._try_borrow)
+        self._serve(self._could_borrow(self._waiting(funded=False), 0), self._try_borrow,
+                    until_gpus_run_out=True)
 
     def _could_borrow(self, work: dict[str, list[Workload]],
                       displaceable: int) -> dict[str, list[Workload]]:
@@ -317,8 +318,11 @@ class _Cycle:
 
     # Shared mechanics -------------------------------------------------------------------
 
-    def _serve(self, work: dict[str, list[Workload]], attempt: Callable[[Workload], bool]) -> None:
-        """Offer capacity leaf by leaf in queue order, each workload once, in queue order."""
+    def _serve(self, work: dict[str, list[Workload]], attempt: Callable[[Workload], bool],
+               *, until_gpus_run_out: bool = False) -> None:
+        """Offer capacity leaf by leaf in queue order, each workload once, in queue order.
+        `until_gpus_run_out` (only where nothing is evicted): once no GPU is idle, what is
+        left goes back through `_could_borrow`, which names the reason without a search."""
         cursor = dict.fromkeys(work, 0)
         selector = QueueSelector(self.tree, self.fair, self.usage, self.ledger,
                                  [leaf for leaf, ws in work.items() if ws])
@@ -330,6 +334,10 @@ class _Cycle:
                 selector.refresh(leaf)
                 for eviction in self.evictions[evictions:]:
                     selector.refresh(eviction.queue)
+                if until_gpus_run_out and self.state.free_total(GPU) == 0:
+                    rest = {name: ws[cursor[name]:] for name, ws in work.items()}
+                    self._serve(self._could_borrow(rest, 0), attempt)
+                    return
             if cursor[leaf] == len(work[leaf]):
                 selector.retire(leaf)
 
