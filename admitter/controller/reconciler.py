@@ -237,7 +237,10 @@ class Reconciler:
         """Write why the Workload waits; an Event only when the reason changed, so
         `kubectl describe` tells the story without an Event per pass."""
         shown = condition(wl, "QuotaReserved") or {}
-        self.caches.workloads.observe(await self.status.pending(wl, pending, now))
+        updated = await self.status.pending(wl, pending, now)
+        if updated is None:
+            return  # changed meanwhile; a later pass looks again
+        self.caches.workloads.observe(updated)
         if shown.get("reason") != pending.reason:
             self._record(wl, self.caches.job_of(wl), pending.reason, pending.message, now,
                          REPEAT_AFTER)

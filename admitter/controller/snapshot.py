@@ -40,29 +40,45 @@ def cycle_settings(settings: Settings) -> CycleSettings:
     )
 
 
-class Translations:
-    """Core Workloads from the previous pass, reused while the object (uid and
-    resourceVersion), its ClusterQueue, its readiness and where its pods are bound are all the
-    same: translating every Workload on every pass dominated building the view."""
+@dataclass(slots=True)
+class Translation:
+    """What one version (resourceVersion) of a Workload object means to the core."""
 
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[tuple[Any, ...], Workload]] = {}
-        self._seen: dict[str, tuple[tuple[Any, ...], Workload]] = {}
+    version: str | None
+    finished: bool
+    inputs: tuple[Any, ...] = ()
+    core: Workload | None = None
 
-    def core(self, wl: Obj, cluster_queue: str, pods_ready: bool,
-             bound: dict[str, int] | None) -> Workload:
-        meta = wl["metadata"]
-        uid = meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
-        inputs = (meta.get("resourceVersion"), cluster_queue, pods_ready, bound)
-        last = self._last.get(uid)
-        if last is not None and last[0] == inputs:
-            core = last[1]
-        else:
+    def core_for(self, wl: Obj, cluster_queue: str, pods_ready: bool,
+                 bound: dict[str, int] | None) -> Workload:
+        """The core Workload, translated again only when something outside the object (its
+        ClusterQueue, readiness, where its pods are bound) changed."""
+        inputs = (cluster_queue, pods_ready, bound)
+        if self.core is None or self.inputs != inputs:
             core = core_workload(wl, cluster_queue, pods_ready)
             if bound is not None:
                 core = replace(core, placement=bound, pod_set_placements=(bound,))
-        self._seen[uid] = (inputs, core)
-        return core
+            self.inputs, self.core = inputs, core
+        return self.core
+
+
+class Translations:
+    """Translations kept from pass to pass per Workload uid: translating every Workload on
+    every pass dominated building the view."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, Translation] = {}
+        self._seen: dict[str, Translation] = {}
+
+    def of(self, wl: Obj) -> Translation:
+        meta = wl["metadata"]
+        uid = meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
+        version = meta.get("resourceVersion")
+        found = self._last.get(uid)
+        if found is None or found.version != version:
+            found = Translation(version, is_true(wl, "Finished"))
+        self._seen[uid] = found
+        return found
 
     def forget_unseen(self) -> None:
         """Keep only what the pass just used, so deleted Workloads do not linger."""
@@ -76,17 +92,20 @@ def build_view(caches: Caches, settings: Settings, now: float,
     foreign = caches.foreign_usage()
     nodes = [core_node(n, foreign.get(n["metadata"]["name"], {})) for n in caches.nodes.items()]
     bound = caches.bound_pods()
+    queue_of = {(lq["metadata"]["namespace"], lq["metadata"]["name"]):
+                lq["spec"].get("clusterQueue") or "" for lq in caches.local_queues.items()}
     objects: dict[str, Obj] = {}
     workloads: list[Workload] = []
     for wl in caches.workloads.items():
-        if is_true(wl, "Finished"):
+        translation = translations.of(wl)
+        if translation.finished:
             continue
-        job = caches.job_of(wl)
-        if job is None and job_owner(wl) is not None:
+        owner = job_owner(wl)
+        job = None if owner is None else caches.job_of(wl)
+        if owner is not None and job is None:
             continue  # orphaned: its Job is gone and the garbage collector follows
-        meta = wl["metadata"]
-        cq = caches.cluster_queue_of(meta["namespace"], wl["spec"]["queueName"]) or ""
-        core = translations.core(wl, cq, _pods_ready(wl, job), _where_bound(wl, job, bound))
+        cq = queue_of.get((wl["metadata"]["namespace"], wl["spec"]["queueName"]), "")
+        core = translation.core_for(wl, cq, _pods_ready(wl, job), _where_bound(wl, job, bound))
         objects[core.key] = wl
         workloads.append(core)
     translations.forget_unseen()

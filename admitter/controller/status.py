@@ -9,6 +9,8 @@ import math
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from admitter.api.quantity import format_quantity, from_base_units
 from admitter.controller import kube
 from admitter.controller.actions import with_condition
@@ -20,10 +22,13 @@ from admitter.core.model import GPU, Phase, Workload
 HOUR = 3600.0
 USAGE_WRITE_PERIOD = 60.0
 QUEUE_WRITE_INTERVAL = 1.0
-PENDING_WRITES_PER_PASS = 64
+PENDING_WRITES_PER_PASS = 32
+EXPLAIN_AFTER = 5.0
+"""A Workload admitted within this long of its creation is never explained."""
+REASON_REFRESH = 10.0
 MESSAGE_REFRESH = 60.0
-"""A pending message that changed under the same reason (amounts held, time waited) is
-rewritten at most this often per Workload."""
+"""A Workload's pending reason is rewritten at most every REASON_REFRESH seconds when the
+reason changed, every MESSAGE_REFRESH when only the message did (amounts held, time waited)."""
 
 
 def quantities(amounts: Mapping[str, int]) -> dict[str, Any]:
@@ -136,42 +141,56 @@ class StatusWriter:
 
     def pending_due(self, workloads: Mapping[str, Obj],
                     pending: Iterable[Pending], now: float) -> list[tuple[Obj, Pending]]:
-        """The pending reasons to write this pass, at most PENDING_WRITES_PER_PASS: changed
-        reasons first, queue heads first, then changed messages (at most once a
-        MESSAGE_REFRESH per Workload). What the Workload already shows is never rewritten."""
-        reasons, messages = [], []
+        """The pending reasons to write this pass, at most PENDING_WRITES_PER_PASS: first
+        explanations (once a Workload has waited EXPLAIN_AFTER), then changed reasons, then
+        changed messages, queue heads first in each. What a Workload shows is never
+        rewritten."""
+        first, reasons, messages = [], [], []
         explained: dict[str, float] = {}
         for decision in pending:
             wl = workloads.get(decision.key)
             if wl is None:
                 continue
-            uid = wl["metadata"].get("uid", decision.key)
+            meta = wl["metadata"]
+            uid = meta.get("uid", decision.key)
             last = self._explained.get(uid)
             if last is not None:
                 explained[uid] = last
             shown = condition(wl, "QuotaReserved") or {}
-            if shown.get("status") != "False" or shown.get("reason") != decision.reason:
-                reasons.append((wl, decision))
-            elif shown.get("message") != decision.message and (
-                    last is None or now - last >= MESSAGE_REFRESH):
-                messages.append((wl, decision))
+            if shown.get("status") == "False" and shown.get("reason") == decision.reason:
+                if shown.get("message") != decision.message and (
+                        last is None or now - last >= MESSAGE_REFRESH):
+                    messages.append((wl, decision))
+            elif last is not None:
+                if now - last >= REASON_REFRESH:
+                    reasons.append((wl, decision))
+            elif now - (parse_time(meta.get("creationTimestamp")) or now) >= EXPLAIN_AFTER:
+                first.append((wl, decision))
         self._explained = explained  # forget Workloads no longer pending
 
         def heads_first(item: tuple[Obj, Pending]) -> tuple[int, str]:
             return item[1].position, item[1].key
 
-        due = sorted(reasons, key=heads_first) + sorted(messages, key=heads_first)
+        due = [item for group in (first, reasons, messages)
+               for item in sorted(group, key=heads_first)]
         return due[:PENDING_WRITES_PER_PASS]
 
-    async def pending(self, wl: Obj, decision: Pending, now: float) -> Obj:
+    async def pending(self, wl: Obj, decision: Pending, now: float) -> Obj | None:
         """Say why the workload waits (not its place in the queue: that changes with every
-        admission ahead of it); returns the updated Workload."""
+        admission ahead of it); returns the updated Workload, or None when it changed since
+        (written in the background, this must not undo a later pass's admission)."""
         conditions = with_condition((wl.get("status") or {}).get("conditions", []),
                                     "QuotaReserved", "False", decision.reason, decision.message,
                                     now)
         meta = wl["metadata"]
-        updated = await self.kube.patch(kube.WORKLOADS, meta["name"],
-                                        {"status": {"conditions": conditions}},
-                                        meta["namespace"], subresource="status")
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                 "status": {"conditions": conditions}}
+        try:
+            updated = await self.kube.patch(kube.WORKLOADS, meta["name"], patch,
+                                            meta["namespace"], subresource="status")
+        except ApiException as error:
+            if not kube.is_conflict(error):
+                raise
+            return None
         self._explained[meta.get("uid", decision.key)] = now
         return updated

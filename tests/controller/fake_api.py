@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+from collections.abc import Callable
 from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
@@ -19,8 +22,8 @@ from admitter.core.model import GPU
 Write = tuple[str, str, Obj]
 """(verb, resource path, body)."""
 CLOCK = 1_800_000_000.0
-"""The controller's clock in these tests; objects are created at this moment."""
-CREATED = format_time(CLOCK)
+"""The controller's clock in these tests; objects were created a minute before."""
+CREATED = format_time(CLOCK - 60)
 
 
 def merge(target: Any, patch: Any) -> Any:
@@ -63,6 +66,9 @@ class FakeApi:
         assert content_type == MERGE_PATCH, "the fake applies merge patches only"
         self.writes.append(("PATCH", kind.path(namespace, name, subresource), patch))
         path = kind.path(namespace, name)
+        expected = (patch.get("metadata") or {}).get("resourceVersion")
+        if expected is not None and expected != self.objects[path]["metadata"]["resourceVersion"]:
+            raise ApiException(status=409, reason="the object has been modified")
         self.objects[path] = merge(self.objects[path], patch)
         return self._stamp(self.objects[path])
 
@@ -97,8 +103,8 @@ def add(api: FakeApi, informer: Informer, kind: Kind, obj: Obj) -> Obj:
     return stored
 
 
-def reconciler(api: FakeApi) -> Reconciler:
-    return Reconciler(api, Settings(), "test", clock=lambda: CLOCK)  # type: ignore[arg-type]
+def reconciler(api: FakeApi, clock: Callable[[], float] = lambda: CLOCK) -> Reconciler:
+    return Reconciler(api, Settings(), "test", clock)  # type: ignore[arg-type]
 
 
 async def settled_pass(controller: Reconciler) -> None:

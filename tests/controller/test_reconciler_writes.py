@@ -4,7 +4,10 @@ Workloads created directly take part while orphaned ones do not."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fake_api import (
+    CLOCK,
     FakeApi,
     add,
     cluster_queue,
@@ -20,14 +23,22 @@ from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.snapshot import Translations, build_view
-from admitter.controller.status import MESSAGE_REFRESH, PENDING_WRITES_PER_PASS, StatusWriter
+from admitter.controller.status import (
+    EXPLAIN_AFTER,
+    MESSAGE_REFRESH,
+    PENDING_WRITES_PER_PASS,
+    REASON_REFRESH,
+    StatusWriter,
+)
+from admitter.controller.translate import format_time
 from admitter.core.decisions import Pending
 
 
-def world(node_gpus: int = 8, quota: int = 8) -> tuple[FakeApi, Reconciler]:
+def world(node_gpus: int = 8, quota: int = 8,
+          clock: Callable[[], float] = lambda: CLOCK) -> tuple[FakeApi, Reconciler]:
     """One node, one ClusterQueue with quota = limit, its LocalQueue `default` in `ns`."""
     api = FakeApi()
-    controller = reconciler(api)
+    controller = reconciler(api, clock)
     caches = controller.caches
     add(api, caches.nodes, kube.NODES, node("n0", node_gpus))
     add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota))
@@ -77,7 +88,8 @@ async def test_workloads_created_directly_are_admitted_and_explained_once() -> N
 
 
 async def test_a_changed_reason_is_written_again_with_one_event() -> None:
-    api, controller = world(node_gpus=16, quota=8)
+    clock = [CLOCK]
+    api, controller = world(node_gpus=16, quota=8, clock=lambda: clock[0])
     for name in ("a", "b"):
         add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
     await settled_pass(controller)
@@ -88,6 +100,7 @@ async def test_a_changed_reason_is_written_again_with_one_event() -> None:
     # The node shrinks and the quota grows: the Workload now waits for room, not quota.
     add(api, controller.caches.nodes, kube.NODES, node("n0", 8))
     add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
+    clock[0] += REASON_REFRESH
     await settled_pass(controller)
     await settled_pass(controller)
     assert reserved(stored(api, waiting))["reason"] != before
@@ -134,18 +147,40 @@ async def test_an_unchanged_workload_is_translated_once() -> None:
     assert changed is not first and changed.pod_sets[0].requests != first.pod_sets[0].requests
 
 
-async def test_a_new_message_under_the_same_reason_waits_for_the_refresh_period() -> None:
+async def test_when_a_pending_reason_is_written() -> None:
     api = FakeApi()
     writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
     wl = api.put(kube.WORKLOADS, workload("ns", "a", 8))
-    waits = [Pending("ns/a", "team", "QuotaExceeded", f"team holds {held}", 1)
-             for held in (8, 16, 24)]
-    [(_, first)] = writer.pending_due({"ns/a": wl}, [waits[0]], 0.0)
-    wl = await writer.pending(wl, first, 0.0)
-    assert writer.pending_due({"ns/a": wl}, [waits[0]], 100.0) == [], "shown already"
-    assert writer.pending_due({"ns/a": wl}, [waits[1]], MESSAGE_REFRESH - 1) == []
-    [(_, refreshed)] = writer.pending_due({"ns/a": wl}, [waits[2]], MESSAGE_REFRESH)
-    assert refreshed.message == "team holds 24"
+    fresh = workload("ns", "b", 8)
+    fresh["metadata"]["creationTimestamp"] = format_time(CLOCK)
+    fresh = api.put(kube.WORKLOADS, fresh)
+
+    def due(obj: Obj, reason: str, message: str, now: float) -> list[str]:
+        key = f"ns/{obj['metadata']['name']}"
+        decision = Pending(key, "team", reason, message, 1)
+        return [p.message for _, p in writer.pending_due({key: obj}, [decision], now)]
+
+    assert due(fresh, "NoFit", "m", CLOCK) == [], "not while it may still be admitted at once"
+    assert due(fresh, "NoFit", "m", CLOCK + EXPLAIN_AFTER) == ["m"]
+    [(_, first)] = writer.pending_due(
+        {"ns/a": wl}, [Pending("ns/a", "team", "QuotaExceeded", "holds 8", 1)], CLOCK)
+    wl = await writer.pending(wl, first, CLOCK)
+    assert due(wl, "QuotaExceeded", "holds 8", CLOCK + 1000) == [], "shown already"
+    assert due(wl, "QuotaExceeded", "holds 16", CLOCK + MESSAGE_REFRESH - 1) == []
+    assert due(wl, "QuotaExceeded", "holds 16", CLOCK + MESSAGE_REFRESH) == ["holds 16"]
+    assert due(wl, "NoFit", "no room", CLOCK + REASON_REFRESH - 1) == []
+    assert due(wl, "NoFit", "no room", CLOCK + REASON_REFRESH) == ["no room"]
+
+
+async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:
+    api = FakeApi()
+    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    seen = api.put(kube.WORKLOADS, workload("ns", "a", 8))
+    await api.patch(kube.WORKLOADS, "a", {"status": {"admission": {"clusterQueue": "team"}}},
+                    "ns", "status")
+    decision = Pending("ns/a", "team", "NoFit", "no room", 1)
+    assert await writer.pending(seen, decision, CLOCK) is None
+    assert stored(api, "a")["status"] == {"admission": {"clusterQueue": "team"}}
 
 
 async def test_a_queue_status_is_written_when_it_changes_at_most_once_a_second() -> None:

@@ -95,7 +95,7 @@ async def test_gang_waits_without_pods_while_small_jobs_run(
     team_a, team_b = queues
     # Five single-GPU-node jobs pinned to hosts fill block-0 and one node of block-1; the
     # block-0 ones finish first.
-    fillers = [gpu_job(namespace, f"fill-{i}", runtime="12s" if i < 4 else "600s",
+    fillers = [gpu_job(namespace, f"fill-{i}", runtime="20s" if i < 4 else "600s",
                        required=HOSTNAME_LABEL, queue=team_b) for i in range(5)]
     await apply_all(api, *fillers)
     async with in_process_controller(kubeconfig):
@@ -112,10 +112,15 @@ async def test_gang_waits_without_pods_while_small_jobs_run(
 
         await eventually(small_running, "the small job to run while the gang waits", timeout=30)
         assert not await pods(api, namespace, "gang"), "a gang that does not fit has no pods"
-        gang = next(w for w in await workloads(api, namespace)
-                    if w["spec"]["podSets"][0]["count"] == 4)
-        reserved = next(c for c in gang["status"]["conditions"] if c["type"] == "QuotaReserved")
-        assert reserved["status"] == "False"
+
+        async def gang_explained() -> dict | None:
+            gang = next(w for w in await workloads(api, namespace)
+                        if w["spec"]["podSets"][0]["count"] == 4)
+            return next((c for c in (gang.get("status") or {}).get("conditions", [])
+                         if c["type"] == "QuotaReserved" and c["status"] == "False"), None)
+
+        reserved = await eventually(gang_explained, "why the gang waits (once it waited 5 s)",
+                                    timeout=30)
         assert reserved["reason"] in ("QuotaExceeded", "NoFit")
         assert "nvidia.com/gpu" in reserved["message"]
 
