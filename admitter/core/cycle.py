@@ -47,14 +47,31 @@ PREEMPTION_ATTEMPTS = 16
 """Preemptors simulated per cycle (KAI's queueDepthPerAction plays the same role)."""
 
 
-def run_cycle(snapshot: Snapshot) -> CycleResult:
-    """Decide admissions and evictions for one snapshot; pure and deterministic."""
+def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None) -> CycleResult:
+    """Decide admissions and evictions for one snapshot; pure and deterministic.
+
+    `nodes` lets a caller that runs cycle after cycle (the simulator) keep the node model
+    instead of having it rebuilt: it must be `ClusterState(snapshot.nodes, snapshot.topology,
+    <the admitted workloads>)` kept current with `assume`/`release` (and `commit`). The cycle
+    works on it from a checkpoint and rolls back before returning, so the caller gets it back
+    unchanged, with its fit memos warm; the decisions are the same either way.
+    """
     with _collector_paused():
-        cycle = _Cycle(snapshot)
-        cycle.evict_unready_and_drained()
-        cycle.admit_entitled()
-        cycle.admit_borrowers()
-        return cycle.result()
+        if nodes is None:
+            return _decide(snapshot, None)
+        checkpoint = nodes.checkpoint()
+        try:
+            return _decide(snapshot, nodes)
+        finally:
+            nodes.rollback(checkpoint)
+
+
+def _decide(snapshot: Snapshot, nodes: ClusterState | None) -> CycleResult:
+    cycle = _Cycle(snapshot, nodes)
+    cycle.evict_unready_and_drained()
+    cycle.admit_entitled()
+    cycle.admit_borrowers()
+    return cycle.result()
 
 
 @contextmanager
@@ -91,7 +108,7 @@ def _by_key(workload: Workload) -> str:
 
 
 class _Cycle:
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, nodes: ClusterState | None) -> None:
         self.snapshot = snapshot
         self.now = snapshot.now
         self.tree = QueueTree(snapshot.queues)
@@ -102,10 +119,14 @@ class _Cycle:
         leaves = set(self.tree.leaves())
         valid = [w for w in workloads if w.queue in leaves]
         admitted = sorted((w for w in valid if w.phase is Phase.ADMITTED), key=_by_key)
-        self.state = ClusterState(
-            snapshot.nodes, snapshot.topology,
-            [w for w in workloads if w.phase is Phase.ADMITTED],
-        )
+        holding = [w for w in workloads if w.phase is Phase.ADMITTED]
+        if nodes is None:
+            nodes = ClusterState(snapshot.nodes, snapshot.topology, holding)
+        elif nodes.held_count() != len(holding) or not all(
+                nodes.assumed(w.key) for w in holding):
+            raise ValueError("the node model given to run_cycle does not hold exactly the "
+                             "snapshot's admitted workloads")
+        self.state = nodes
         self.usage, self.fair = self._fair_share(valid)
         self.ledger = QuotaLedger(self.tree, self.fair, admitted)
         self.running = {w.key: w for w in admitted}
@@ -258,7 +279,6 @@ class _Cycle:
         self._serve(self._could_borrow(self.deferred, unfunded_held), self._try_borrow)
         if self.reserved_for is not None:  # unfunded work may fill reserved nodes until used
             self.state.release(RESERVATION_KEY)
-            self.state.commit()
             self.failures.clear()
         self._serve(self._could_borrow(self._waiting(funded=False), 0), self._try_borrow,
                     until_gpus_run_out=True)
@@ -380,7 +400,6 @@ class _Cycle:
 
     def _admit(self, workload: Workload, placement: Placement, why: str) -> None:
         self.state.assume(workload.key, workload.pod_sets, placement.node_counts)
-        self.state.commit()
         admitted = replace(workload, phase=Phase.ADMITTED, admitted_at=self.now,
                            placement=placement.merged(),
                            pod_set_placements=placement.node_counts)
@@ -394,7 +413,6 @@ class _Cycle:
 
     def _evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
         self.state.release(workload.key)
-        self.state.commit()
         self.ledger.remove(workload)
         self.running.pop(workload.key)
         self.failures.clear()

@@ -160,6 +160,10 @@ class ClusterState:
     def assumed(self, key: str) -> bool:
         return key in self._held
 
+    def held_count(self) -> int:
+        """How many keys hold capacity (workloads, and a reservation while one is held)."""
+        return len(self._held)
+
     def assume(self, key: str, pod_sets: Sequence[PodSet],
                node_counts: Sequence[Mapping[str, int]]) -> None:
         """Hold `node_counts[i][node]` pods of `pod_sets[i]` on each node under `key`."""

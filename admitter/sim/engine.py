@@ -36,6 +36,7 @@ from admitter.api.scenario_file import queue_tree
 from admitter.commands.fairshare import core_fair_share_settings
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import Admission, CycleSettings, Eviction, Snapshot
+from admitter.core.nodes import ClusterState
 from admitter.sim.accounting import Accounting
 from admitter.sim.jobs import Job, Stint
 from admitter.sim.ledger import UsageLedger
@@ -105,6 +106,9 @@ class Simulation:
         self._nodes = {node.name: node for node in nodes}
         self._cordoned: set[str] = set()
         self._node_list = tuple(nodes)
+        self._node_model: ClusterState | None = None
+        """Kept between cycles (the core rolls its own changes back): applied admissions are
+        assumed, finishes and evictions released; rebuilt after a cordon or uncordon."""
         fair_share = core_fair_share_settings(scenario)
         self._settings = CycleSettings(
             fair_share, scenario.settings.starvation_bound, scenario.settings.pods_ready_timeout
@@ -232,6 +236,7 @@ class Simulation:
 
     def _finish(self, job: Job, at: float) -> None:
         del self._running[job.key]
+        self._release(job.key)
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
         self.accounting.demand(job.instance.pending, -1)
         self._ledger.close(job.key, at)
@@ -250,6 +255,7 @@ class Simulation:
             self._cordoned.discard(name)
         self._nodes[name] = replace(self._nodes[name], unschedulable=cordon)
         self._node_list = tuple(self._nodes.values())
+        self._node_model = None
         self.accounting.cordon(name, cordon)
         self._request(at)
 
@@ -261,7 +267,12 @@ class Simulation:
         self._last_cycle = index
         if not self._worth_cycling():
             return
-        result = run_cycle(self._snapshot(at))
+        snapshot = self._snapshot(at)
+        if self._node_model is None:
+            self._node_model = ClusterState(
+                snapshot.nodes, snapshot.topology,
+                [job.workload for job in self._running.values()])
+        result = run_cycle(snapshot, self._node_model)
         self._cycles += 1
         for eviction in result.evictions:
             self._evict(eviction, at)
@@ -286,10 +297,16 @@ class Simulation:
             settings=self._settings,
         )
 
+    def _release(self, key: str) -> None:
+        if self._node_model is not None:
+            self._node_model.release(key)
+            self._node_model.commit()
+
     def _evict(self, eviction: Eviction, at: float) -> None:
         job = self._running.pop(eviction.key, None)
         if job is None:
             raise SimulationError(f"the core evicted {eviction.key}, which is not running")
+        self._release(job.key)
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
         lost = job.stop(at, eviction.reason.value, eviction.preemptor)
         self._wasted += lost * job.instance.gpus
@@ -302,6 +319,9 @@ class Simulation:
             raise SimulationError(f"the core admitted {admission.key}, which is not pending")
         finish_at = job.start(at, admission.pod_set_nodes)
         self._running[job.key] = job
+        if self._node_model is not None:
+            self._node_model.assume(job.key, job.workload.pod_sets, admission.pod_set_nodes)
+            self._node_model.commit()
         stint: Stint = job.stints[-1]
         self.accounting.hold(job.instance.pending, stint.nodes, 1)
         workload = job.instance.pending

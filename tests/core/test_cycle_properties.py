@@ -5,12 +5,14 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from cycle_builders import BLOCK, RACK, World, job, queue
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admitter.core.cycle import run_cycle
 from admitter.core.model import GPU, UNLIMITED, Node, Phase
+from admitter.core.nodes import ClusterState
 from admitter.core.topology import HOSTNAME
 
 PROPERTY = settings(max_examples=60, deadline=None,
@@ -128,3 +130,36 @@ def test_no_eviction_loop_without_a_change_in_demand(world: World) -> None:
                 f"{eviction.key} evicted in cycles {evicted_at[eviction.key]} and {step}")
             evicted_at[eviction.key] = step
     assert world.history[-1].evictions == ()
+
+
+@PROPERTY
+@given(worlds())
+def test_a_kept_node_model_gives_the_same_decisions_and_comes_back_unchanged(
+        world: World) -> None:
+    """The simulator keeps the node model between cycles; it must change nothing."""
+    first = world.snapshot(0.0)
+    model = ClusterState(first.nodes, first.topology,
+                         [w for w in first.workloads if w.phase is Phase.ADMITTED])
+    for step in range(1, 5):
+        snapshot = world.snapshot(step * 700.0)
+        before = {name: model.free(name) for name in model.names}
+        kept = run_cycle(snapshot, model)
+        assert kept == run_cycle(snapshot)
+        assert {name: model.free(name) for name in model.names} == before
+        world.cycle(step * 700.0)
+        for eviction in kept.evictions:
+            model.release(eviction.key)
+        for admission in kept.admissions:
+            model.assume(admission.key, world.workloads[admission.key].pod_sets,
+                         admission.pod_set_nodes)
+        model.commit()
+
+
+def test_a_node_model_that_disagrees_with_the_snapshot_is_refused() -> None:
+    world = World([Node("n", {GPU: 8}, {BLOCK: "b0", RACK: "r0", HOSTNAME: "n"})],
+                  [queue("q", 8)]).submit(job("w", "q"))
+    world.cycle(0.0)
+    snapshot = world.snapshot(1.0)
+    empty = ClusterState(snapshot.nodes, snapshot.topology)
+    with pytest.raises(ValueError, match="does not hold exactly the snapshot's admitted"):
+        run_cycle(snapshot, empty)
