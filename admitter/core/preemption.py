@@ -18,7 +18,7 @@ Statement: checkpoint, evict, place, commit or roll back).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU, Workload
@@ -72,8 +72,9 @@ class RoomFinder:
         self._ledger = ledger
         self._running = running
         self._now = now
-        self._ranked: list[Workload] | None = None
-        self._protected: list[Workload] = []
+        self._ranked = False
+        self._evictable: dict[str, _Group] = {}
+        self._protected: dict[str, _Group] = {}
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
 
@@ -84,17 +85,15 @@ class RoomFinder:
         `within` names the queue on the preemptor's path that is at its share: only victims
         under it can lower that queue's holding. `unfunded_only` is for a funded borrower:
         unfunded work holds only what funded demand does not claim, so it yields even to that."""
-        reclaimable: dict[str, bool] = {}
-        candidates = [w for w in self._candidates() if (not unfunded_only or not w.funded)
-                      and self._may_take(preemptor, w, within)
-                      and self._worth_planning(preemptor, w, reclaimable)]
+        self._rank()
+        candidates = self._eligible(self._evictable, preemptor, within, unfunded_only,
+                                    reclaim_checked=True)
         for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED] if candidates else ():
             room = self._simulate(preemptor, plan, admissible)
             if room is not None:
                 return room
         protected = () if unfunded_only else tuple(
-            w for w in self._protected
-            if w.key in self._running and self._may_take(preemptor, w, within))
+            self._eligible(self._protected, preemptor, within, False, reclaim_checked=False))
         until = min((w.protected_until() or self._now for w in protected), default=None)
         return Blocked(protected, until)
 
@@ -140,46 +139,54 @@ class RoomFinder:
         self._state.assume(workload.key, workload.pod_sets, _placements(workload))
         self._ledger.add(workload)
 
-    def _candidates(self) -> list[Workload]:
-        """Running workloads that may be evicted now, in eviction order: unfunded, lowest
-        priority, most over-served queue, most recently started, most recently submitted."""
-        if self._ranked is None:
-            ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
-            for workload in self._running.values():
-                if workload.funded and not workload.preemptible:
-                    continue
-                until = workload.protected_until()
-                if until is not None and until > self._now:
-                    self._protected.append(workload)
-                    continue
-                order = (workload.funded, workload.priority,
-                         -self._ledger.over_share_ratio(workload.queue),
-                         -(workload.admitted_at or 0.0), -workload.submitted_at, workload.key)
-                ranked.append((order, workload))
-            ranked.sort(key=lambda item: item[0])
-            self._protected.sort(key=lambda w: (w.protected_until() or 0.0, w.key))
-            self._ranked = [w for _, w in ranked]
-        return [w for w in self._ranked if w.key in self._running]
+    def _rank(self) -> None:
+        """Once per cycle: running workloads that may be evicted now, in eviction order
+        (unfunded, lowest priority, most over-served queue, most recently started, most
+        recently submitted), and those protected by their min runtime (soonest free first),
+        both grouped by queue so each preemptor looks at queues rather than at every run."""
+        if self._ranked:
+            return
+        ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
+        protected: list[Workload] = []
+        for workload in self._running.values():
+            if workload.funded and not workload.preemptible:
+                continue
+            until = workload.protected_until()
+            if until is not None and until > self._now:
+                protected.append(workload)
+                continue
+            order = (workload.funded, workload.priority,
+                     -self._ledger.over_share_ratio(workload.queue),
+                     -(workload.admitted_at or 0.0), -workload.submitted_at, workload.key)
+            ranked.append((order, workload))
+        ranked.sort(key=lambda item: item[0])
+        protected.sort(key=lambda w: (w.protected_until() or 0.0, w.key))
+        self._ranked = True
+        self._evictable = _by_queue([w for _, w in ranked])
+        self._protected = _by_queue(protected)
 
-    def _may_take(self, preemptor: Workload, victim: Workload, within: str | None) -> bool:
-        if within is not None and within not in self._ledger.path(victim.queue):
-            return False
-        if victim.funded and victim.queue == preemptor.queue:
-            return victim.priority < preemptor.priority
-        return True
+    def _eligible(self, groups: dict[str, _Group], preemptor: Workload, within: str | None,
+                  unfunded_only: bool, *, reclaim_checked: bool) -> list[Workload]:
+        """Still-running workloads of `groups` the preemptor may take, in their order.
 
-    def _worth_planning(self, preemptor: Workload, victim: Workload,
-                        reclaimable: dict[str, bool]) -> bool:
-        """A funded victim of another queue is only ever taken while its queue is above its
-        fair share; evicting others never raises that, so one check now (per victim queue)
-        keeps plans free of victims the simulation would refuse."""
-        if not victim.funded or victim.queue == preemptor.queue:
-            return True
-        known = reclaimable.get(victim.queue)
-        if known is None:
-            known = reclaimable[victim.queue] = (
-                self._over_queue(preemptor.queue, victim.queue) is not None)
-        return known
+        Unfunded work anywhere; funded work of its own queue at lower priority; funded work
+        of another queue (unless `unfunded_only`) — with `reclaim_checked`, only while that
+        queue is above its fair share, which evicting others never raises. `within` keeps
+        only queues under it."""
+        chosen: list[tuple[int, Workload]] = []
+        for queue, group in groups.items():
+            if within is not None and within not in self._ledger.path(queue):
+                continue
+            chosen.extend(group.unfunded)
+            if unfunded_only:
+                continue
+            if queue == preemptor.queue:
+                chosen.extend(item for item in group.funded
+                              if item[1].priority < preemptor.priority)
+            elif not reclaim_checked or self._over_queue(preemptor.queue, queue) is not None:
+                chosen.extend(group.funded)
+        chosen.sort(key=lambda item: item[0])
+        return [w for _, w in chosen if w.key in self._running]
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level: the first candidates (in eviction order) whose
@@ -278,6 +285,24 @@ class RoomFinder:
         if diverging == victim or self._ledger.above_fair_share(diverging):
             return diverging
         return None
+
+
+@dataclass(slots=True)
+class _Group:
+    """One queue's workloads as (position in the ranking, workload), unfunded and funded."""
+
+    unfunded: list[tuple[int, Workload]] = field(default_factory=list)
+    funded: list[tuple[int, Workload]] = field(default_factory=list)
+
+
+def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:
+    groups: dict[str, _Group] = {}
+    for position, workload in enumerate(ordered):
+        group = groups.get(workload.queue)
+        if group is None:
+            group = groups[workload.queue] = _Group()
+        (group.funded if workload.funded else group.unfunded).append((position, workload))
+    return groups
 
 
 def _held_per_node(workload: Workload, resource: str) -> dict[str, int]:
