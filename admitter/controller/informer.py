@@ -96,11 +96,13 @@ class Informer:
         if kind == "DELETED":
             self.store.pop(key_of(obj), None)
         else:
-            self.store[key_of(obj)] = obj
+            self.observe(obj)
         self.on_change(kind, obj)
 
     def observe(self, obj: Obj) -> None:
-        """Record our own write at once so the next cycle does not act on a stale copy."""
+        """Record an object unless the store holds a newer version: our own writes are
+        recorded at once, so the watch may deliver older versions after them, and a cycle
+        acting on one (an admitted Workload seen as pending) would admit into its room."""
         current = self.store.get(key_of(obj))
         if current is None or _newer(obj, current):
             self.store[key_of(obj)] = obj

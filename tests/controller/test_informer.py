@@ -64,3 +64,25 @@ async def test_watch_resumes_and_a_410_relists_replacing_the_store() -> None:
     assert sorted(informer.store) == [("", "b"), ("", "c")], "a re-list replaces the store"
     assert ("MODIFIED", "a") in changes and ("DELETED", "a") in changes
     assert informer.resource_version == "10"
+
+
+async def test_a_watch_event_older_than_our_own_write_does_not_replace_it() -> None:
+    api = ScriptedApi(lists=[[node("a", 5)]],
+                      events=[{"type": "MODIFIED", "object": node("a", 6)}])
+
+    def write_after_the_list(kind: str, _obj: dict[str, Any]) -> None:
+        if kind == "SYNC":
+            informer.observe(node("a", 7))  # our write's response, ahead of the watch
+
+    informer = Informer(api, NODES, write_after_the_list)  # type: ignore[arg-type]
+    task = asyncio.create_task(informer.run())
+    try:
+        for _ in range(100):
+            if informer.resource_version == "6":
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert informer.resource_version == "6", "the watch delivered the older version"
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7"
