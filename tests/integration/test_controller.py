@@ -173,9 +173,16 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
 async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
         api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path,
         tmp_path: Path) -> None:
+    """The replacement takes over through the Lease, as the 2-replica Deployment does: it
+    waits out the dead leader's lease, so writes the dead process left in flight (a loaded
+    API server may apply them seconds after the kill) land before it decides anything."""
     team_a, _ = queues
-    burst = [gpu_job(namespace, f"burst-{i:02d}", gpus=2, queue=team_a) for i in range(40)]
-    first = ControllerProcess(kubeconfig, tmp_path / "first.log", "--no-leader-elect")
+    # Runs outlast the test: a run finishing (300 s by default) would rightly free room for
+    # more admissions, and a loaded machine can take that long to settle.
+    burst = [gpu_job(namespace, f"burst-{i:02d}", gpus=2, queue=team_a, runtime="2h")
+             for i in range(40)]
+    election = ("--leader-elect", "--lease-namespace", namespace, "--lease-name", "sigkill")
+    first = ControllerProcess(kubeconfig, tmp_path / "first.log", *election)
     try:
         await apply_all(api, *burst)
 
@@ -187,7 +194,8 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
         await eventually(some_admitted, "admissions to begin", timeout=45)
     finally:
         first.kill()
-    second = ControllerProcess(kubeconfig, tmp_path / "second.log", "--no-leader-elect")
+    second = ControllerProcess(kubeconfig, tmp_path / "second.log", *election)
+    seen: dict[str, object] = {}
     try:
         async def settled() -> bool:
             current = await jobs(api, namespace)
@@ -195,10 +203,16 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
             admitted = {w["metadata"]["ownerReferences"][0]["name"] for w in listed
                         if (w.get("status") or {}).get("admission")}
             unsuspended = {n for n, j in current.items() if not j["spec"].get("suspend")}
+            seen.update(workloads=len(listed), admitted=len(admitted),
+                        unsuspended=len(unsuspended), differ=sorted(admitted ^ unsuspended)[:6])
             return len(listed) == 40 and admitted == unsuspended and len(admitted) == 32
 
-        await eventually(settled, "every admitted Workload's Job, and only those, running "
-                         "(team a may borrow up to the cluster's 64 GPUs)", timeout=240)
+        try:
+            await eventually(settled, "every admitted Workload's Job, and only those, "
+                             "running (team a may borrow up to the cluster's 64 GPUs)",
+                             timeout=240)
+        except TimeoutError as error:
+            raise AssertionError(f"{error}; last seen: {seen}") from error
     finally:
         second.kill()
     for name in (j["metadata"]["name"] for j in burst):
