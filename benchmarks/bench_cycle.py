@@ -124,6 +124,7 @@ def plot(curves: dict[str, list[tuple[int, float]]], path: str) -> None:
         axis.plot([p[0] for p in points], [p[1] * 1000 for p in points], marker="o")
         axis.set_xlabel(dimension)
         axis.set_ylabel("cycle CPU ms")
+        axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
     figure.suptitle("admission cycle time; the other two dimensions at 10k / 2k / 1k")
     figure.tight_layout()
