@@ -32,7 +32,7 @@ from admitter.core.decisions import (
 from admitter.core.fairshare import FairShare, compute_fair_share
 from admitter.core.fit import fits
 from admitter.core.model import GPU, Phase, Workload
-from admitter.core.nodes import ClusterState, recorded_placements
+from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.preemption import Blocked, RoomFinder
 from admitter.core.queue_order import workload_key
@@ -95,11 +95,8 @@ def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
     held: dict[str, int] = {}
     for workload in running:
         if not workload.funded:
-            for counts, pod_set in zip(recorded_placements(workload), workload.pod_sets,
-                                       strict=True):
-                gpus = pod_set.requests.get(GPU, 0)
-                for node, count in counts.items():
-                    held[node] = held.get(node, 0) + gpus * count
+            for node, gpus in held_per_node(workload, GPU).items():
+                held[node] = held.get(node, 0) + gpus
     return held
 
 

@@ -252,3 +252,13 @@ def recorded_placements(workload: Workload) -> Sequence[Mapping[str, int]]:
     if len(workload.pod_sets) == 1:
         return (workload.placement,)
     raise ValueError(f"admitted workload {workload.key} has no per pod set placement")
+
+
+def held_per_node(workload: Workload, resource: str) -> dict[str, int]:
+    """How much of `resource` an admitted workload holds on each node (where it holds any)."""
+    held: dict[str, int] = {}
+    for pod_set, counts in zip(workload.pod_sets, recorded_placements(workload), strict=True):
+        amount = pod_set.requests.get(resource, 0)
+        for node, count in counts.items():
+            held[node] = held.get(node, 0) + amount * count
+    return {node: amount for node, amount in held.items() if amount > 0}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU, Workload
-from admitter.core.nodes import ClusterState
+from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaLedger
 from admitter.core.topology import Domain
@@ -226,7 +226,7 @@ class RoomFinder:
         if gains is None:
             domain_of = self._domains(level)
             per_domain: dict[int, tuple[Domain, int]] = {}
-            for node, amount in _held_per_node(workload, resource).items():
+            for node, amount in held_per_node(workload, resource).items():
                 domain = domain_of.get(node)
                 if domain is not None:
                     known = per_domain.get(id(domain), (domain, 0))[1]
@@ -303,17 +303,6 @@ def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:
             group = groups[workload.queue] = _Group()
         (group.funded if workload.funded else group.unfunded).append((position, workload))
     return groups
-
-
-def _held_per_node(workload: Workload, resource: str) -> dict[str, int]:
-    """How much of `resource` the workload holds on each node."""
-    held: dict[str, int] = {}
-    placements = workload.pod_set_placements or (workload.placement,)
-    for pod_set, counts in zip(workload.pod_sets, placements, strict=False):
-        amount = pod_set.requests.get(resource, 0)
-        for node, count in counts.items():
-            held[node] = held.get(node, 0) + amount * count
-    return {node: amount for node, amount in held.items() if amount > 0}
 
 
 def _placements(workload: Workload) -> tuple[dict[str, int], ...]:
