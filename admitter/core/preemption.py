@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU, Workload
-from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.nodes import ClusterState, held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaLedger
 from admitter.core.topology import Domain
@@ -136,7 +136,7 @@ class RoomFinder:
         self._ledger.remove(workload)
 
     def _return(self, workload: Workload) -> None:
-        self._state.assume(workload.key, workload.pod_sets, _placements(workload))
+        self._state.assume(workload.key, workload.pod_sets, recorded_placements(workload))
         self._ledger.add(workload)
 
     def _rank(self) -> None:
@@ -303,9 +303,3 @@ def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:
             group = groups[workload.queue] = _Group()
         (group.funded if workload.funded else group.unfunded).append((position, workload))
     return groups
-
-
-def _placements(workload: Workload) -> tuple[dict[str, int], ...]:
-    if workload.pod_set_placements:
-        return tuple(dict(p) for p in workload.pod_set_placements)
-    return (dict(workload.placement),)
