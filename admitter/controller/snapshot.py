@@ -16,6 +16,8 @@ from admitter.controller.kube import Obj
 from admitter.controller.translate import core_node, core_workload, is_true, parse_time
 from admitter.core.decisions import CycleSettings, Snapshot
 from admitter.core.model import FairShareSettings, Queue, UsageRecord, Workload
+from admitter.core.nodes import recorded_placements
+from admitter.core.settle import AdmittedPods, Placement, settle
 
 log = logging.getLogger(__name__)
 HOUR = 3600.0
@@ -50,14 +52,18 @@ class Translation:
     core: Workload | None = None
 
     def core_for(self, wl: Obj, cluster_queue: str, pods_ready: bool,
-                 bound: dict[str, int] | None) -> Workload:
+                 placement: Placement | None) -> Workload:
         """The core Workload, translated again only when something outside the object (its
-        ClusterQueue, readiness, where its pods are bound) changed."""
-        inputs = (cluster_queue, pods_ready, bound)
+        ClusterQueue, readiness, where its pods count) changed."""
+        inputs = (cluster_queue, pods_ready, placement)
         if self.core is None or self.inputs != inputs:
             core = core_workload(wl, cluster_queue, pods_ready)
-            if bound is not None:
-                core = replace(core, placement=bound, pod_set_placements=(bound,))
+            if placement is not None:
+                merged: dict[str, int] = {}
+                for counts in placement:
+                    for node, count in counts.items():
+                        merged[node] = merged.get(node, 0) + count
+                core = replace(core, placement=merged, pod_set_placements=placement)
             self.inputs, self.core = inputs, core
         return self.core
 
@@ -95,7 +101,8 @@ def build_view(caches: Caches, settings: Settings, now: float,
     queue_of = {(lq["metadata"]["namespace"], lq["metadata"]["name"]):
                 lq["spec"].get("clusterQueue") or "" for lq in caches.local_queues.items()}
     objects: dict[str, Obj] = {}
-    workloads: list[Workload] = []
+    found: list[tuple[Translation, Obj, str, bool, Workload]] = []
+    admitted: list[AdmittedPods] = []
     for wl in caches.workloads.items():
         translation = translations.of(wl)
         if translation.finished:
@@ -105,7 +112,17 @@ def build_view(caches: Caches, settings: Settings, now: float,
         if owner is not None and job is None:
             continue  # orphaned: its Job is gone and the garbage collector follows
         cq = queue_of.get((wl["metadata"]["namespace"], wl["spec"]["queueName"]), "")
-        core = translation.core_for(wl, cq, _pods_ready(wl, job), _where_bound(wl, job, bound))
+        ready = _pods_ready(wl, job)
+        core = translation.core_for(wl, cq, ready, None)
+        found.append((translation, wl, cq, ready, core))
+        if core.placement:
+            admitted.append(_admitted_pods(wl, job, core, bound))
+    settled = settle(nodes, admitted)
+    workloads: list[Workload] = []
+    for translation, wl, cq, ready, core in found:
+        placement = settled.get(core.key)
+        if placement is not None:
+            core = translation.core_for(wl, cq, ready, placement)
         objects[core.key] = wl
         workloads.append(core)
     translations.forget_unseen()
@@ -140,16 +157,17 @@ def usage_records(name: str, cq: Obj) -> list[UsageRecord]:
     return records
 
 
-def _where_bound(wl: Obj, job: Obj | None,
-                 bound: dict[tuple[str, str], dict[str, int]]) -> dict[str, int] | None:
-    """Once every pod of an admitted one-pod-set workload is bound, where kube-scheduler put
-    them, to count rather than where the admission assumed (they differ when no topology pins
-    the pods); None until then."""
-    pod_sets = wl["spec"]["podSets"]
-    if job is None or not (wl.get("status") or {}).get("admission") or len(pod_sets) != 1:
-        return None
-    counts = bound.get((job["metadata"]["namespace"], job["metadata"]["name"]), {})
-    return counts if sum(counts.values()) == pod_sets[0]["count"] else None
+def _admitted_pods(wl: Obj, job: Obj | None, core: Workload,
+                   bound: dict[tuple[str, str], dict[str, int]]) -> AdmittedPods:
+    """An admitted workload's hinted and bound pods; a Job has one pod set, and a Workload
+    created directly has no pods, so its hints are all there is."""
+    placements = tuple(recorded_placements(core))
+    pods: tuple[dict[str, int], ...] = tuple({} for _ in core.pod_sets)
+    if job is not None and len(core.pod_sets) == 1:
+        meta = job["metadata"]
+        pods = (bound.get((meta["namespace"], meta["name"]), {}),)
+    domain = ((wl.get("status") or {}).get("admission") or {}).get("topologyDomain") or {}
+    return AdmittedPods(core.key, core.pod_sets, placements, pods, domain)
 
 
 def _pods_ready(wl: Obj, job: Obj | None) -> bool:

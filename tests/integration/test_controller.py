@@ -170,11 +170,6 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
         await eventually(victims_back, "the reclaimed jobs to run again after a-train", 60)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug, open: a pass sometimes admits a few Workloads too many in this burst (seen: "
-    "34-36 of 32, also before session 2's changes). Suspected: pods bind to other nodes than "
-    "the admission assumed (no host is pinned), the node model then shows one node "
-    "over-committed, and clamped domain sums overstate the free capacity elsewhere"))
 async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
         api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path,
         tmp_path: Path) -> None:

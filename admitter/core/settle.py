@@ -1,0 +1,116 @@
+"""Where an admitted gang's pods count, once kube-scheduler has had its say.
+
+An admission hints nodes, but only a domain is pinned (or nothing, without topology), so
+kube-scheduler may bind a pod elsewhere: its default scoring spreads where the cycle packs.
+Counting every pod at its hinted node then over-commits the nodes the scheduler chose and
+shows their hinted nodes as free, and a node model that clamps each node at zero would
+offer GPUs that do not exist (a restart burst admitted 34 two-GPU Jobs on 64 GPUs so).
+
+So the model counts bound pods where they are bound (facts), and each pod not yet bound where
+the scheduler can still put it: at its hinted node while that has room, otherwise on the
+other nodes of its admitted domain with the most room (the default LeastAllocated scoring).
+A pod with room nowhere stays at its hint: the over-commit is real then (something else
+took the room) and the pod waits, bounded by the pods-ready timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from admitter.core.model import Node, PodSet
+from admitter.core.nodes import BLOCKING_EFFECTS
+
+Placement = tuple[Mapping[str, int], ...]
+"""Pods per node, one mapping per pod set."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedPods:
+    """One admitted workload as the controller sees it."""
+
+    key: str
+    pod_sets: tuple[PodSet, ...]
+    hinted: Placement
+    """Where the admission assumed each pod set's pods."""
+    bound: Placement
+    """Where pods are bound now, per pod set (empty mappings while none is)."""
+    domain: Mapping[str, str]
+    """Node labels the pods are pinned to (empty: anywhere)."""
+
+
+def settle(nodes: Sequence[Node], admitted: Sequence[AdmittedPods]) -> dict[str, Placement]:
+    """The placement to count for every admitted workload whose pods are not all where
+    their admission hinted; workloads absent from the result count as hinted."""
+    free = {n.name: {r: q - n.used.get(r, 0) for r, q in n.allocatable.items()} for n in nodes}
+    for workload in admitted:
+        for pod_set, bound in zip(workload.pod_sets, workload.bound, strict=True):
+            _take(free, bound, pod_set)
+    settled: dict[str, Placement] = {}
+    by_name = {n.name: n for n in nodes}
+    for workload in sorted(admitted, key=lambda w: w.key):
+        placement = tuple(
+            _place(free, by_name, pod_set, hinted, bound, workload.domain)
+            for pod_set, hinted, bound in zip(workload.pod_sets, workload.hinted,
+                                              workload.bound, strict=True))
+        if placement != tuple(dict(h) for h in workload.hinted):
+            settled[workload.key] = placement
+    return settled
+
+
+def _place(free: dict[str, dict[str, int]], nodes: Mapping[str, Node], pod_set: PodSet,
+           hinted: Mapping[str, int], bound: Mapping[str, int],
+           domain: Mapping[str, str]) -> dict[str, int]:
+    """Bound pods plus this pod set's unbound pods, each where it can still go."""
+    placed = {node: count for node, count in bound.items() if count > 0}
+    unbound = pod_set.count - sum(placed.values())
+
+    def assume(node: str, count: int) -> None:
+        nonlocal unbound
+        placed[node] = placed.get(node, 0) + count
+        _take(free, {node: count}, pod_set)
+        unbound -= count
+
+    still_hinted = {node: count - bound.get(node, 0) for node, count in sorted(hinted.items())
+                    if count > bound.get(node, 0)}
+    for node, count in still_hinted.items():
+        if unbound > 0 and node in nodes and _accepts(nodes[node], pod_set, domain):
+            assume(node, min(count, unbound, _fits(free[node], pod_set)))
+    candidates = [] if unbound <= 0 else sorted(
+        n.name for n in nodes.values() if _accepts(n, pod_set, domain))
+    while unbound > 0:
+        best = max(candidates, default=None, key=lambda n: _fits(free[n], pod_set))
+        if best is None or _fits(free[best], pod_set) == 0:
+            break
+        assume(best, min(unbound, _fits(free[best], pod_set)))
+    for node, count in still_hinted.items():  # no room anywhere: the hint stands
+        if unbound > 0:
+            assume(node, min(unbound, count - (placed.get(node, 0) - bound.get(node, 0))))
+    return {node: count for node, count in placed.items() if count > 0}
+
+
+def _take(free: dict[str, dict[str, int]], counts: Mapping[str, int], pod_set: PodSet) -> None:
+    for node, count in counts.items():
+        amounts = free.get(node)
+        if amounts is None:
+            continue  # a node gone from the snapshot; its pods with it
+        for resource, quantity in pod_set.requests.items():
+            amounts[resource] = amounts.get(resource, 0) - quantity * count
+
+
+def _fits(free: Mapping[str, int], pod_set: PodSet) -> int:
+    """How many more of the pod set's pods the node's free amounts hold."""
+    fit = None
+    for resource, quantity in pod_set.requests.items():
+        if quantity <= 0:
+            continue
+        n = max(0, free.get(resource, 0)) // quantity
+        fit = n if fit is None else min(fit, n)
+    return pod_set.count if fit is None else fit
+
+
+def _accepts(node: Node, pod_set: PodSet, domain: Mapping[str, str]) -> bool:
+    if node.unschedulable or any(node.labels.get(k) != v for k, v in domain.items()):
+        return False
+    return all(any(t.tolerates(taint) for t in pod_set.tolerations)
+               for taint in node.taints if taint.effect in BLOCKING_EFFECTS)
