@@ -52,6 +52,21 @@ def charged_seconds(wl: Obj, now: float) -> float:
     return gpus * max(0.0, now - started)
 
 
+def admission_status(wl: Obj, decision: Admission, now: float) -> dict[str, Any]:
+    """The Workload status fields an admission sets (the rest of its status is kept)."""
+    conditions = with_condition(_conditions(wl), "QuotaReserved", "True", "QuotaReserved",
+                                f"quota reserved in ClusterQueue {decision.queue}", now)
+    conditions = with_condition(conditions, "Admitted", "True", "Admitted",
+                                decision.message, now)
+    conditions = [c for c in conditions if c["type"] != "Evicted"]
+    hints = [{"podSet": wl["spec"]["podSets"][i]["name"], "node": node, "count": count}
+             for i, counts in enumerate(decision.pod_set_nodes)
+             for node, count in sorted(counts.items())]
+    admission = {"clusterQueue": decision.queue, "topologyDomain": dict(decision.affinity),
+                 "nodeHints": hints, "admittedAt": format_time(now)}
+    return {"admission": admission, "conditions": conditions, "requeueAt": None}
+
+
 class Actions:
     def __init__(self, client: Kube) -> None:
         self.kube = client
@@ -61,21 +76,10 @@ class Actions:
         return await self.kube.patch(kube.WORKLOADS, meta["name"], {"status": status},
                                      meta["namespace"], subresource="status")
 
-    async def admit(self, wl: Obj, job: Obj | None, decision: Admission,
-                    now: float) -> tuple[Obj, Obj | None]:
-        conditions = _conditions(wl)
-        conditions = with_condition(conditions, "QuotaReserved", "True", "QuotaReserved",
-                                    f"quota reserved in ClusterQueue {decision.queue}", now)
-        conditions = with_condition(conditions, "Admitted", "True", "Admitted",
-                                    decision.message, now)
-        conditions = [c for c in conditions if c["type"] != "Evicted"]
-        hints = [{"podSet": wl["spec"]["podSets"][i]["name"], "node": node, "count": count}
-                 for i, counts in enumerate(decision.pod_set_nodes)
-                 for node, count in sorted(counts.items())]
-        admission = {"clusterQueue": decision.queue, "topologyDomain": dict(decision.affinity),
-                     "nodeHints": hints, "admittedAt": format_time(now)}
-        updated = await self.patch_workload_status(
-            wl, {"admission": admission, "conditions": conditions, "requeueAt": None})
+    async def admit(self, wl: Obj, job: Obj | None,
+                    status: Mapping[str, Any]) -> tuple[Obj, Obj | None]:
+        """Write `admission_status` to the Workload, then start its Job."""
+        updated = await self.patch_workload_status(wl, status)
         started = None if job is None else await self.start_job(job, updated)
         return updated, started
 

@@ -24,7 +24,8 @@ from admitter.api.contract import (
 from admitter.api.convert import effective_max_min_runtime
 from admitter.api.settings import Settings
 from admitter.controller import kube
-from admitter.controller.actions import Actions
+from admitter.controller.actions import Actions, admission_status
+from admitter.controller.admitting import Admitting
 from admitter.controller.cache import Caches
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.kube import Kube, Obj
@@ -62,6 +63,7 @@ class Reconciler:
         """The batch of Workload creations in flight, if any."""
         self.reports: asyncio.Task[None] | None = None
         """The batch of pending-reason and queue-status writes in flight, if any."""
+        self.admitting = Admitting()
         self._wake = asyncio.Event()
         self.passes = 0
 
@@ -88,6 +90,7 @@ class Reconciler:
                 await asyncio.sleep(DEBOUNCE)
                 self._wake.clear()
         finally:
+            self.admitting.cancel()
             for batch in (self.creations, self.reports, *self.events.sending):
                 if batch is not None:
                     batch.cancel()
@@ -97,7 +100,8 @@ class Reconciler:
         now = self.clock()
         self.ensure_workloads(now)
         await self.converge_jobs(now)
-        view = build_view(self.caches, self.settings, now, self.translations)
+        view = build_view(self.caches, self.settings, now, self.translations,
+                          self.admitting.overlay)
         began = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, view.snapshot)
         elapsed = time.perf_counter() - began
@@ -160,7 +164,7 @@ class Reconciler:
         for job in self.caches.jobs.items():
             meta = job["metadata"]
             wl = self.caches.workloads.get(meta["namespace"], workload_name(job))
-            if wl is None:
+            if wl is None or self.admitting.busy(meta["namespace"], workload_name(job)):
                 continue
             finished = is_true(job, "Complete") or is_true(job, "Failed")
             admitted = bool((wl.get("status") or {}).get("admission"))
@@ -182,11 +186,19 @@ class Reconciler:
     # Decisions ------------------------------------------------------------------------
 
     async def apply(self, view: View, result: CycleResult, now: float) -> None:
-        """Evictions first (they make the room admissions were decided on), then admissions;
-        writes for different workloads go out concurrently. What they change for operators
-        to read is reported in the background."""
+        """Evictions first (they make the room admissions were decided on), then admissions,
+        which are written in the background (`Admitting`); writes for different workloads go
+        out concurrently. What they change for operators to read is reported in the
+        background too."""
         await kube.each([self._evict(view, e, now) for e in result.evictions])
-        await kube.each([self._admit(view, a, now) for a in result.admissions])
+        for admission in result.admissions:
+            wl = view.workloads[admission.key]
+            status = admission_status(wl, admission, now)
+            meta = wl["metadata"]
+            admitted = {**wl, "status": {**(wl.get("status") or {}), **status},
+                        "metadata": {**meta, "resourceVersion":
+                                     f"{meta.get('resourceVersion')}+admitting"}}
+            self.admitting.start(admitted, self._admit(wl, admission, status, now))
         self.report(view, result, now)
 
     def report(self, view: View, result: CycleResult, now: float) -> None:
@@ -211,7 +223,11 @@ class Reconciler:
         ])
 
     async def _evict(self, view: View, eviction: Eviction, now: float) -> None:
-        wl = view.workloads[eviction.key]
+        meta = view.workloads[eviction.key]["metadata"]
+        await self.admitting.wait(meta["namespace"], meta["name"])
+        wl = self.caches.workloads.get(meta["namespace"], meta["name"])
+        if wl is None or not (wl.get("status") or {}).get("admission"):
+            return  # its admission was never written; nothing holds its room
         job = self.caches.job_of(wl)
         updated, suspended = await self.actions.evict(wl, job, eviction, now)
         self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
@@ -222,10 +238,10 @@ class Reconciler:
         message = f"{eviction.reason.value}{by}: {eviction.message}"
         self._record(wl, job, eviction.reason.value, message, now)
 
-    async def _admit(self, view: View, admission: Admission, now: float) -> None:
-        wl = view.workloads[admission.key]
+    async def _admit(self, wl: Obj, admission: Admission, status: dict[str, object],
+                     now: float) -> None:
         job = self.caches.job_of(wl)
-        updated, started = await self.actions.admit(wl, job, admission, now)
+        updated, started = await self.actions.admit(wl, job, status)
         created = parse_time(wl["metadata"].get("creationTimestamp")) or now
         self.metrics.observe_admission(admission.queue, max(0.0, now - created))
         self.caches.workloads.observe(updated)

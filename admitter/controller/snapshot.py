@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -12,6 +13,7 @@ from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_queue
 from admitter.api.settings import Settings
 from admitter.controller.cache import Caches, job_owner
+from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
 from admitter.controller.translate import core_node, core_workload, is_true, parse_time
 from admitter.core.decisions import CycleSettings, Snapshot
@@ -91,8 +93,9 @@ class Translations:
         self._last, self._seen = self._seen, {}
 
 
-def build_view(caches: Caches, settings: Settings, now: float,
-               translations: Translations) -> View:
+def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
+               overlay: Mapping[Key, Obj] | None = None) -> View:
+    """`overlay` holds Workloads as decisions being written will make them."""
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues)
     foreign = caches.foreign_usage()
@@ -104,6 +107,8 @@ def build_view(caches: Caches, settings: Settings, now: float,
     found: list[tuple[Translation, Obj, str, bool, Workload]] = []
     admitted: list[AdmittedPods] = []
     for wl in caches.workloads.items():
+        if overlay:
+            wl = overlay.get(key_of(wl), wl)
         translation = translations.of(wl)
         if translation.finished:
             continue

@@ -110,6 +110,7 @@ def reconciler(api: FakeApi, clock: Callable[[], float] = lambda: CLOCK) -> Reco
 async def settled_pass(controller: Reconciler) -> None:
     """One pass, then the writes it started in the background."""
     await controller.reconcile()
+    await controller.admitting.drain()
     while True:
         running = [t for t in (controller.creations, controller.reports,
                                *controller.events.sending) if t is not None and not t.done()]
