@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from fake_api import FakeApi, add, cluster_queue, job, local_queue, node, reconciler, settled_pass
 
 from admitter.controller import kube
@@ -58,3 +61,42 @@ async def test_pods_bound_away_from_their_hints_leave_no_phantom_room() -> None:
     add(api, caches.pods, kube.PODS, pod(on_b[0], "node-b", 2))
     await fill(api, controller, ["j5"])
     assert sorted(admitted(api)) == ["j1", "j2", "j3", "j4"]
+
+
+class SlowApi(FakeApi):
+    """Writes wait for `open` to be set, as on an API server busy starting pods."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = asyncio.Event()
+
+    async def patch(self, *args: Any, **kwargs: Any) -> Obj:
+        await self.open.wait()
+        return await super().patch(*args, **kwargs)
+
+
+async def test_a_pass_counts_the_admissions_still_being_written() -> None:
+    """Passes do not wait for admission writes; the next one must still count them, or it
+    would give their room away (and converge must not start their Jobs a second time)."""
+    api = SlowApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    add(api, caches.nodes, kube.NODES, node("node-a", 4))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    for name in ("j1", "j2", "j3"):
+        add(api, caches.jobs, kube.JOBS, job("ns", name, 2))
+    await controller.reconcile()  # creates the Workloads in the background
+    assert controller.creations is not None
+    await controller.creations
+    first = await controller.reconcile()
+    assert len(first.admissions) == 2, "4 GPUs hold two of the three"
+    again = await controller.reconcile()
+    assert not again.admissions, "the two being written still hold the node"
+    assert [p.key for p in again.pending] == [p.key for p in first.pending]
+    api.open.set()
+    await controller.admitting.drain()
+    assert api.count("PATCH", "workloads/status") == 2
+    assert api.count("PATCH", "jobs") == 2, "each admitted Job started once"
+    await settled_pass(controller)
+    assert api.count("PATCH", "jobs") == 2 and len(admitted(api)) == 2
