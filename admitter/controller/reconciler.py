@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -160,28 +161,44 @@ class Reconciler:
         return workload_for_job(job, contract, priority)
 
     async def converge_jobs(self, now: float) -> None:
-        """Make every Job agree with its Workload, whatever was interrupted before."""
+        """Make every Job agree with its Workload, whatever was interrupted before; the
+        writes for different Jobs go out concurrently (a burst of finishes is common)."""
+        writes = []
         for job in self.caches.jobs.items():
             meta = job["metadata"]
             wl = self.caches.workloads.get(meta["namespace"], workload_name(job))
             if wl is None or self.admitting.busy(meta["namespace"], workload_name(job)):
                 continue
-            finished = is_true(job, "Complete") or is_true(job, "Failed")
-            admitted = bool((wl.get("status") or {}).get("admission"))
-            suspended = bool(job["spec"].get("suspend"))
-            annotated = ADMITTED_WORKLOAD_ANNOTATION in (meta.get("annotations") or {})
-            if finished:
-                if not is_true(wl, "Finished"):
-                    self.caches.workloads.observe(await self.actions.finish(wl, job, now))
-                    self._record(wl, job, "Finished", "quota released", now)
-            elif admitted and suspended:
-                self.caches.jobs.observe(await self.actions.start_job(job, wl))
-            elif not admitted and not suspended:
-                self.caches.jobs.observe(await self.actions.suspend_job(job))
-            elif not admitted and annotated and not (job.get("status") or {}).get("startTime"):
-                # The job controller clears startTime once a suspended Job's pods are gone;
-                # only then may the template change again.
-                self.caches.jobs.observe(await self.actions.restore_job(job))
+            converge = self._converge(job, wl, now)
+            if converge is not None:
+                writes.append(converge)
+        await kube.each(writes)
+
+    def _converge(self, job: Obj, wl: Obj, now: float) -> Coroutine[Any, Any, None] | None:
+        """The write that brings the Job and its Workload together, if they disagree."""
+        finished = is_true(job, "Complete") or is_true(job, "Failed")
+        admitted = bool((wl.get("status") or {}).get("admission"))
+        suspended = bool(job["spec"].get("suspend"))
+        annotations = job["metadata"].get("annotations") or {}
+        if finished:
+            return None if is_true(wl, "Finished") else self._finish(wl, job, now)
+        if admitted and suspended:
+            return self._observe_job(self.actions.start_job(job, wl))
+        if not admitted and not suspended:
+            return self._observe_job(self.actions.suspend_job(job))
+        if (not admitted and ADMITTED_WORKLOAD_ANNOTATION in annotations
+                and not (job.get("status") or {}).get("startTime")):
+            # The job controller clears startTime once a suspended Job's pods are gone;
+            # only then may the template change again.
+            return self._observe_job(self.actions.restore_job(job))
+        return None
+
+    async def _finish(self, wl: Obj, job: Obj, now: float) -> None:
+        self.caches.workloads.observe(await self.actions.finish(wl, job, now))
+        self._record(wl, job, "Finished", "quota released", now)
+
+    async def _observe_job(self, write: Coroutine[Any, Any, Obj]) -> None:
+        self.caches.jobs.observe(await write)
 
     # Decisions ------------------------------------------------------------------------
 

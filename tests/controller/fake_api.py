@@ -89,6 +89,23 @@ class FakeApi:
                 if verb == "POST" and path.endswith("/events")]
 
 
+class SlowApi(FakeApi):
+    """Writes wait for `open` to be set, as on an API server busy starting pods; `most`
+    is the largest number of writes that were waiting at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = asyncio.Event()
+        self.waiting = self.most = 0
+
+    async def patch(self, *args: Any, **kwargs: Any) -> Obj:
+        self.waiting += 1
+        self.most = max(self.most, self.waiting)
+        await self.open.wait()
+        self.waiting -= 1
+        return await super().patch(*args, **kwargs)
+
+
 def _resource(verb: str, path: str) -> str:
     parts = path.split("/")
     if parts[-1] == "status":

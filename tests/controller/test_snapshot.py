@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
-from fake_api import FakeApi, add, cluster_queue, job, local_queue, node, reconciler, settled_pass
+from fake_api import (
+    FakeApi,
+    SlowApi,
+    add,
+    cluster_queue,
+    job,
+    local_queue,
+    node,
+    reconciler,
+    settled_pass,
+)
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
@@ -61,18 +68,6 @@ async def test_pods_bound_away_from_their_hints_leave_no_phantom_room() -> None:
     add(api, caches.pods, kube.PODS, pod(on_b[0], "node-b", 2))
     await fill(api, controller, ["j5"])
     assert sorted(admitted(api)) == ["j1", "j2", "j3", "j4"]
-
-
-class SlowApi(FakeApi):
-    """Writes wait for `open` to be set, as on an API server busy starting pods."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.open = asyncio.Event()
-
-    async def patch(self, *args: Any, **kwargs: Any) -> Obj:
-        await self.open.wait()
-        return await super().patch(*args, **kwargs)
 
 
 async def test_a_pass_counts_the_admissions_still_being_written() -> None:

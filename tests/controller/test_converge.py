@@ -1,0 +1,41 @@
+"""Jobs converge to their Workloads: a burst of finished Jobs releases its quota in one pass,
+its writes going out together rather than one round trip after another."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fake_api import SlowApi, add, cluster_queue, job, local_queue, node, reconciler, settled_pass
+
+from admitter.controller import kube
+from admitter.controller.translate import format_time
+
+
+async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> None:
+    api = SlowApi()
+    api.open.set()
+    controller = reconciler(api)
+    caches = controller.caches
+    add(api, caches.nodes, kube.NODES, node("node-a", 8))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 8))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    for i in range(8):
+        add(api, caches.jobs, kube.JOBS, job("ns", f"j{i}", 1))
+    for _ in range(2):
+        await settled_pass(controller)
+    api.open.clear()
+    for stored in caches.jobs.items():
+        assert not stored["spec"]["suspend"], "all eight admitted and started"
+        done = {**stored, "status": {"conditions": [
+            {"type": "Complete", "status": "True", "lastTransitionTime": format_time(0)}]}}
+        add(api, caches.jobs, kube.JOBS, done)
+    converging = asyncio.create_task(controller.converge_jobs(0.0))
+    for _ in range(1000):  # let every write that can start start
+        if api.waiting >= 8 or converging.done():
+            break
+        await asyncio.sleep(0)
+    api.open.set()
+    await converging
+    assert api.most == 8, "the eight finishes were in flight together"
+    assert all(any(c["type"] == "Finished" for c in wl["status"]["conditions"])
+               for wl in caches.workloads.items())
