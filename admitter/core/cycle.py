@@ -202,7 +202,8 @@ class _Cycle:
             why = placed.reason
         else:
             why = share.message()
-        blocked = self._make_room(workload, in_quota_only, None if share is None else share.queue)
+        blocked = self._make_room(workload, in_quota_only, None if share is None else share.queue,
+                                  explain=share is None or in_quota_only)
         if blocked is None:
             return True
         if self._reserve_if_starving(workload, in_quota_only):
@@ -222,23 +223,19 @@ class _Cycle:
         return False
 
     def _make_room(self, workload: Workload, in_quota_only: bool, within: str | None, *,
-                   borrowing: bool = False) -> Blocked | None:
+                   borrowing: bool = False, explain: bool = False) -> Blocked | None:
         """Preempt or reclaim; when a queue on the path is at its share (`within`), only victims
         under that queue can help; a `borrowing` workload (funded, over its share) may only
         displace unfunded work. Tried for the first workload of each queue that fails in each
         pass, and for at most `PREEMPTION_ATTEMPTS` per cycle, best-ranked first (simulations
         are the expensive part of a cycle; the rest get their turn next cycle). None once
-        admitted."""
+        admitted; `explain` names the protected candidates, wanted only as a reason."""
         attempt = (workload.queue, borrowing)
         if attempt in self.preemption_tried or len(self.preemption_tried) >= PREEMPTION_ATTEMPTS:
             return Blocked((), None)
         self.preemption_tried.add(attempt)
-
-        def admissible(candidate: Workload) -> bool:
-            return self.ledger.limit_block(candidate) is None and (borrowing or (
-                self.ledger.share_block(candidate, deserved_only=in_quota_only) is None))
-
-        room = self.finder.find(workload, admissible, within, unfunded_only=borrowing)
+        room = self.finder.find(workload, None if borrowing else in_quota_only, within,
+                                explain=explain)
         if isinstance(room, Blocked):
             return room
         for victim in room.victims:

@@ -17,7 +17,6 @@ Statement: checkpoint, evict, place, commit or roll back).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from admitter.core.decisions import EvictionReason
@@ -78,37 +77,49 @@ class RoomFinder:
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
 
-    def find(self, preemptor: Workload, admissible: Callable[[Workload], bool],
-             within: str | None = None, *, unfunded_only: bool = False) -> Room | Blocked:
-        """Evict (virtually) until `preemptor` is `admissible` on quota and fits; keep a minimal
+    def find(self, preemptor: Workload, deserved_only: bool | None,
+             within: str | None = None, *, explain: bool = True) -> Room | Blocked:
+        """Evict (virtually) until `preemptor` is admissible on quota and fits; keep a minimal
         set. On success the state and ledger hold the victims' release but not the preemptor.
-        `within` names the queue on the preemptor's path that is at its share: only victims
-        under it can lower that queue's holding. `unfunded_only` is for a funded borrower:
-        unfunded work holds only what funded demand does not claim, so it yields even to that."""
+        Admissible: within every limit and, unless `deserved_only` is None, within the fair
+        share (or deserved quota) of every queue on its path. `within` names the queue on the
+        preemptor's path that is at its share: only victims under it can lower that queue's
+        holding. `deserved_only` None is for a funded borrower: only unfunded work may yield
+        (it holds only what funded demand does not claim), and its share is not asked.
+        Without `explain`, a `Blocked` names no protected candidates."""
         self._rank()
+        unfunded_only = deserved_only is None
         candidates = self._eligible(self._evictable, preemptor, within, unfunded_only,
                                     reclaim_checked=True)
-        for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED] if candidates else ():
-            room = self._simulate(preemptor, plan, admissible)
-            if room is not None:
-                return room
-        protected = () if unfunded_only else tuple(
+        if candidates and (deserved_only is None or self._ledger.share_reachable(
+                preemptor, deserved_only=deserved_only, released=candidates)):
+            for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED]:
+                room = self._simulate(preemptor, plan, deserved_only)
+                if room is not None:
+                    return room
+        protected = () if unfunded_only or not explain else tuple(
             self._eligible(self._protected, preemptor, within, False, reclaim_checked=False))
         until = min((w.protected_until() or self._now for w in protected), default=None)
         return Blocked(protected, until)
 
     def _simulate(self, preemptor: Workload, plan: list[Workload],
-                  admissible: Callable[[Workload], bool]) -> Room | None:
+                  deserved_only: bool | None) -> Room | None:
         """Evict the whole plan, try once; if the preemptor fits, give back every victim it can
-        do without, newest decision first (one placement per victim, none on failure)."""
-        checkpoint = self._state.checkpoint()
+        do without, newest decision first (one placement per victim, none on failure). The
+        quota ledger alone decides whether victims are justified and the preemptor admissible,
+        so the node model is only touched once the ledger says yes."""
         chosen: list[Victim] = []
         for candidate in plan:
             victim = self._victim(preemptor, candidate)
             if victim is not None:
-                self._evict(victim.workload)
+                self._ledger.remove(victim.workload)
                 chosen.append(victim)
-        placement = self._try(preemptor, admissible) if chosen else None
+        placement = None
+        checkpoint = self._state.checkpoint()
+        if chosen and self._admissible(preemptor, deserved_only):
+            for victim in chosen:
+                self._state.release(victim.workload.key)
+            placement = self._place(preemptor)
         if placement is None:
             for victim in chosen:
                 self._ledger.add(victim.workload)
@@ -116,7 +127,7 @@ class RoomFinder:
             return None
         for victim in reversed(chosen):
             self._return(victim.workload)
-            kept = self._try(preemptor, admissible)
+            kept = self._place(preemptor) if self._admissible(preemptor, deserved_only) else None
             if kept is None:
                 self._evict(victim.workload)
             else:
@@ -124,10 +135,11 @@ class RoomFinder:
                 placement = kept
         return Room(placement, tuple(chosen))
 
-    def _try(self, preemptor: Workload, admissible: Callable[[Workload], bool]) -> (
-            Placement | None):
-        if not admissible(preemptor):
-            return None
+    def _admissible(self, preemptor: Workload, deserved_only: bool | None) -> bool:
+        return self._ledger.limit_block(preemptor) is None and (deserved_only is None or (
+            self._ledger.share_block(preemptor, deserved_only=deserved_only) is None))
+
+    def _place(self, preemptor: Workload) -> Placement | None:
         result = place(self._state, preemptor)
         return result if isinstance(result, Placement) else None
 

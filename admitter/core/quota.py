@@ -108,6 +108,28 @@ class QuotaLedger:
                     return QuotaBlock(name, resource, holding, amount, bound, label)
         return None
 
+    def share_reachable(self, workload: Workload, *, deserved_only: bool,
+                        released: Iterable[Workload]) -> bool:
+        """Whether giving back the funded allocation of every workload in `released` would
+        bring the workload within its share (or deserved quota) on its whole path: necessary
+        for evicting any subset of them to make room, so a cheap test before simulating."""
+        path = self._paths[workload.queue]
+        freed: dict[str, dict[str, int]] = {}
+        for other in released:
+            if other.funded:
+                for name in self._paths[other.queue]:
+                    if name in path:
+                        _accumulate(freed.setdefault(name, {}), other.requests(), 1)
+        requests = workload.requests()
+        for name, by_resource, funded in self._share_path[workload.queue]:
+            gone = freed.get(name, {})
+            for resource, amount in requests.items():
+                share = by_resource.get(resource, _NO_SHARE)
+                bound = share.deserved if deserved_only else share.fair_share
+                if funded.get(resource, 0) - gone.get(resource, 0) + amount > bound:
+                    return False
+        return True
+
     def above_fair_share(self, queue: str) -> bool:
         """Holds more funded capacity than its fair share of some resource."""
         known = self._above.get(queue)
