@@ -52,22 +52,30 @@ class Translation:
     finished: bool
     inputs: tuple[Any, ...] = ()
     core: Workload | None = None
+    placement: Placement | None = None
+    settled: Workload | None = None
+    """`core` with its pods counted where settling put them, for that `placement`."""
 
-    def core_for(self, wl: Obj, cluster_queue: str, pods_ready: bool,
-                 placement: Placement | None) -> Workload:
+    def core_for(self, wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
         """The core Workload, translated again only when something outside the object (its
-        ClusterQueue, readiness, where its pods count) changed."""
-        inputs = (cluster_queue, pods_ready, placement)
+        ClusterQueue, readiness) changed."""
+        inputs = (cluster_queue, pods_ready)
         if self.core is None or self.inputs != inputs:
-            core = core_workload(wl, cluster_queue, pods_ready)
-            if placement is not None:
-                merged: dict[str, int] = {}
-                for counts in placement:
-                    for node, count in counts.items():
-                        merged[node] = merged.get(node, 0) + count
-                core = replace(core, placement=merged, pod_set_placements=placement)
-            self.inputs, self.core = inputs, core
+            self.inputs, self.core = inputs, core_workload(wl, cluster_queue, pods_ready)
+            self.settled = None
         return self.core
+
+    def settled_to(self, placement: Placement) -> Workload:
+        """The core Workload with its pods counted at `placement` instead of its hints."""
+        assert self.core is not None, "core_for comes first"
+        if self.settled is None or self.placement != placement:
+            merged: dict[str, int] = {}
+            for counts in placement:
+                for node, count in counts.items():
+                    merged[node] = merged.get(node, 0) + count
+            self.placement = placement
+            self.settled = replace(self.core, placement=merged, pod_set_placements=placement)
+        return self.settled
 
 
 class Translations:
@@ -104,7 +112,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     queue_of = {(lq["metadata"]["namespace"], lq["metadata"]["name"]):
                 lq["spec"].get("clusterQueue") or "" for lq in caches.local_queues.items()}
     objects: dict[str, Obj] = {}
-    found: list[tuple[Translation, Obj, str, bool, Workload]] = []
+    found: list[tuple[Translation, Obj, Workload]] = []
     admitted: list[AdmittedPods] = []
     for wl in caches.workloads.items():
         if overlay:
@@ -117,17 +125,16 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
         if owner is not None and job is None:
             continue  # orphaned: its Job is gone and the garbage collector follows
         cq = queue_of.get((wl["metadata"]["namespace"], wl["spec"]["queueName"]), "")
-        ready = _pods_ready(wl, job)
-        core = translation.core_for(wl, cq, ready, None)
-        found.append((translation, wl, cq, ready, core))
+        core = translation.core_for(wl, cq, _pods_ready(wl, job))
+        found.append((translation, wl, core))
         if core.placement:
             admitted.append(_admitted_pods(wl, job, core, bound))
     settled = settle(nodes, admitted)
     workloads: list[Workload] = []
-    for translation, wl, cq, ready, core in found:
+    for translation, wl, core in found:
         placement = settled.get(core.key)
         if placement is not None:
-            core = translation.core_for(wl, cq, ready, placement)
+            core = translation.settled_to(placement)
         objects[core.key] = wl
         workloads.append(core)
     translations.forget_unseen()

@@ -8,14 +8,15 @@ offer GPUs that do not exist (a restart burst admitted 34 two-GPU Jobs on 64 GPU
 
 So the model counts bound pods where they are bound (facts), and each pod not yet bound where
 the scheduler can still put it: at its hinted node while that has room, otherwise on the
-other nodes of its admitted domain with the most room (the default LeastAllocated scoring).
+first node of its admitted domain with room (which node matters less than that every pod is
+counted once, and a first fit keeps settling linear in nodes and pods).
 A pod with room nowhere stays at its hint: the over-commit is real then (something else
 took the room) and the pod waits, bounded by the pods-ready timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from admitter.core.model import Node, PodSet
@@ -46,11 +47,11 @@ def settle(nodes: Sequence[Node], admitted: Sequence[AdmittedPods]) -> dict[str,
     for workload in admitted:
         for pod_set, bound in zip(workload.pod_sets, workload.bound, strict=True):
             _take(free, bound, pod_set)
+    settler = _Settler(free, {n.name: n for n in nodes})
     settled: dict[str, Placement] = {}
-    by_name = {n.name: n for n in nodes}
     for workload in sorted(admitted, key=lambda w: w.key):
         placement = tuple(
-            _place(free, by_name, pod_set, hinted, bound, workload.domain)
+            settler.place(pod_set, hinted, bound, workload.domain)
             for pod_set, hinted, bound in zip(workload.pod_sets, workload.hinted,
                                               workload.bound, strict=True))
         if placement != tuple(dict(h) for h in workload.hinted):
@@ -58,35 +59,65 @@ def settle(nodes: Sequence[Node], admitted: Sequence[AdmittedPods]) -> dict[str,
     return settled
 
 
-def _place(free: dict[str, dict[str, int]], nodes: Mapping[str, Node], pod_set: PodSet,
-           hinted: Mapping[str, int], bound: Mapping[str, int],
-           domain: Mapping[str, str]) -> dict[str, int]:
-    """Bound pods plus this pod set's unbound pods, each where it can still go."""
-    placed = {node: count for node, count in bound.items() if count > 0}
-    unbound = pod_set.count - sum(placed.values())
+class _Settler:
+    """Free amounts left by bound pods, taken as unbound pods are placed."""
 
-    def assume(node: str, count: int) -> None:
-        nonlocal unbound
-        placed[node] = placed.get(node, 0) + count
-        _take(free, {node: count}, pod_set)
-        unbound -= count
+    def __init__(self, free: dict[str, dict[str, int]], nodes: Mapping[str, Node]) -> None:
+        self.free = free
+        self.nodes = nodes
+        self._candidates: dict[tuple[object, ...], list[str]] = {}
+        self._cursors: dict[tuple[object, ...], int] = {}
 
-    still_hinted = {node: count - bound.get(node, 0) for node, count in sorted(hinted.items())
-                    if count > bound.get(node, 0)}
-    for node, count in still_hinted.items():
-        if unbound > 0 and node in nodes and _accepts(nodes[node], pod_set, domain):
-            assume(node, min(count, unbound, _fits(free[node], pod_set)))
-    candidates = [] if unbound <= 0 else sorted(
-        n.name for n in nodes.values() if _accepts(n, pod_set, domain))
-    while unbound > 0:
-        best = max(candidates, default=None, key=lambda n: _fits(free[n], pod_set))
-        if best is None or _fits(free[best], pod_set) == 0:
-            break
-        assume(best, min(unbound, _fits(free[best], pod_set)))
-    for node, count in still_hinted.items():  # no room anywhere: the hint stands
+    def place(self, pod_set: PodSet, hinted: Mapping[str, int], bound: Mapping[str, int],
+              domain: Mapping[str, str]) -> dict[str, int]:
+        """Bound pods plus this pod set's unbound pods, each where it can still go."""
+        placed = {node: count for node, count in bound.items() if count > 0}
+        unbound = pod_set.count - sum(placed.values())
+        if unbound <= 0:
+            return placed
+        free, nodes = self.free, self.nodes
+
+        def assume(node: str, count: int) -> None:
+            nonlocal unbound
+            if count > 0:
+                placed[node] = placed.get(node, 0) + count
+                _take(free, {node: count}, pod_set)
+                unbound -= count
+
+        still_hinted = {node: count - bound.get(node, 0) for node, count in sorted(hinted.items())
+                        if count > bound.get(node, 0)}
+        for node, count in still_hinted.items():
+            if unbound > 0 and node in nodes and _accepts(nodes[node], pod_set, domain):
+                assume(node, min(count, unbound, _fits(free[node], pod_set)))
         if unbound > 0:
-            assume(node, min(unbound, count - (placed.get(node, 0) - bound.get(node, 0))))
-    return {node: count for node, count in placed.items() if count > 0}
+            self._first_fit(pod_set, domain, unbound, assume)
+        for node, count in still_hinted.items():  # no room anywhere: the hint stands
+            if unbound > 0:
+                assume(node, min(unbound, count - (placed.get(node, 0) - bound.get(node, 0))))
+        return placed
+
+    def _first_fit(self, pod_set: PodSet, domain: Mapping[str, str], unbound: int,
+                   assume: Callable[[str, int], None]) -> None:
+        """Fill the first nodes of the domain that take a pod, in name order. Free amounts
+        only shrink within one settling, so a node that took no more pods of this shape
+        never will: a cursor per shape skips it, and settling thousands of pods stays linear."""
+        group = (tuple(sorted(domain.items())), pod_set.tolerations)
+        candidates = self._candidates.get(group)
+        if candidates is None:
+            candidates = sorted(n.name for n in self.nodes.values()
+                                if _accepts(n, pod_set, domain))
+            self._candidates[group] = candidates
+        shape = (group, tuple(sorted(pod_set.requests.items())))
+        cursor = self._cursors.get(shape, 0)
+        while unbound > 0 and cursor < len(candidates):
+            fits = _fits(self.free[candidates[cursor]], pod_set)
+            if fits == 0:
+                cursor += 1
+                continue
+            take = min(unbound, fits)
+            assume(candidates[cursor], take)
+            unbound -= take
+        self._cursors[shape] = cursor
 
 
 def _take(free: dict[str, dict[str, int]], counts: Mapping[str, int], pod_set: PodSet) -> None:

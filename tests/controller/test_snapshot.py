@@ -17,6 +17,8 @@ from fake_api import (
 from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
+from admitter.controller.snapshot import Translations, build_view
+from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
 
 
@@ -68,6 +70,12 @@ async def test_pods_bound_away_from_their_hints_leave_no_phantom_room() -> None:
     add(api, caches.pods, kube.PODS, pod(on_b[0], "node-b", 2))
     await fill(api, controller, ["j5"])
     assert sorted(admitted(api)) == ["j1", "j2", "j3", "j4"]
+    translations = Translations()
+    first = build_view(caches, controller.settings, 0.0, translations).snapshot.workloads
+    again = build_view(caches, controller.settings, 1.0, translations).snapshot.workloads
+    moved = [w for w in first if w.key == f"ns/{workload_name(caches.jobs.get('ns', on_a[0]))}"]
+    assert moved and moved[0].placement == {"node-b": 1}
+    assert all(a is b for a, b in zip(first, again, strict=True)), "nothing translated twice"
 
 
 async def test_a_pass_counts_the_admissions_still_being_written() -> None:
