@@ -6,6 +6,7 @@ noise; the decision core receives integers in base units through `to_base_units`
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -37,6 +38,19 @@ _PATTERN = re.compile(QUANTITY_PATTERN)
 MILLI = Decimal("0.001")
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    """A quantity string's amount; cached because the controller reads the same few strings
+    (every node's allocatable, every pod's requests) on every pass."""
+    match = _PATTERN.match(value.strip())
+    if not match:
+        raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
+    try:
+        return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
+    except InvalidOperation as exc:
+        raise ValueError(f"{value!r} is not a quantity") from exc
+
+
 def parse_quantity(value: Any) -> Decimal:
     """Parse a YAML scalar as a quantity; raise ValueError quoting the bad value."""
     if isinstance(value, bool):
@@ -48,13 +62,7 @@ def parse_quantity(value: Any) -> Decimal:
     elif isinstance(value, float):
         amount = Decimal(repr(value))
     elif isinstance(value, str):
-        match = _PATTERN.match(value.strip())
-        if not match:
-            raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
-        try:
-            amount = Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
-        except InvalidOperation as exc:
-            raise ValueError(f"{value!r} is not a quantity") from exc
+        amount = _parse_text(value)
     else:
         raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
     if amount != amount.quantize(MILLI, rounding="ROUND_CEILING"):

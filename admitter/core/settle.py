@@ -54,7 +54,7 @@ def settle(nodes: Sequence[Node], admitted: Sequence[AdmittedPods]) -> dict[str,
             settler.place(pod_set, hinted, bound, workload.domain)
             for pod_set, hinted, bound in zip(workload.pod_sets, workload.hinted,
                                               workload.bound, strict=True))
-        if placement != tuple(dict(h) for h in workload.hinted):
+        if any(p != h for p, h in zip(placement, workload.hinted, strict=True)):
             settled[workload.key] = placement
     return settled
 
