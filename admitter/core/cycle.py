@@ -112,11 +112,27 @@ class _Cycle:
         self.nodes = {node.name: node for node in snapshot.nodes}
         # Input order must not matter: only `running` iterates in an order that shows (drain
         # evictions), so only the admitted are sorted; waiting lists are sorted below.
-        workloads = snapshot.workloads
-        leaves = set(self.tree.leaves())
-        valid = [w for w in workloads if w.queue in leaves]
-        admitted = sorted((w for w in valid if w.phase is Phase.ADMITTED), key=_by_key)
-        holding = [w for w in workloads if w.phase is Phase.ADMITTED]
+        leaves = self.tree.leaves()
+        self.waiting: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
+        admitted: list[Workload] = []
+        holding: list[Workload] = []
+        invalid: list[Workload] = []
+        demand: dict[str, dict[str, int]] = {}
+        for workload in snapshot.workloads:  # one pass: this loop sees every workload
+            waiting = self.waiting.get(workload.queue)
+            if workload.phase is Phase.ADMITTED:
+                holding.append(workload)
+                if waiting is not None:
+                    admitted.append(workload)
+            elif workload.phase is Phase.PENDING:
+                (invalid if waiting is None else waiting).append(workload)
+            if waiting is not None and workload.min_runtime > 0:  # funded demand, inlined
+                leaf = demand.get(workload.queue)
+                if leaf is None:
+                    leaf = demand[workload.queue] = {}
+                for resource, amount in workload.requests().items():
+                    leaf[resource] = leaf.get(resource, 0) + amount
+        admitted.sort(key=_by_key)
         if nodes is None:
             nodes = ClusterState(snapshot.nodes, snapshot.topology, holding)
         elif nodes.held_count() != len(holding) or not all(
@@ -124,41 +140,31 @@ class _Cycle:
             raise ValueError("the node model given to run_cycle does not hold exactly the "
                              "snapshot's admitted workloads")
         self.state = nodes
-        self.usage, self.fair = self._fair_share(valid)
+        self.usage, self.fair = self._fair_share(demand)
         self.ledger = QuotaLedger(self.tree, self.fair, admitted)
         self.running = {w.key: w for w in admitted}
         self.finder = RoomFinder(self.state, self.ledger, self.running, self.now)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
-        self.waiting: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
-        for workload in valid:
-            if workload.phase is Phase.PENDING:
-                self.waiting[workload.queue].append(workload)
         self.position: dict[str, int] = {}
         for waiting in self.waiting.values():
             waiting.sort(key=workload_key)
             self.position.update((w.key, i) for i, w in enumerate(waiting, 1))
-        self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in self.tree.leaves()}
+        self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
         self.failures: dict[object, PlacementFailure] = {}
         self.reserved_for: Workload | None = None
         self.preemption_tried: set[tuple[str, bool]] = set()
         self.over_share: dict[str, str] = {}
-        for workload in workloads:
-            if workload.queue not in leaves and workload.phase is Phase.PENDING:
-                self._wait(workload, "InvalidQueue",
-                           f"queue {workload.queue} is not a leaf ClusterQueue")
+        self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
+        for workload in invalid:
+            self._wait(workload, "InvalidQueue",
+                       f"queue {workload.queue} is not a leaf ClusterQueue")
 
-    def _fair_share(self, valid: list[Workload]) -> tuple[dict[str, float], FairShare]:
+    def _fair_share(self, demand: dict[str, dict[str, int]]) -> tuple[dict[str, float],
+                                                                     FairShare]:
+        """Fair share of `demand` (funded requests per leaf) with the windowed usage."""
         capacity = self.state.schedulable_capacity()
-        demand: dict[str, dict[str, int]] = {}
-        for workload in valid:
-            if workload.min_runtime > 0:  # funded, inlined: this loop sees every workload
-                leaf = demand.get(workload.queue)
-                if leaf is None:
-                    leaf = demand[workload.queue] = {}
-                for resource, amount in workload.requests().items():
-                    leaf[resource] = leaf.get(resource, 0) + amount
         settings = self.snapshot.settings.fair_share
         usage: dict[str, float] = {}
         if settings.window > 0:
@@ -171,14 +177,16 @@ class _Cycle:
 
     def evict_unready_and_drained(self) -> None:
         timeout = self.snapshot.settings.pods_ready_timeout
+        cordoned_nodes = {name for name, node in self.nodes.items() if node.unschedulable}
         for workload in list(self.running.values()):
             started = self.now if workload.admitted_at is None else workload.admitted_at
             if not workload.pods_ready and started + timeout <= self.now:
                 self._evict(workload, EvictionReason.PODS_READY_TIMEOUT,
                             f"pods not all running {timeout:g}s after admission")
                 continue
-            cordoned = sorted(n for n in workload.placement
-                              if n in self.nodes and self.nodes[n].unschedulable)
+            if not cordoned_nodes:
+                continue
+            cordoned = sorted(cordoned_nodes.intersection(workload.placement))
             until = workload.protected_until()
             if cordoned and (until is None or until <= self.now):
                 self._evict(workload, EvictionReason.DRAINED,
@@ -339,7 +347,7 @@ class _Cycle:
         left goes back through `_could_borrow`, which names the reason without a search."""
         cursor = dict.fromkeys(work, 0)
         selector = QueueSelector(self.tree, self.fair, self.usage, self.ledger,
-                                 [leaf for leaf, ws in work.items() if ws])
+                                 [leaf for leaf, ws in work.items() if ws], self.standing)
         while (leaf := selector.best()) is not None:
             workload = work[leaf][cursor[leaf]]
             cursor[leaf] += 1

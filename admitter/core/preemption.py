@@ -18,6 +18,7 @@ Statement: checkpoint, evict, place, commit or roll back).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU, Workload
@@ -159,23 +160,28 @@ class RoomFinder:
         if self._ranked:
             return
         ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
-        protected: list[Workload] = []
+        protected: list[tuple[float, str, Workload]] = []
+        over: dict[str, float] = {}
+        now = self._now
         for workload in self._running.values():
-            if workload.funded and not workload.preemptible:
+            funded = workload.min_runtime > 0  # `funded` and `protected_until`, inlined
+            if funded and not workload.preemptible:
                 continue
-            until = workload.protected_until()
-            if until is not None and until > self._now:
-                protected.append(workload)
+            started = workload.admitted_at
+            if funded and started is not None and started + workload.min_runtime > now:
+                protected.append((started + workload.min_runtime, workload.key, workload))
                 continue
-            order = (workload.funded, workload.priority,
-                     -self._ledger.over_share_ratio(workload.queue),
-                     -(workload.admitted_at or 0.0), -workload.submitted_at, workload.key)
+            ratio = over.get(workload.queue)
+            if ratio is None:
+                ratio = over[workload.queue] = self._ledger.over_share_ratio(workload.queue)
+            order = (funded, workload.priority, -ratio, -(started or 0.0),
+                     -workload.submitted_at, workload.key)
             ranked.append((order, workload))
-        ranked.sort(key=lambda item: item[0])
-        protected.sort(key=lambda w: (w.protected_until() or 0.0, w.key))
+        ranked.sort(key=itemgetter(0))
+        protected.sort(key=itemgetter(0, 1))
         self._ranked = True
         self._evictable = _by_queue([w for _, w in ranked])
-        self._protected = _by_queue(protected)
+        self._protected = _by_queue([w for _, _, w in protected])
 
     def _eligible(self, groups: dict[str, _Group], preemptor: Workload, within: str | None,
                   unfunded_only: bool, *, reclaim_checked: bool) -> list[Workload]:

@@ -61,19 +61,33 @@ class QuotaLedger:
         self._above: dict[str, bool] = {}
         """`above_fair_share` answers until the queue's funded allocation changes: reclaim
         planning asks it for every running workload of every preemptor."""
-        for workload in admitted:
-            self.add(workload)
+        own_held: dict[str, dict[str, int]] = {}
+        own_funded: dict[str, dict[str, int]] = {}
+        for workload in admitted:  # summed per leaf first, then once along each leaf's path
+            requests = workload.requests()
+            _accumulate(own_held.setdefault(workload.queue, {}), requests, 1)
+            if workload.min_runtime > 0:
+                _accumulate(own_funded.setdefault(workload.queue, {}), requests, 1)
+        for own, ledger in ((own_held, self.held), (own_funded, self.funded)):
+            for leaf, amounts in own.items():
+                for name in self._paths[leaf]:
+                    _accumulate(ledger[name], amounts, 1)
 
     def path(self, leaf: str) -> tuple[str, ...]:
         """Root first, ending with the leaf."""
         return self._paths[leaf]
 
     def add(self, workload: Workload, sign: int = 1) -> None:
-        requests = workload.requests()
+        requests = workload.requests().items()
+        funded = workload.min_runtime > 0  # `funded`, inlined: runs for every admitted
         for name in self._paths[workload.queue]:
-            _accumulate(self.held[name], requests, sign)
-            if workload.funded:
-                _accumulate(self.funded[name], requests, sign)
+            held = self.held[name]
+            for resource, amount in requests:
+                held[resource] = held.get(resource, 0) + sign * amount
+            if funded:
+                held = self.funded[name]
+                for resource, amount in requests:
+                    held[resource] = held.get(resource, 0) + sign * amount
                 self._above.pop(name, None)
 
     def remove(self, workload: Workload) -> None:

@@ -29,24 +29,24 @@ class QueueSelector:
         usage: Mapping[str, float],
         ledger: QuotaLedger,
         leaves: Iterable[str],
+        standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] | None = None,
     ) -> None:
-        self._tree = tree
+        """`standing` caches, per queue, what does not change during a cycle (its
+        `standing_key`, parent, and whether it is a leaf); a cycle shares one between its
+        passes."""
         self._fair = fair
-        self._usage = usage
         self._ledger = ledger
         self._version: dict[str, int] = {}
         self._active: dict[str, int] = {}
         self._heaps: dict[str | None, list[_Entry]] = {}
-        self._standing: dict[str, tuple[int, float, int, str]] = {}
-        self._parent: dict[str, str | None] = {}
-        self._leaf: dict[str, bool] = {}
+        self._standing = {} if standing is None else standing
         for leaf in leaves:
             for name in self._ledger.path(leaf):
                 self._active[name] = self._active.get(name, 0) + 1
         for name in self._active:
-            self._standing[name] = standing_key(tree, usage, name)
-            self._parent[name] = tree.parent(name)
-            self._leaf[name] = tree.is_leaf(name)
+            if name not in self._standing:
+                self._standing[name] = (standing_key(tree, usage, name), tree.parent(name),
+                                        tree.is_leaf(name))
             self._push(name)
 
     def best(self) -> str | None:
@@ -62,7 +62,7 @@ class QueueSelector:
                 heapq.heappop(heap)
             else:
                 return None
-            if self._leaf[name]:
+            if self._standing[name][2]:
                 return name
             parent = name
 
@@ -83,6 +83,6 @@ class QueueSelector:
     def _push(self, name: str) -> None:
         version = self._version.get(name, 0) + 1
         self._version[name] = version
-        key = (*allocation_key(self._fair, name, self._ledger.funded[name]),
-               *self._standing[name])
-        heapq.heappush(self._heaps.setdefault(self._parent[name], []), (key, version, name))
+        standing, parent, _ = self._standing[name]
+        key = (*allocation_key(self._fair, name, self._ledger.funded[name]), *standing)
+        heapq.heappush(self._heaps.setdefault(parent, []), (key, version, name))
