@@ -149,10 +149,12 @@ def _time_phases(reconciler: Any, phases: dict[str, float]) -> None:
         setattr(owner, name, timed_plain)
 
 
-async def _serve_webhooks(client: Kube, settings: Any, cert_dir: Path) -> Any:
-    """admitter's webhooks in this process (as every `admitter run` replica serves them),
-    registered from deploy/webhooks.yaml with a 127.0.0.1 url instead of the Service."""
+async def _serve_webhooks(kubeconfig: str, settings: Any, cert_dir: Path) -> Any:
+    """admitter's webhooks in this process, on their own thread and loop (as every `admitter
+    run` replica serves them), registered from deploy/webhooks.yaml with a 127.0.0.1 url
+    instead of the Service."""
     import base64
+    import contextlib
     import datetime as dt
 
     import yaml
@@ -160,21 +162,36 @@ async def _serve_webhooks(client: Kube, settings: Any, cert_dir: Path) -> Any:
     from admitter.commands.certs import mint, write
     from admitter.webhook.lookup import ApiLookup
     from admitter.webhook.server import start_webhook_server
+    from admitter.webhook.thread import WebhookThread
 
     cert_dir.mkdir(parents=True, exist_ok=True)
     certs = mint("admitter-webhook", "admitter-system", dt.timedelta(hours=2))
     write(certs, cert_dir)
-    runner = await start_webhook_server(settings, ApiLookup(client.api), cert_dir, 0,
-                                        host="127.0.0.1", controller_usernames=[ADMIN_USER])
+
+    @contextlib.asynccontextmanager
+    async def serve() -> Any:
+        own = await Kube.from_kubeconfig(kubeconfig)
+        runner = await start_webhook_server(settings, ApiLookup(own.api), cert_dir, 0,
+                                            host="127.0.0.1", controller_usernames=[ADMIN_USER])
+        try:
+            yield runner
+        finally:
+            await runner.cleanup()
+            await own.close()
+
+    thread = WebhookThread(serve)
+    runner = await thread.start()
     base = f"https://127.0.0.1:{runner.addresses[0][1]}"
     bundle = base64.b64encode(certs.ca.cert_pem).decode()
+    client = await Kube.from_kubeconfig(kubeconfig)
     for doc in yaml.safe_load_all((ROOT / "deploy" / "webhooks.yaml").read_text()):
         for hook in doc["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": base + path, "caBundle": bundle}
         plural = doc["kind"].lower() + "s"
         await client.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", doc)
-    return runner
+    await client.close()
+    return thread
 
 
 async def _controller_main(args: argparse.Namespace) -> None:
@@ -204,7 +221,7 @@ async def _controller_main(args: argparse.Namespace) -> None:
         reconciler._explain = unexplained  # type: ignore[method-assign,assignment]
     webhooks = None
     if args.webhooks:
-        webhooks = await _serve_webhooks(client, settings, Path(args.webhooks))
+        webhooks = await _serve_webhooks(args.kubeconfig, settings, Path(args.webhooks))
 
     admit, evict = reconciler.metrics.observe_admission, reconciler.metrics.observe_eviction
 
@@ -241,7 +258,7 @@ async def _controller_main(args: argparse.Namespace) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
     write_stats()
     if webhooks is not None:
-        await webhooks.cleanup()
+        await webhooks.stop()
     await client.close()
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
+from aiohttp import web
 from pydantic import ValidationError
 
 from admitter.api.errors import InputError
@@ -21,6 +24,7 @@ from admitter.controller.server import health_app, serve
 from admitter.webhook.lookup import ApiLookup
 from admitter.webhook.names import CONTROLLER_USERNAME
 from admitter.webhook.server import start_webhook_server
+from admitter.webhook.thread import WebhookThread
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,11 +80,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
     webhooks = None
     if args.webhook_cert_dir:
         # Every replica serves the webhooks: the Service spreads calls over all of them.
-        webhook_host, _, webhook_port = args.webhook_address.rpartition(":")
-        webhooks = await start_webhook_server(
-            settings, ApiLookup(client.api), Path(args.webhook_cert_dir), int(webhook_port),
-            host=webhook_host or "0.0.0.0",
-            controller_usernames=args.controller_username or (CONTROLLER_USERNAME,))
+        webhooks = WebhookThread(lambda: _serve_webhooks(args, settings))
+        await webhooks.start()
     if args.leader_elect:
         leading = lead(client.api, args.lease_namespace, args.lease_name, args.identity,
                        reconciler.run)
@@ -96,6 +97,25 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if webhooks is not None:
-            await webhooks.cleanup()
+            await webhooks.stop()
         await runner.cleanup()
+        await client.close()
+
+
+@contextlib.asynccontextmanager
+async def _serve_webhooks(args: argparse.Namespace,
+                          settings: Settings) -> AsyncIterator[web.AppRunner]:
+    """The webhooks with an API client of their own (clients are bound to one event loop)."""
+    client = await Kube.from_kubeconfig(args.kubeconfig)
+    try:
+        host, _, port = args.webhook_address.rpartition(":")
+        runner = await start_webhook_server(
+            settings, ApiLookup(client.api), Path(args.webhook_cert_dir), int(port),
+            host=host or "0.0.0.0",
+            controller_usernames=args.controller_username or (CONTROLLER_USERNAME,))
+        try:
+            yield runner
+        finally:
+            await runner.cleanup()
+    finally:
         await client.close()
