@@ -77,6 +77,10 @@ class RoomFinder:
         self._protected: dict[str, _Group] = {}
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
+        self._under: dict[tuple[bool, str | None], list[tuple[str, _Group]]] = {}
+        """Per ranking (protected or not) and `within` queue, the groups of queues under it."""
+        self._diverging: dict[tuple[str, str], str] = {}
+        """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
 
     def find(self, preemptor: Workload, deserved_only: bool | None,
              within: str | None = None, *, explain: bool = True) -> Room | Blocked:
@@ -191,10 +195,13 @@ class RoomFinder:
         of another queue (unless `unfunded_only`) — with `reclaim_checked`, only while that
         queue is above its fair share, which evicting others never raises. `within` keeps
         only queues under it."""
+        under = self._under.get((groups is self._protected, within))
+        if under is None:
+            under = self._under[groups is self._protected, within] = [
+                (queue, group) for queue, group in groups.items()
+                if within is None or within in self._ledger.path(queue)]
         chosen: list[tuple[int, Workload]] = []
-        for queue, group in groups.items():
-            if within is not None and within not in self._ledger.path(queue):
-                continue
+        for queue, group in under:
             chosen.extend(group.unfunded)
             if unfunded_only:
                 continue
@@ -203,8 +210,9 @@ class RoomFinder:
                               if item[1].priority < preemptor.priority)
             elif not reclaim_checked or self._over_queue(preemptor.queue, queue) is not None:
                 chosen.extend(group.funded)
-        chosen.sort(key=lambda item: item[0])
-        return [w for _, w in chosen if w.key in self._running]
+        chosen.sort(key=itemgetter(0))
+        running = self._running
+        return [w for _, w in chosen if w.key in running]
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level: the first candidates (in eviction order) whose
@@ -294,12 +302,14 @@ class RoomFinder:
         its ancestor where the paths diverge must be above their fair share right now."""
         if not self._ledger.above_fair_share(victim):
             return None
-        mine = self._ledger.path(reclaimer)
-        theirs = self._ledger.path(victim)
-        common = 0
-        while common < min(len(mine), len(theirs)) and mine[common] == theirs[common]:
-            common += 1
-        diverging = theirs[common]
+        diverging = self._diverging.get((reclaimer, victim))
+        if diverging is None:
+            mine = self._ledger.path(reclaimer)
+            theirs = self._ledger.path(victim)
+            common = 0
+            while common < min(len(mine), len(theirs)) and mine[common] == theirs[common]:
+                common += 1
+            diverging = self._diverging[reclaimer, victim] = theirs[common]
         if diverging == victim or self._ledger.above_fair_share(diverging):
             return diverging
         return None
