@@ -65,11 +65,15 @@ class Reconciler:
         self.reports: asyncio.Task[None] | None = None
         """The batch of pending-reason and queue-status writes in flight, if any."""
         self.admitting = Admitting()
-        self._wake = asyncio.Event()
+        self.wakeup = asyncio.Event()
         self.passes = 0
+        self.waiting = True
+        """Whether the last pass left a Workload pending or evicted one: then any change may
+        make room, and every change wakes the loop."""
 
-    def _changed(self, _kind: str, _obj: Obj) -> None:
-        self._wake.set()
+    def _changed(self, event: str, obj: Obj) -> None:
+        if self.waiting or _matters_when_idle(event, obj):
+            self.wakeup.set()
 
     async def run_informers(self) -> None:
         await asyncio.gather(*(informer.run() for informer in self.caches.all()))
@@ -87,9 +91,9 @@ class Reconciler:
                     log.exception("reconcile pass crashed; the next pass starts from the API "
                                   "state")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.settings.cycle)
+                    await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.cycle)
                 await asyncio.sleep(DEBOUNCE)
-                self._wake.clear()
+                self.wakeup.clear()
         finally:
             self.admitting.cancel()
             for batch in (self.creations, self.reports, *self.events.sending):
@@ -109,6 +113,7 @@ class Reconciler:
         self.metrics.observe_cycle(result, elapsed, view.cluster_queues)
         await self.apply(view, result, now)
         self.passes += 1
+        self.waiting = bool(result.pending or result.evictions)
         return result
 
     # Jobs and their Workloads -----------------------------------------------------------
@@ -286,6 +291,18 @@ class Reconciler:
             self.events.record(job, "Job", "Normal", reason, message, now, repeat_after)
         else:
             self.events.record(wl, "Workload", "Normal", reason, message, now, repeat_after)
+
+
+def _matters_when_idle(event: str, obj: Obj) -> bool:
+    """With nothing waiting, pods and Job status move constantly (a fill's pods starting)
+    but decide nothing; they wait for the periodic pass, except a Job that finished (its
+    quota is released at once) and Jobs coming or going."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return False
+    if kind == "Job" and event == "MODIFIED":
+        return is_true(obj, "Complete") or is_true(obj, "Failed")
+    return True
 
 
 def _log_failure(batch: asyncio.Task[None]) -> None:

@@ -1,0 +1,55 @@
+"""Which changes wake the loop for a pass: all of them while something waits for room; with
+nothing waiting, not the stream of pod and Job status updates of pods starting up."""
+
+from __future__ import annotations
+
+from fake_api import FakeApi, add, cluster_queue, job, local_queue, node, reconciler, settled_pass
+
+from admitter.controller import kube
+from admitter.controller.kube import Obj
+from admitter.controller.reconciler import Reconciler
+
+
+def pod() -> Obj:
+    return {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"nodeName": "n0"}, "status": {"phase": "Running"}}
+
+
+def finished(stored: Obj) -> Obj:
+    return {**stored, "kind": "Job", "status": {"conditions": [
+        {"type": "Complete", "status": "True"}]}}
+
+
+async def world(jobs: int) -> tuple[FakeApi, Reconciler]:
+    """One 8-GPU node, and `jobs` Jobs of 4 GPUs each after two passes."""
+    api = FakeApi()
+    controller = reconciler(api)
+    add(api, controller.caches.nodes, kube.NODES, node("n0", 8))
+    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 8))
+    add(api, controller.caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    for i in range(jobs):
+        add(api, controller.caches.jobs, kube.JOBS, job("ns", f"j{i}", 4))
+    for _ in range(2):
+        await settled_pass(controller)
+    controller.wakeup.clear()
+    return api, controller
+
+
+async def test_with_nothing_waiting_pod_and_job_status_changes_wait_for_the_periodic_pass(
+        ) -> None:
+    _, controller = await world(jobs=2)
+    assert not controller.waiting, "both Jobs admitted"
+    controller._changed("MODIFIED", pod())
+    controller._changed("ADDED", pod())
+    running = {**controller.caches.jobs.get("ns", "j0"), "kind": "Job"}  # type: ignore[dict-item]
+    controller._changed("MODIFIED", running)
+    assert not controller.wakeup.is_set()
+    controller._changed("MODIFIED", finished(running))
+    assert controller.wakeup.is_set(), "a finished Job releases its quota at once"
+
+
+async def test_while_a_workload_waits_any_change_wakes_the_loop() -> None:
+    _, controller = await world(jobs=3)
+    assert controller.waiting, "the third Job waits for room"
+    controller._changed("MODIFIED", pod())
+    assert controller.wakeup.is_set()
