@@ -47,27 +47,31 @@ PREEMPTION_ATTEMPTS = 16
 """Preemptors simulated per cycle (KAI's queueDepthPerAction plays the same role)."""
 
 
-def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None) -> CycleResult:
+def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
+              tree: QueueTree | None = None) -> CycleResult:
     """Decide admissions and evictions for one snapshot; pure and deterministic.
 
     `nodes` lets a caller that runs cycle after cycle (the simulator) keep the node model
     instead of having it rebuilt: it must be `ClusterState(snapshot.nodes, snapshot.topology,
     <the admitted workloads>)` kept current with `assume`/`release` (and `commit`). The cycle
     works on it from a checkpoint and rolls back before returning, so the caller gets it back
-    unchanged, with its fit memos warm; the decisions are the same either way.
+    unchanged, with its fit memos warm; the decisions are the same either way. Likewise `tree`,
+    which must be `QueueTree(snapshot.queues)`, keeps what is derived from the queues alone
+    (paths, limits, fair share's sibling groups) from one cycle to the next.
     """
     with _collector_paused():
         if nodes is None:
-            return _decide(snapshot, None)
+            return _decide(snapshot, None, tree)
         checkpoint = nodes.checkpoint()
         try:
-            return _decide(snapshot, nodes)
+            return _decide(snapshot, nodes, tree)
         finally:
             nodes.rollback(checkpoint)
 
 
-def _decide(snapshot: Snapshot, nodes: ClusterState | None) -> CycleResult:
-    cycle = _Cycle(snapshot, nodes)
+def _decide(snapshot: Snapshot, nodes: ClusterState | None,
+            tree: QueueTree | None) -> CycleResult:
+    cycle = _Cycle(snapshot, nodes, tree)
     cycle.evict_unready_and_drained()
     cycle.admit_entitled()
     cycle.admit_borrowers()
@@ -105,10 +109,11 @@ def _by_key(workload: Workload) -> str:
 
 
 class _Cycle:
-    def __init__(self, snapshot: Snapshot, nodes: ClusterState | None) -> None:
+    def __init__(self, snapshot: Snapshot, nodes: ClusterState | None,
+                 tree: QueueTree | None) -> None:
         self.snapshot = snapshot
         self.now = snapshot.now
-        self.tree = QueueTree(snapshot.queues)
+        self.tree = QueueTree(snapshot.queues) if tree is None else tree
         self.nodes = {node.name: node for node in snapshot.nodes}
         # Input order must not matter: only `running` iterates in an order that shows (drain
         # evictions), so only the admitted are sorted; waiting lists are sorted below.

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import groupby
 from typing import NamedTuple
 
@@ -99,10 +100,7 @@ def compute_fair_share(
     for queue in demand:
         tree.validate_leaf(queue)
     resources = tuple(sorted(set(capacity).union(*demand.values())))
-    bottom_up = [tree.queue(name) for name in reversed(tuple(tree))]
-    groups = [
-        (parent, _priority_buckets(tree, children)) for parent, children in tree.sibling_groups()
-    ]
+    bottom_up, groups = _layout(tree)
     shares: dict[str, dict[str, ResourceShare]] = {name: {} for name in tree}
     for resource in resources:
         claims = _claims(bottom_up, resource, demand, usage)
@@ -112,6 +110,17 @@ def compute_fair_share(
         for name, claim in claims.items():
             shares[name][resource] = ResourceShare(claim.fair, claim.deserved, claim.requestable)
     return FairShare(shares, resources)
+
+
+@lru_cache(maxsize=8)
+def _layout(tree: QueueTree) -> tuple[list[Queue], list[tuple[str | None, list[list[str]]]]]:
+    """Queues children first, and the priority buckets of every sibling group: fixed for a
+    tree, which a caller running cycle after cycle keeps."""
+    bottom_up = [tree.queue(name) for name in reversed(tuple(tree))]
+    groups = [
+        (parent, _priority_buckets(tree, children)) for parent, children in tree.sibling_groups()
+    ]
+    return bottom_up, groups
 
 
 def _claims(

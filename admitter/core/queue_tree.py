@@ -51,6 +51,11 @@ class QueueTree:
         self._top_down = self._walk_top_down()
         if len(self._top_down) != len(by_name):
             self._raise_cycle()
+        self._leaves = tuple(name for name in self._top_down if not self._children[name])
+        self._paths: dict[str, tuple[str, ...]] = {}
+        for name in self._top_down:  # parents first, so a parent's path is always there
+            parent = by_name[name].parent
+            self._paths[name] = (name,) if parent is None else (*self._paths[parent], name)
 
     def _walk_top_down(self) -> tuple[str, ...]:
         """Breadth first from the roots; queues caught in a parent cycle are never reached."""
@@ -100,7 +105,7 @@ class QueueTree:
 
     def leaves(self) -> tuple[str, ...]:
         """Leaf queues, shallower first, siblings in creation order."""
-        return tuple(name for name in self._top_down if not self._children[name])
+        return self._leaves
 
     def ancestors(self, name: str) -> tuple[str, ...]:
         """Parent, grandparent, … up to the root; empty for a root."""
@@ -113,7 +118,7 @@ class QueueTree:
 
     def path(self, name: str) -> tuple[str, ...]:
         """Root first, ending with `name` itself."""
-        return (*reversed(self.ancestors(name)), name)
+        return self._paths[self._known(name)]
 
     def validate_leaf(self, queue_name: str) -> None:
         """Workloads may only name leaf queues: parents exist to divide, not to run."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from admitter.core.fairshare import FairShare, ResourceShare
 from admitter.core.model import UNLIMITED, Resources, Workload
@@ -42,14 +43,7 @@ class QuotaLedger:
     def __init__(self, tree: QueueTree, fair: FairShare, admitted: Iterable[Workload]) -> None:
         self._tree = tree
         self._fair = fair
-        self._paths = {leaf: tree.path(leaf) for leaf in tree.leaves()}
-        self._limits = {
-            leaf: [(name, resource, knobs.limit)
-                   for name in path
-                   for resource, knobs in sorted(tree.queue(name).resources.items())
-                   if knobs.limit != UNLIMITED]
-            for leaf, path in self._paths.items()
-        }
+        self._paths, self._limits = _layout(tree)
         self.funded: dict[str, dict[str, int]] = {name: {} for name in tree}
         self.held: dict[str, dict[str, int]] = {name: {} for name in tree}
         self._share_path = {
@@ -63,11 +57,14 @@ class QuotaLedger:
         planning asks it for every running workload of every preemptor."""
         own_held: dict[str, dict[str, int]] = {}
         own_funded: dict[str, dict[str, int]] = {}
-        for workload in admitted:  # summed per leaf first, then once along each leaf's path
-            requests = workload.requests()
-            _accumulate(own_held.setdefault(workload.queue, {}), requests, 1)
-            if workload.min_runtime > 0:
-                _accumulate(own_funded.setdefault(workload.queue, {}), requests, 1)
+        for workload in admitted:  # summed per leaf first (inlined), then along each path
+            requests = workload.requests().items()
+            for own in (own_held, own_funded) if workload.min_runtime > 0 else (own_held,):
+                sums = own.get(workload.queue)
+                if sums is None:
+                    sums = own[workload.queue] = {}
+                for resource, amount in requests:
+                    sums[resource] = sums.get(resource, 0) + amount
         for own, ledger in ((own_held, self.held), (own_funded, self.funded)):
             for leaf, amounts in own.items():
                 for name in self._paths[leaf]:
@@ -166,6 +163,22 @@ class QuotaLedger:
 
     def allocated(self, queue: str) -> Resources:
         return self.held[queue]
+
+
+@lru_cache(maxsize=8)
+def _layout(tree: QueueTree) -> tuple[dict[str, tuple[str, ...]],
+                                      dict[str, list[tuple[str, str, int]]]]:
+    """Per leaf, its path and the hard limits on it: fixed for a tree, which a caller running
+    cycle after cycle keeps."""
+    paths = {leaf: tree.path(leaf) for leaf in tree.leaves()}
+    limits = {
+        leaf: [(name, resource, knobs.limit)
+               for name in path
+               for resource, knobs in sorted(tree.queue(name).resources.items())
+               if knobs.limit != UNLIMITED]
+        for leaf, path in paths.items()
+    }
+    return paths, limits
 
 
 def _accumulate(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:

@@ -98,7 +98,7 @@ class Simulation:
         self._scenario = scenario
         self._period = scenario.settings.cycle
         self._drift = drift_cycles
-        tree = queue_tree(scenario)
+        tree = self._tree = queue_tree(scenario)
         self._queues = tuple(tree.queue(name) for name in tree)
         self._levels = topology_levels(scenario.cluster)
         nodes = scenario_nodes(scenario.cluster)
@@ -272,7 +272,7 @@ class Simulation:
             self._node_model = ClusterState(
                 snapshot.nodes, snapshot.topology,
                 [job.workload for job in self._running.values()])
-        result = run_cycle(snapshot, self._node_model)
+        result = run_cycle(snapshot, self._node_model, self._tree)
         self._cycles += 1
         for eviction in result.evictions:
             self._evict(eviction, at)

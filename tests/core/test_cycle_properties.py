@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from admitter.core.cycle import run_cycle
 from admitter.core.model import GPU, UNLIMITED, Node, Phase
 from admitter.core.nodes import ClusterState
+from admitter.core.queue_tree import QueueTree
 from admitter.core.topology import HOSTNAME
 
 PROPERTY = settings(max_examples=60, deadline=None,
@@ -136,14 +137,16 @@ def test_no_eviction_loop_without_a_change_in_demand(world: World) -> None:
 @given(worlds())
 def test_a_kept_node_model_gives_the_same_decisions_and_comes_back_unchanged(
         world: World) -> None:
-    """The simulator keeps the node model between cycles; it must change nothing."""
+    """The simulator keeps the node model and the queue tree between cycles; it must change
+    nothing."""
     first = world.snapshot(0.0)
     model = ClusterState(first.nodes, first.topology,
                          [w for w in first.workloads if w.phase is Phase.ADMITTED])
+    tree = QueueTree(first.queues)
     for step in range(1, 5):
         snapshot = world.snapshot(step * 700.0)
         before = {name: model.free(name) for name in model.names}
-        kept = run_cycle(snapshot, model)
+        kept = run_cycle(snapshot, model, tree)
         assert kept == run_cycle(snapshot)
         assert {name: model.free(name) for name in model.names} == before
         world.cycle(step * 700.0)
