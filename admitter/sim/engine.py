@@ -18,6 +18,9 @@ change its answer. So the cycle runs at the first boundary at or after
 It is skipped when it could not matter: nothing pending and no cordoned node holding work.
 With no horizon the run ends once nothing runs, nothing new will arrive, and the last cycle
 after the last change admitted nothing; what is left is reported unfinished.
+
+Kept between cycles, so a cycle does not rebuild them: the node model and the queue tree
+(`run_cycle`'s `nodes` and `tree`), which the core guarantees change no decision.
 """
 
 from __future__ import annotations
