@@ -255,7 +255,10 @@ async def _controller_main(args: argparse.Namespace) -> None:
                 raise task.exception()  # type: ignore[misc]
     for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    _, stuck = await asyncio.wait(tasks, timeout=15.0)
+    for task in stuck:  # say where, and stop anyway: the run's figures are already taken
+        print(f"controller task did not stop when cancelled: {task!r}", flush=True)
+        task.print_stack(file=sys.stdout)
     write_stats()
     if webhooks is not None:
         await webhooks.stop()
