@@ -94,16 +94,18 @@ class RoomFinder:
         Without `explain`, a `Blocked` names no protected candidates."""
         self._rank()
         unfunded_only = deserved_only is None
-        candidates = self._eligible(self._evictable, preemptor, within, unfunded_only,
-                                    reclaim_checked=True)
-        if candidates and (deserved_only is None or self._ledger.share_reachable(
-                preemptor, deserved_only=deserved_only, released=candidates)):
-            for plan in self._plans(preemptor, candidates)[:DOMAINS_TRIED]:
+        chosen = self._eligible(self._evictable, preemptor, within, unfunded_only,
+                                reclaim_checked=True)
+        if chosen and (deserved_only is None or self._ledger.share_reachable(
+                preemptor, deserved_only=deserved_only, released=(w for _, w in chosen))):
+            chosen.sort(key=itemgetter(0))
+            for plan in self._plans(preemptor, [w for _, w in chosen])[:DOMAINS_TRIED]:
                 room = self._simulate(preemptor, plan, deserved_only)
                 if room is not None:
                     return room
         protected = () if unfunded_only or not explain else tuple(
-            self._eligible(self._protected, preemptor, within, False, reclaim_checked=False))
+            w for _, w in sorted(self._eligible(self._protected, preemptor, within, False,
+                                                reclaim_checked=False), key=itemgetter(0)))
         until = min((w.protected_until() or self._now for w in protected), default=None)
         return Blocked(protected, until)
 
@@ -188,8 +190,9 @@ class RoomFinder:
         self._protected = _by_queue([w for _, _, w in protected])
 
     def _eligible(self, groups: dict[str, _Group], preemptor: Workload, within: str | None,
-                  unfunded_only: bool, *, reclaim_checked: bool) -> list[Workload]:
-        """Still-running workloads of `groups` the preemptor may take, in their order.
+                  unfunded_only: bool, *, reclaim_checked: bool) -> list[tuple[int, Workload]]:
+        """Still-running workloads of `groups` the preemptor may take, with their position in
+        the ranking (unsorted: most callers only need their sum).
 
         Unfunded work anywhere; funded work of its own queue at lower priority; funded work
         of another queue (unless `unfunded_only`) — with `reclaim_checked`, only while that
@@ -210,9 +213,8 @@ class RoomFinder:
                               if item[1].priority < preemptor.priority)
             elif not reclaim_checked or self._over_queue(preemptor.queue, queue) is not None:
                 chosen.extend(group.funded)
-        chosen.sort(key=itemgetter(0))
         running = self._running
-        return [w for _, w in chosen if w.key in running]
+        return [item for item in chosen if item[1].key in running]
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level: the first candidates (in eviction order) whose
@@ -329,5 +331,6 @@ def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:
         group = groups.get(workload.queue)
         if group is None:
             group = groups[workload.queue] = _Group()
-        (group.funded if workload.funded else group.unfunded).append((position, workload))
+        funded = workload.min_runtime > 0  # `funded`, inlined: runs for every running workload
+        (group.funded if funded else group.unfunded).append((position, workload))
     return groups
