@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -27,8 +28,9 @@ from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status
 from admitter.controller.admitting import Admitting
-from admitter.controller.cache import Caches
+from admitter.controller.cache import Caches, job_owner
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
+from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
@@ -46,6 +48,9 @@ from admitter.core.queue_tree import QueueTree
 
 log = logging.getLogger(__name__)
 DEBOUNCE = 0.2
+SWEEP_EVERY = 30.0
+"""Seconds between passes that check every Job, not only those whose objects changed (a
+write that failed leaves no change behind to be seen)."""
 
 
 class Reconciler:
@@ -70,10 +75,28 @@ class Reconciler:
         self.waiting = True
         """Whether the last pass left a Workload pending or evicted one: then any change may
         make room, and every change wakes the loop."""
+        self.touched: set[Key] = set()
+        """Jobs whose Job or Workload changed since a pass last checked them."""
+        self._swept_at = -math.inf
 
     def _changed(self, event: str, obj: Obj) -> None:
+        kind = obj.get("kind")
+        if kind == "Job":
+            self.touched.add(key_of(obj))
+        elif kind == "Workload" and (owner := job_owner(obj)) is not None:
+            self.touched.add((obj["metadata"]["namespace"], owner["name"]))
         if self.waiting or _matters_when_idle(event, obj):
             self.wakeup.set()
+
+    def jobs_to_check(self, now: float) -> list[Obj]:
+        """The Jobs whose Job or Workload changed since they were last checked, or every Job
+        once per SWEEP_EVERY: checking all of thousands of finished Jobs on every pass cost
+        more than the cycle itself."""
+        if now - self._swept_at >= SWEEP_EVERY:
+            self._swept_at = now
+            return self.caches.jobs.items()
+        found = (self.caches.jobs.get(*key) for key in self.touched)
+        return [job for job in found if job is not None]
 
     async def run_informers(self) -> None:
         await asyncio.gather(*(informer.run() for informer in self.caches.all()))
@@ -103,8 +126,11 @@ class Reconciler:
     async def reconcile(self) -> CycleResult:
         """One pass; every step reads the caches and is safe to repeat."""
         now = self.clock()
-        self.ensure_workloads(now)
-        await self.converge_jobs(now)
+        jobs = self.jobs_to_check(now)
+        checked = {key_of(job) for job in jobs}
+        if self.ensure_workloads(now, jobs):
+            self.touched -= checked  # else those without a Workload wait for the next pass
+        await self.converge_jobs(now, jobs)
         view = build_view(self.caches, self.settings, now, self.translations,
                           self.admitting.overlay)
         began = time.perf_counter()
@@ -118,24 +144,26 @@ class Reconciler:
 
     # Jobs and their Workloads -----------------------------------------------------------
 
-    def ensure_workloads(self, now: float) -> None:
-        """Start creating the Workload of every labelled Job that has none yet, in the
+    def ensure_workloads(self, now: float, jobs: list[Obj]) -> bool:
+        """Start creating the Workload of every one of `jobs` that has none yet, in the
         background and one batch at a time: the pass goes on with the Workloads that exist,
-        and the new ones (their watch events wake the loop) join a later pass."""
+        and the new ones (their watch events wake the loop) join a later pass. False when the
+        previous batch is still going and nothing was looked at."""
         if self.creations is not None and not self.creations.done():
-            return
+            return False
         missing = [
-            job for job in self.caches.jobs.items()
+            job for job in jobs
             if self.caches.workloads.get(job["metadata"]["namespace"], workload_name(job)) is None
             and not (is_true(job, "Complete") or is_true(job, "Failed"))
         ]
         if not missing:
-            return
+            return True
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
         tree = QueueTree(core_queues(by_name))
         self.creations = asyncio.create_task(
             kube.each([self._create_workload(job, tree, now) for job in missing]))
         self.creations.add_done_callback(_log_failure)
+        return True
 
     async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
         try:
@@ -165,11 +193,11 @@ class Reconciler:
         priority = self.caches.priority_of(template.get("priorityClassName"))
         return workload_for_job(job, contract, priority)
 
-    async def converge_jobs(self, now: float) -> None:
-        """Make every Job agree with its Workload, whatever was interrupted before; the
+    async def converge_jobs(self, now: float, jobs: list[Obj]) -> None:
+        """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
         writes for different Jobs go out concurrently (a burst of finishes is common)."""
         writes = []
-        for job in self.caches.jobs.items():
+        for job in jobs:
             meta = job["metadata"]
             wl = self.caches.workloads.get(meta["namespace"], workload_name(job))
             if wl is None or self.admitting.busy(meta["namespace"], workload_name(job)):

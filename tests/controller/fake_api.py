@@ -117,6 +117,7 @@ def add(api: FakeApi, informer: Informer, kind: Kind, obj: Obj) -> Obj:
     """Create an object behind the controller's back and let its cache see it."""
     stored = api.put(kind, obj)
     informer.observe(stored)
+    informer.on_change("ADDED", stored)
     return stored
 
 

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 import asyncio
 
-from fake_api import SlowApi, add, cluster_queue, job, local_queue, node, reconciler, settled_pass
+from fake_api import (
+    CLOCK,
+    FakeApi,
+    SlowApi,
+    add,
+    cluster_queue,
+    job,
+    local_queue,
+    node,
+    reconciler,
+    settled_pass,
+)
 
 from admitter.controller import kube
-from admitter.controller.translate import format_time
+from admitter.controller.reconciler import SWEEP_EVERY
+from admitter.controller.translate import format_time, workload_name
 
 
 async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> None:
@@ -29,7 +41,7 @@ async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> Non
         done = {**stored, "status": {"conditions": [
             {"type": "Complete", "status": "True", "lastTransitionTime": format_time(0)}]}}
         add(api, caches.jobs, kube.JOBS, done)
-    converging = asyncio.create_task(controller.converge_jobs(0.0))
+    converging = asyncio.create_task(controller.converge_jobs(0.0, caches.jobs.items()))
     for _ in range(1000):  # let every write that can start start
         if api.waiting >= 8 or converging.done():
             break
@@ -39,3 +51,30 @@ async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> Non
     assert api.most == 8, "the eight finishes were in flight together"
     assert all(any(c["type"] == "Finished" for c in wl["status"]["conditions"])
                for wl in caches.workloads.items())
+
+
+async def test_a_pass_checks_the_jobs_that_changed_and_every_job_once_per_sweep() -> None:
+    """Thousands of finished Jobs stay in the cache; checking all of them on every pass cost
+    more than the cycle. A pass checks the Jobs whose Job or Workload changed, and all of
+    them once per sweep (a failed write leaves no change behind)."""
+    now = [CLOCK]
+    api = FakeApi()
+    controller = reconciler(api, lambda: now[0])
+    caches = controller.caches
+    add(api, caches.nodes, kube.NODES, node("node-a", 8))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 8))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    for i in range(3):
+        add(api, caches.jobs, kube.JOBS, job("ns", f"j{i}", 1))
+    for _ in range(2):
+        await settled_pass(controller)
+    assert controller.jobs_to_check(now[0]) == [], "nothing changed since the last pass"
+    changed = caches.jobs.get("ns", "j1")
+    assert changed is not None
+    wl = caches.workloads.get("ns", workload_name(changed))
+    assert wl is not None
+    controller._changed("MODIFIED", wl)
+    assert [j["metadata"]["name"] for j in controller.jobs_to_check(now[0])] == ["j1"], \
+        "a Workload's change checks its Job"
+    now[0] += SWEEP_EVERY
+    assert len(controller.jobs_to_check(now[0])) == 3, "the sweep checks every Job"
