@@ -26,13 +26,14 @@ class EventRecorder:
         """Events on their way to the API server."""
 
     def record(self, obj: Obj, kind: str, event_type: str, reason: str, message: str,
-               now: float, repeat_after: float = 0.0) -> None:
-        """Send an Event unless the same reason and message were recorded for this object
-        within `repeat_after` seconds."""
+               now: float, repeat_after: float = 0.0, per_reason: bool = False) -> None:
+        """Send an Event unless the same reason and message (`per_reason`: the same reason,
+        whatever its message) were recorded for this object within `repeat_after` seconds."""
         meta = obj["metadata"]
         key = (meta.get("uid", meta["name"]), reason)
         last = self._last.get(key)
-        if last is not None and last[0] == message and now - last[1] < repeat_after:
+        if (last is not None and (per_reason or last[0] == message)
+                and now - last[1] < repeat_after):
             return
         self._last[key] = (message, now)
         event = {

@@ -300,8 +300,9 @@ class Reconciler:
         self._record(wl, job, "Admitted", admission.message, now)
 
     async def _explain(self, wl: Obj, pending: Pending, now: float) -> None:
-        """Write why the Workload waits; an Event only when the reason changed, so
-        `kubectl describe` tells the story without an Event per pass."""
+        """Write why the Workload waits; an Event only when the reason changed and was not
+        recorded within REPEAT_AFTER (a reason flipping back and forth as the cluster churns
+        is told once), so `kubectl describe` tells the story without an Event per pass."""
         shown = condition(wl, "QuotaReserved") or {}
         updated = await self.status.pending(wl, pending, now)
         if updated is None:
@@ -309,16 +310,15 @@ class Reconciler:
         self.caches.workloads.observe(updated)
         if shown.get("reason") != pending.reason:
             self._record(wl, self.caches.job_of(wl), pending.reason, pending.message, now,
-                         REPEAT_AFTER)
+                         REPEAT_AFTER, per_reason=True)
 
     def _record(self, wl: Obj, job: Obj | None, reason: str, message: str, now: float,
-                repeat_after: float = 0.0) -> None:
+                repeat_after: float = 0.0, per_reason: bool = False) -> None:
         """One Event per decision, on the object its owner made: the Job, or the Workload
         when it was created directly."""
-        if job is not None:
-            self.events.record(job, "Job", "Normal", reason, message, now, repeat_after)
-        else:
-            self.events.record(wl, "Workload", "Normal", reason, message, now, repeat_after)
+        target, kind = (job, "Job") if job is not None else (wl, "Workload")
+        self.events.record(target, kind, "Normal", reason, message, now, repeat_after,
+                           per_reason)
 
 
 def _matters_when_idle(event: str, obj: Obj) -> bool:

@@ -25,7 +25,7 @@ QUEUE_WRITE_INTERVAL = 1.0
 PENDING_WRITES_PER_PASS = 32
 EXPLAIN_AFTER = 5.0
 """A Workload admitted within this long of its creation is never explained."""
-REASON_REFRESH = 10.0
+REASON_REFRESH = 30.0
 MESSAGE_REFRESH = 60.0
 """A Workload's pending reason is rewritten at most every REASON_REFRESH seconds when the
 reason changed, every MESSAGE_REFRESH when only the message did (amounts held, time waited)."""

@@ -1,0 +1,32 @@
+"""Events are rate-limited per object and reason: a pending reason flipping back and forth
+as the cluster churns is told once per REPEAT_AFTER, a decision every time."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fake_api import FakeApi, job
+
+from admitter.controller.events import REPEAT_AFTER, EventRecorder
+
+
+async def recorded(per_reason: bool) -> list[tuple[str, str]]:
+    api = FakeApi()
+    recorder = EventRecorder(api, "test")  # type: ignore[arg-type]
+    target = job("ns", "train", 1)
+    target["metadata"]["uid"] = "uid-train"
+    for at, reason, message in ((0, "NoFit", "8 GPUs free"), (10, "QuotaExhausted", "at 8"),
+                                (20, "NoFit", "4 GPUs free"),
+                                (20 + REPEAT_AFTER, "NoFit", "2 GPUs free")):
+        recorder.record(target, "Job", "Normal", reason, message, at, REPEAT_AFTER, per_reason)
+    await asyncio.gather(*recorder.sending)
+    return [(e["reason"], e["message"]) for e in api.events()]
+
+
+async def test_a_reason_that_comes_back_is_not_told_again_within_repeat_after() -> None:
+    assert await recorded(per_reason=True) == [
+        ("NoFit", "8 GPUs free"), ("QuotaExhausted", "at 8"), ("NoFit", "2 GPUs free")]
+
+
+async def test_by_default_a_new_message_is_a_new_event() -> None:
+    assert len(await recorded(per_reason=False)) == 4
