@@ -82,7 +82,10 @@ MIN_RUNTIME = "0.1s"
 """Funded (so entitled to the queue's fair share) but protected only briefly: Kueue has no
 protection, so reclaim and priority preemption stay possible."""
 CLASS_LABEL = "bench.admitter.dev/class"
-SETTINGS: dict[str, Any] = {"cycle": "1s", "fairShare": {"window": 0}}
+SETTINGS: dict[str, Any] = {"cycle": "1s", "fairShare": {"window": 0}, "starvationBound": "30s"}
+"""A 30 s starvation bound for runs of 0.2-1 s (the default, 30 min, suits GPU jobs of hours):
+a large Job whose 20 CPUs never free up at once on one node, because 1-CPU Jobs keep taking
+each CPU that frees, gets a node reserved after 30 s (Kueue reserves its quota instead)."""
 
 
 def capacity_bound(cohorts: int) -> tuple[float, int]:
