@@ -175,11 +175,13 @@ def _admitted_pods(wl: Obj, job: Obj | None, core: Workload,
     created directly has no pods, so its hints are all there is."""
     placements = tuple(recorded_placements(core))
     pods: tuple[dict[str, int], ...] = tuple({} for _ in core.pod_sets)
+    done: tuple[int, ...] = ()
     if job is not None and len(core.pod_sets) == 1:
         meta = job["metadata"]
         pods = (bound.get((meta["namespace"], meta["name"]), {}),)
+        done = (int((job.get("status") or {}).get("succeeded", 0)),)
     domain = ((wl.get("status") or {}).get("admission") or {}).get("topologyDomain") or {}
-    return AdmittedPods(core.key, core.pod_sets, placements, pods, domain)
+    return AdmittedPods(core.key, core.pod_sets, placements, pods, domain, done)
 
 
 def _pods_ready(wl: Obj, job: Obj | None) -> bool:

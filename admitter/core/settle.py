@@ -6,7 +6,8 @@ Counting every pod at its hinted node then over-commits the nodes the scheduler 
 shows their hinted nodes as free, and a node model that clamps each node at zero would
 offer GPUs that do not exist (a restart burst admitted 34 two-GPU Jobs on 64 GPUs so).
 
-So the model counts bound pods where they are bound (facts), and each pod not yet bound where
+So the model counts bound pods where they are bound (facts), nothing for pods that already ran
+to completion (their Workload is marked finished a moment later), and each pod not yet bound where
 the scheduler can still put it: at its hinted node while that has room, otherwise on the
 first node of its admitted domain with room (which node matters less than that every pod is
 counted once, and a first fit keeps settling linear in nodes and pods).
@@ -38,6 +39,8 @@ class AdmittedPods:
     """Where pods are bound now, per pod set (empty mappings while none is)."""
     domain: Mapping[str, str]
     """Node labels the pods are pinned to (empty: anywhere)."""
+    done: tuple[int, ...] = ()
+    """Pods per pod set that ran to completion: they need no room any more (empty: none)."""
 
 
 def settle(nodes: Sequence[Node], admitted: Sequence[AdmittedPods]) -> dict[str, Placement]:
@@ -50,10 +53,11 @@ def settle(nodes: Sequence[Node], admitted: Sequence[AdmittedPods]) -> dict[str,
     settler = _Settler(free, {n.name: n for n in nodes})
     settled: dict[str, Placement] = {}
     for workload in sorted(admitted, key=lambda w: w.key):
+        done = workload.done or (0,) * len(workload.pod_sets)
         placement = tuple(
-            settler.place(pod_set, hinted, bound, workload.domain)
-            for pod_set, hinted, bound in zip(workload.pod_sets, workload.hinted,
-                                              workload.bound, strict=True))
+            settler.place(pod_set, hinted, bound, workload.domain, finished)
+            for pod_set, hinted, bound, finished in zip(
+                workload.pod_sets, workload.hinted, workload.bound, done, strict=True))
         if any(p != h for p, h in zip(placement, workload.hinted, strict=True)):
             settled[workload.key] = placement
     return settled
@@ -69,10 +73,11 @@ class _Settler:
         self._cursors: dict[tuple[object, ...], int] = {}
 
     def place(self, pod_set: PodSet, hinted: Mapping[str, int], bound: Mapping[str, int],
-              domain: Mapping[str, str]) -> dict[str, int]:
-        """Bound pods plus this pod set's unbound pods, each where it can still go."""
+              domain: Mapping[str, str], done: int = 0) -> dict[str, int]:
+        """Bound pods plus this pod set's pods still to be bound (neither bound nor done),
+        each where it can still go."""
         placed = {node: count for node, count in bound.items() if count > 0}
-        unbound = pod_set.count - sum(placed.values())
+        unbound = pod_set.count - sum(placed.values()) - done
         if unbound <= 0:
             return placed
         free, nodes = self.free, self.nodes

@@ -126,3 +126,14 @@ def test_the_model_never_shows_room_that_the_scheduler_has_filled(
     state = model(nodes, pods)
     capacity = sum(n.allocatable[GPU] for n in nodes)
     assert state.free_total(GPU) == capacity - sum(p.pod_sets[0].count for p in pods)
+
+
+def test_pods_that_ran_to_completion_need_no_room() -> None:
+    """A Job's pod succeeded and is gone from the bound pods; until its Workload is marked
+    finished it is still admitted, but counting it at its hint would hold room nothing uses
+    (and push the pods that do need room elsewhere)."""
+    nodes = (node("n1", 4),)
+    done = AdmittedPods("done", (gang(1, 4),), ({"n1": 1},), ({},), {}, (1,))
+    waiting = admitted("next", gang(1, 4), {"n1": 1})
+    assert settle(nodes, [done, waiting]) == {"done": ({},)}
+    assert model(nodes, [done, waiting]).free("n1") == {GPU: 0}, "only `next` holds n1"
