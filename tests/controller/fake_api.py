@@ -13,6 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
+from admitter.controller import kube
 from admitter.controller.informer import Informer
 from admitter.controller.kube import MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
@@ -119,6 +120,16 @@ def add(api: FakeApi, informer: Informer, kind: Kind, obj: Obj) -> Obj:
     informer.observe(stored)
     informer.on_change("ADDED", stored)
     return stored
+
+
+def team(api: FakeApi, controller: Reconciler, quota: int, **node_gpus: int) -> None:
+    """Nodes (name=GPUs), ClusterQueue `team` with `quota` GPUs, LocalQueue `default` in
+    namespace `ns`."""
+    caches = controller.caches
+    for name, gpus in node_gpus.items():
+        add(api, caches.nodes, kube.NODES, node(name.replace("_", "-"), gpus))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
 
 
 def reconciler(api: FakeApi, clock: Callable[[], float] = lambda: CLOCK) -> Reconciler:

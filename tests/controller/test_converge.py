@@ -5,22 +5,20 @@ from __future__ import annotations
 
 import asyncio
 
-from fake_api import (
-    CLOCK,
-    FakeApi,
-    SlowApi,
-    add,
-    cluster_queue,
-    job,
-    local_queue,
-    node,
-    reconciler,
-    settled_pass,
-)
+from fake_api import CLOCK, FakeApi, SlowApi, add, job, reconciler, settled_pass, team
 
 from admitter.controller import kube
-from admitter.controller.reconciler import SWEEP_EVERY
+from admitter.controller.reconciler import SWEEP_EVERY, Reconciler
 from admitter.controller.translate import format_time, workload_name
+
+
+async def admit_one_gpu_jobs(api: FakeApi, controller: Reconciler, count: int) -> None:
+    """An 8-GPU node and queue, and `count` one-GPU Jobs j0, j1, ... admitted."""
+    team(api, controller, 8, node_a=8)
+    for i in range(count):
+        add(api, controller.caches.jobs, kube.JOBS, job("ns", f"j{i}", 1))
+    for _ in range(2):
+        await settled_pass(controller)
 
 
 async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> None:
@@ -28,13 +26,7 @@ async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> Non
     api.open.set()
     controller = reconciler(api)
     caches = controller.caches
-    add(api, caches.nodes, kube.NODES, node("node-a", 8))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 8))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
-    for i in range(8):
-        add(api, caches.jobs, kube.JOBS, job("ns", f"j{i}", 1))
-    for _ in range(2):
-        await settled_pass(controller)
+    await admit_one_gpu_jobs(api, controller, 8)
     api.open.clear()
     for stored in caches.jobs.items():
         assert not stored["spec"]["suspend"], "all eight admitted and started"
@@ -61,13 +53,7 @@ async def test_a_pass_checks_the_jobs_that_changed_and_every_job_once_per_sweep(
     api = FakeApi()
     controller = reconciler(api, lambda: now[0])
     caches = controller.caches
-    add(api, caches.nodes, kube.NODES, node("node-a", 8))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 8))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
-    for i in range(3):
-        add(api, caches.jobs, kube.JOBS, job("ns", f"j{i}", 1))
-    for _ in range(2):
-        await settled_pass(controller)
+    await admit_one_gpu_jobs(api, controller, 3)
     assert controller.jobs_to_check(now[0]) == [], "nothing changed since the last pass"
     changed = caches.jobs.get("ns", "j1")
     assert changed is not None

@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-from fake_api import (
-    FakeApi,
-    SlowApi,
-    add,
-    cluster_queue,
-    job,
-    local_queue,
-    node,
-    reconciler,
-    settled_pass,
-)
+from fake_api import FakeApi, SlowApi, add, job, reconciler, settled_pass, team
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
@@ -57,10 +47,7 @@ async def test_pods_bound_away_from_their_hints_leave_no_phantom_room() -> None:
     api = FakeApi()
     controller = reconciler(api)
     caches = controller.caches
-    for name in ("node-a", "node-b"):
-        add(api, caches.nodes, kube.NODES, node(name, 4))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    team(api, controller, 16, node_a=4, node_b=4)
     await fill(api, controller, ["j1", "j2", "j3", "j4"])
     hints = admitted(api)
     assert len(hints) == 4 and sorted(hints.values()) == ["node-a"] * 2 + ["node-b"] * 2
@@ -84,9 +71,7 @@ async def test_a_pass_counts_the_admissions_still_being_written() -> None:
     api = SlowApi()
     controller = reconciler(api)
     caches = controller.caches
-    add(api, caches.nodes, kube.NODES, node("node-a", 4))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    team(api, controller, 16, node_a=4)
     for name in ("j1", "j2", "j3"):
         add(api, caches.jobs, kube.JOBS, job("ns", name, 2))
     await controller.reconcile()  # creates the Workloads in the background

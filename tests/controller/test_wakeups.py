@@ -3,7 +3,7 @@ nothing waiting, not the stream of pod and Job status updates of pods starting u
 
 from __future__ import annotations
 
-from fake_api import FakeApi, add, cluster_queue, job, local_queue, node, reconciler, settled_pass
+from fake_api import FakeApi, add, job, reconciler, settled_pass, team
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
@@ -24,9 +24,7 @@ async def world(jobs: int) -> tuple[FakeApi, Reconciler]:
     """One 8-GPU node, and `jobs` Jobs of 4 GPUs each after two passes."""
     api = FakeApi()
     controller = reconciler(api)
-    add(api, controller.caches.nodes, kube.NODES, node("n0", 8))
-    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 8))
-    add(api, controller.caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    team(api, controller, 8, n0=8)
     for i in range(jobs):
         add(api, controller.caches.jobs, kube.JOBS, job("ns", f"j{i}", 4))
     for _ in range(2):
