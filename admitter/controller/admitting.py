@@ -34,6 +34,10 @@ class Admitting:
 
     def start(self, admitted: Obj, write: Coroutine[Any, Any, None]) -> None:
         key = key_of(admitted)
+        if key in self._tasks:  # a pass sees it admitted meanwhile, so this cannot happen
+            write.close()
+            log.error("admission of %s/%s already being written; not written twice", *key)
+            return
         self.overlay[key] = admitted
         task = asyncio.create_task(self._run(key, write))
         self._tasks[key] = task
