@@ -160,7 +160,7 @@ async def _serve_webhooks(kubeconfig: str, settings: Any, cert_dir: Path) -> Any
     import yaml
 
     from admitter.commands.certs import mint, write
-    from admitter.webhook.lookup import ApiLookup
+    from admitter.webhook.lookup import ApiLookup, SharedReads
     from admitter.webhook.server import start_webhook_server
     from admitter.webhook.thread import WebhookThread
 
@@ -171,7 +171,7 @@ async def _serve_webhooks(kubeconfig: str, settings: Any, cert_dir: Path) -> Any
     @contextlib.asynccontextmanager
     async def serve() -> Any:
         own = await Kube.from_kubeconfig(kubeconfig)
-        runner = await start_webhook_server(settings, ApiLookup(own.api), cert_dir, 0,
+        runner = await start_webhook_server(settings, SharedReads(ApiLookup(own.api)), cert_dir, 0,
                                             host="127.0.0.1", controller_usernames=[ADMIN_USER])
         try:
             yield runner

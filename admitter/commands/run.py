@@ -21,7 +21,7 @@ from admitter.controller.kube import Kube
 from admitter.controller.leader import lead
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
-from admitter.webhook.lookup import ApiLookup
+from admitter.webhook.lookup import ApiLookup, SharedReads
 from admitter.webhook.names import CONTROLLER_USERNAME
 from admitter.webhook.server import start_webhook_server
 from admitter.webhook.thread import WebhookThread
@@ -110,7 +110,7 @@ async def _serve_webhooks(args: argparse.Namespace,
     try:
         host, _, port = args.webhook_address.rpartition(":")
         runner = await start_webhook_server(
-            settings, ApiLookup(client.api), Path(args.webhook_cert_dir), int(port),
+            settings, SharedReads(ApiLookup(client.api)), Path(args.webhook_cert_dir), int(port),
             host=host or "0.0.0.0",
             controller_usernames=args.controller_username or (CONTROLLER_USERNAME,))
         try:

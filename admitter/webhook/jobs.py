@@ -125,6 +125,9 @@ async def _queue_and_contract_problems(
     request: AdmissionRequest, queue: str, lookup: Lookup, policy: JobPolicy
 ) -> list[Problem]:
     local_queues = {lq.metadata.name: lq for lq in await lookup.local_queues(request.namespace)}
+    if queue not in local_queues:  # a denial must never rest on a shared, older read
+        local_queues = {lq.metadata.name: lq
+                        for lq in await lookup.local_queues(request.namespace, fresh=True)}
     local_queue = local_queues.get(queue)
     problems: list[Problem] = []
     if local_queue is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from kubernetes_asyncio import client
@@ -21,7 +23,9 @@ _Kind = TypeVar("_Kind", bound=Resource)
 class Lookup(Protocol):
     """Current admitter objects; the controller may implement it over its informer cache."""
 
-    async def local_queues(self, namespace: str) -> list[LocalQueue]: ...
+    async def local_queues(self, namespace: str, fresh: bool = False) -> list[LocalQueue]:
+        """`fresh`: read now, never an answer shared with earlier callers."""
+        ...
 
     async def cluster_queues(self) -> list[ClusterQueue]: ...
 
@@ -38,7 +42,7 @@ class ApiLookup:
     def __init__(self, api: client.ApiClient) -> None:
         self._objects = client.CustomObjectsApi(api)
 
-    async def local_queues(self, namespace: str) -> list[LocalQueue]:
+    async def local_queues(self, namespace: str, fresh: bool = False) -> list[LocalQueue]:
         answer = await self._objects.list_namespaced_custom_object(
             GROUP, VERSION, namespace, LocalQueue.plural
         )
@@ -51,6 +55,47 @@ class ApiLookup:
     async def topologies(self) -> list[Topology]:
         answer = await self._objects.list_cluster_custom_object(GROUP, VERSION, Topology.plural)
         return _parse(Topology, answer)
+
+
+class SharedReads:
+    """A Lookup whose concurrent identical reads share one request to `inner`.
+
+    Every Job creation calls the webhooks, and a burst of creations (32 in flight in the fill
+    benchmark) made as many identical LISTs at once, which kept the API server busy answering
+    the webhooks instead of creating Jobs. A read that joins one already in flight may miss an
+    object created during that one round trip, so a Job naming a LocalQueue that the shared
+    read lacks is checked again with a read of its own (`fresh`) before any denial.
+    """
+
+    def __init__(self, inner: Lookup) -> None:
+        self._inner = inner
+        self._in_flight: dict[tuple[str, str], asyncio.Future[Any]] = {}
+
+    async def _shared(self, key: tuple[str, str],
+                      read: Callable[[], Awaitable[list[_Kind]]]) -> list[_Kind]:
+        flight = self._in_flight.get(key)
+        if flight is None or flight.done():
+            flight = asyncio.ensure_future(read())
+            self._in_flight[key] = flight
+            flight.add_done_callback(lambda done: self._forget(key, done))
+        found: list[_Kind] = await asyncio.shield(flight)
+        return found
+
+    def _forget(self, key: tuple[str, str], done: asyncio.Future[Any]) -> None:
+        if self._in_flight.get(key) is done:
+            del self._in_flight[key]
+
+    async def local_queues(self, namespace: str, fresh: bool = False) -> list[LocalQueue]:
+        if fresh:
+            return await self._inner.local_queues(namespace, fresh=True)
+        return await self._shared(("LocalQueue", namespace),
+                                  lambda: self._inner.local_queues(namespace))
+
+    async def cluster_queues(self) -> list[ClusterQueue]:
+        return await self._shared(("ClusterQueue", ""), self._inner.cluster_queues)
+
+    async def topologies(self) -> list[Topology]:
+        return await self._shared(("Topology", ""), self._inner.topologies)
 
 
 def _parse(kind: type[_Kind], answer: dict[str, Any]) -> list[_Kind]:

@@ -131,7 +131,7 @@ class FakeLookup:
         self.reads.append(kind)
         return [o for o in self.objects if o["kind"] == kind]
 
-    async def local_queues(self, namespace: str) -> list[LocalQueue]:
+    async def local_queues(self, namespace: str, fresh: bool = False) -> list[LocalQueue]:
         return [
             LocalQueue.model_validate(o)
             for o in self._of("LocalQueue")
