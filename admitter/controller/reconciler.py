@@ -198,9 +198,9 @@ class Reconciler:
         writes for different Jobs go out concurrently (a burst of finishes is common)."""
         writes = []
         for job in jobs:
-            meta = job["metadata"]
-            wl = self.caches.workloads.get(meta["namespace"], workload_name(job))
-            if wl is None or self.admitting.busy(meta["namespace"], workload_name(job)):
+            namespace, name = job["metadata"]["namespace"], workload_name(job)
+            wl = self.caches.workloads.get(namespace, name)
+            if wl is None or self.admitting.busy(namespace, name):
                 continue
             converge = self._converge(job, wl, now)
             if converge is not None:
