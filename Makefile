@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 
 .PHONY: setup control-plane demo test lint
 
-$(BIN)/admitter: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# The install compiles admitter/core with mypyc (setup.py); a changed core file recompiles it,
+# since the compiled modules shadow their sources.
+$(BIN)/admitter: pyproject.toml setup.py $(wildcard admitter/core/*.py)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	touch $@

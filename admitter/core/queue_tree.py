@@ -135,8 +135,8 @@ class QueueTree:
         total = {name: own.get(name, zero) for name in self._top_down}
         for name in reversed(self._top_down):
             parent = self._queues[name].parent
-            if parent is not None:
-                total[parent] += total[name]
+            if parent is not None:  # mypyc types the sum as int | float, mypy per constraint
+                total[parent] = total[parent] + total[name]  # type: ignore[assignment, unused-ignore]
         return total
 
     def sibling_groups(self) -> Sequence[tuple[str | None, tuple[str, ...]]]:
