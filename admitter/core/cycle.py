@@ -17,9 +17,7 @@ As many workloads are admitted per cycle as fit; there is no one-head-per-queue 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Callable, Iterable
 
 from admitter.core.decisions import (
     Admission,
@@ -34,7 +32,7 @@ from admitter.core.fit import fits
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure, place
-from admitter.core.preemption import Blocked, RoomFinder
+from admitter.core.preemption import NOT_TRIED, Blocked, RoomFinder
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import QuotaLedger
@@ -59,7 +57,14 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
     which must be `QueueTree(snapshot.queues)`, keeps what is derived from the queues alone
     (paths, limits, fair share's sibling groups) from one cycle to the next.
     """
-    with _collector_paused():
+    # A cycle allocates tens of thousands of short-lived objects, which triggers the cyclic
+    # collector's full passes over the whole heap (the snapshot included) several times per
+    # cycle: up to a tenth of a large cycle, for nothing, since reference counting frees
+    # them. The domain tree's parent links, the only cycles left, are collected later.
+    # (A plain try, not a context manager: contextlib's runs interpreted, even when compiled.)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
         if nodes is None:
             return _decide(snapshot, None, tree)
         checkpoint = nodes.checkpoint()
@@ -67,6 +72,9 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
             return _decide(snapshot, nodes, tree)
         finally:
             nodes.rollback(checkpoint)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _decide(snapshot: Snapshot, nodes: ClusterState | None,
@@ -76,22 +84,6 @@ def _decide(snapshot: Snapshot, nodes: ClusterState | None,
     cycle.admit_entitled()
     cycle.admit_borrowers()
     return cycle.result()
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """A cycle allocates tens of thousands of short-lived objects, which triggers the cyclic
-    collector's full passes over the whole heap (the snapshot included) several times per
-    cycle: up to a tenth of a large cycle, for nothing, since reference counting frees them.
-    The domain tree's parent links, the only cycles left, are collected once it resumes."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
@@ -245,7 +237,7 @@ class _Cycle:
         admitted; `explain` names the protected candidates, wanted only as a reason."""
         attempt = (workload.queue, borrowing)
         if attempt in self.preemption_tried or len(self.preemption_tried) >= PREEMPTION_ATTEMPTS:
-            return Blocked((), None)
+            return NOT_TRIED
         self.preemption_tried.add(attempt)
         room = self.finder.find(workload, None if borrowing else in_quota_only, within,
                                 explain=explain)
@@ -396,7 +388,8 @@ class _Cycle:
 
     def _place(self, workload: Workload) -> Placement | PlacementFailure:
         """Placement, remembering failures until capacity is freed (admissions only shrink it)."""
-        shape = workload.shape(), workload.topology
+        # The topology's fields, not the request itself: a frozen dataclass hashes in Python.
+        shape = workload.shape(), workload.topology.required, workload.topology.preferred
         known = self.failures.get(shape)
         if known is not None:
             return known
@@ -407,9 +400,7 @@ class _Cycle:
 
     def _admit(self, workload: Workload, placement: Placement, why: str) -> None:
         self.state.assume(workload.key, workload.pod_sets, placement.node_counts)
-        admitted = replace(workload, phase=Phase.ADMITTED, admitted_at=self.now,
-                           placement=placement.merged(),
-                           pod_set_placements=placement.node_counts)
+        admitted = workload.admitted(self.now, placement.node_counts)
         self.ledger.add(admitted)
         self.running[workload.key] = admitted
         self.pending.pop(workload.key, None)

@@ -36,14 +36,6 @@ class Placement:
     affinity: dict[str, str]
     node_counts: tuple[dict[str, int], ...]
 
-    def merged(self) -> dict[str, int]:
-        """Pods per node over all pod sets (`Workload.placement`)."""
-        total: dict[str, int] = {}
-        for counts in self.node_counts:
-            for node, count in counts.items():
-                total[node] = total.get(node, 0) + count
-        return total
-
 
 @dataclass(frozen=True, slots=True)
 class PlacementFailure:

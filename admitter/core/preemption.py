@@ -57,6 +57,10 @@ class Blocked:
     protected_until: float | None
 
 
+NOT_TRIED = Blocked((), None)
+"""Blocked without a search (one instance: most preemptors of a busy cycle get it)."""
+
+
 class RoomFinder:
     """Finds victims for preemptors within one cycle; `running` is kept current by the cycle.
 

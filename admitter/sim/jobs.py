@@ -7,9 +7,8 @@ non-resumable one loses it, and the GPU time it had spent is counted as wasted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from admitter.core.model import Phase
 from admitter.sim.workloads import Instance
 
 
@@ -54,18 +53,9 @@ class Job:
 
     def start(self, now: float, pod_set_nodes: tuple[Mapping[str, int], ...]) -> float:
         """Run from `now` on the given nodes; returns when it will finish if not stopped."""
-        nodes: dict[str, int] = {}
-        for counts in pod_set_nodes:
-            for node, count in counts.items():
-                nodes[node] = nodes.get(node, 0) + count
-        self.stints.append(Stint(now, nodes))
-        self.workload = replace(
-            self.instance.pending,
-            phase=Phase.ADMITTED,
-            admitted_at=now,
-            placement=nodes,
-            pod_set_placements=tuple(dict(counts) for counts in pod_set_nodes),
-        )
+        self.workload = self.instance.pending.admitted(
+            now, tuple(dict(counts) for counts in pod_set_nodes))
+        self.stints.append(Stint(now, dict(self.workload.placement)))
         return now + self.instance.duration - self.progress
 
     def stop(self, now: float, reason: str, preemptor: str | None) -> float:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 from builders_nodes import BLOCK, CPU, LEVELS, RACK, cluster, gang, node, workload
 
-from admitter.core.model import GPU, Node, PodSet, Workload
+from admitter.core.model import GPU, Node, Phase, PodSet, Workload
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.topology import HOSTNAME
 
@@ -128,11 +128,15 @@ def test_place(case: Case) -> None:
 
 def test_placement_names_its_domain_and_merges_counts() -> None:
     state = cluster(node("a", rack="r1"), node("b", used=4, rack="r1"))
-    decision = place(state, workload("w", gang(1, 4, "x"), gang(2, 2, "y"), required=RACK))
+    pending = workload("w", gang(1, 4, "x"), gang(2, 2, "y"), required=RACK)
+    decision = place(state, pending)
     assert isinstance(decision, Placement)
     assert (decision.domain_level, decision.domain_value) == (RACK, "r1")
     assert decision.node_counts == ({"b": 1}, {"a": 2})
-    assert decision.merged() == {"a": 2, "b": 1}
+    admitted = pending.admitted(5.0, decision.node_counts)
+    assert admitted.placement == {"a": 2, "b": 1}
+    assert (admitted.phase, admitted.admitted_at) == (Phase.ADMITTED, 5.0)
+    assert admitted.pod_set_placements == decision.node_counts
     state.assume("w", (gang(1, 4, "x"), gang(2, 2, "y")), decision.node_counts)
     assert state.free("a") == {GPU: 4} and state.free("b") == {GPU: 0}
 
