@@ -75,7 +75,7 @@ class Pending:
     """Why `key` still waits, naming the blocking fact; `position` is its rank in its queue
     (1 = next). `retry_at` is when the blocking fact ends by itself, if known (e.g. the end of
     a victim's protected min runtime). Not frozen, unlike the other decisions: a cycle makes
-    one per waiting workload, and a frozen dataclass takes four times as long to construct."""
+    one per waiting workload (docs/admission-cycle.md, Speed)."""
 
     key: str
     queue: str

@@ -26,7 +26,7 @@ Holding = tuple[tuple[int, tuple[int, ...]], ...]
 """What one workload holds: (node index, amount per resource) for every node it uses."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Checkpoint:
     """A point in the operation log; valid until the next `commit()`."""
 

@@ -22,7 +22,7 @@ _TRIAL = "\0trial/"
 """Key prefix for pod sets assumed while `place` tries a domain; always rolled back."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Placement:
     """The decision: a domain, the affinity that pins pods to it, and the assumed pod counts.
 
@@ -37,7 +37,7 @@ class Placement:
     node_counts: tuple[dict[str, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class PlacementFailure:
     """Why the workload does not fit now, naming the blocking fact."""
 

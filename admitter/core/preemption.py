@@ -34,14 +34,14 @@ DOMAINS_TRIED = 3
 """Candidate domains simulated per preemptor, best plan first."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Victim:
     workload: Workload
     reason: EvictionReason
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Room:
     """Proved: evicting `victims` lets the preemptor be placed at `placement`."""
 

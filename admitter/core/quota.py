@@ -19,7 +19,7 @@ from admitter.core.queue_tree import QueueTree
 _NO_SHARE = ResourceShare(0, 0, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class QuotaBlock:
     """Why a workload may not take more in a queue: which resource, how much, against what."""
 
