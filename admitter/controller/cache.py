@@ -7,13 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from admitter.api.contract import QUEUE_LABEL
-from admitter.api.quantity import to_base_units
 from admitter.controller import kube
 from admitter.controller.informer import Informer
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import pod_requests
-
-_TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+from admitter.controller.pod_index import PodIndex
+from admitter.controller.translate import job_owner
 
 
 @dataclass
@@ -26,21 +24,27 @@ class Caches:
     local_queues: Informer
     topologies: Informer
     priority_classes: Informer
+    pod_index: PodIndex
 
     @classmethod
     def create(cls, client: Kube, on_change: Callable[[str, Obj], None]) -> Caches:
         def informer(kind: kube.Kind, query: dict[str, str] | None = None) -> Informer:
             return Informer(client, kind, on_change, query)
 
+        pod_index = PodIndex()
+        pods, jobs = informer(kube.PODS), informer(kube.JOBS, {"labelSelector": QUEUE_LABEL})
+        pods.watchers.append(pod_index.pods)
+        jobs.watchers.append(pod_index.jobs)
         return cls(
             nodes=informer(kube.NODES),
-            pods=informer(kube.PODS),
-            jobs=informer(kube.JOBS, {"labelSelector": QUEUE_LABEL}),
+            pods=pods,
+            jobs=jobs,
             workloads=informer(kube.WORKLOADS),
             cluster_queues=informer(kube.CLUSTER_QUEUES),
             local_queues=informer(kube.LOCAL_QUEUES),
             topologies=informer(kube.TOPOLOGIES),
             priority_classes=informer(kube.PRIORITY_CLASSES),
+            pod_index=pod_index,
         )
 
     def all(self) -> list[Informer]:
@@ -85,49 +89,9 @@ class Caches:
 
     def bound_pods(self) -> dict[tuple[str, str], dict[str, int]]:
         """(namespace, job name) → pods per node, for admitter's Jobs' running pods."""
-        bound: dict[tuple[str, str], dict[str, int]] = {}
-        for pod in self.pods.items():
-            node = (pod.get("spec") or {}).get("nodeName")
-            owner = _job_owner(pod)
-            if not node or owner is None or _terminal(pod):
-                continue
-            key = (pod["metadata"]["namespace"], owner)
-            if key in self.jobs.store:
-                counts = bound.setdefault(key, {})
-                counts[node] = counts.get(node, 0) + 1
-        return bound
+        return self.pod_index.bound
 
     def foreign_usage(self) -> dict[str, dict[str, int]]:
         """Per node, the requests of running pods that admitter does not manage; admitted
         workloads are counted through their admission instead."""
-        managed = {(ns, name) for ns, name in self.jobs.store}
-        used: dict[str, dict[str, int]] = {}
-        for pod in self.pods.items():
-            node = (pod.get("spec") or {}).get("nodeName")
-            if not node or _terminal(pod):
-                continue
-            owner = _job_owner(pod)
-            if owner is not None and (pod["metadata"]["namespace"], owner) in managed:
-                continue
-            bucket = used.setdefault(node, {})
-            for resource, amount in pod_requests(pod["spec"]).items():
-                bucket[resource] = bucket.get(resource, 0) + to_base_units(resource, amount)
-        return used
-
-
-def _terminal(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in _TERMINAL_POD_PHASES
-
-
-def job_owner(obj: Obj) -> Obj | None:
-    """The ownerReference naming the object's Job, if it has one."""
-    for owner in obj["metadata"].get("ownerReferences", ()):
-        if owner.get("kind") == "Job":
-            found: Obj = owner
-            return found
-    return None
-
-
-def _job_owner(pod: Obj) -> str | None:
-    owner = job_owner(pod)
-    return None if owner is None else str(owner["name"])
+        return self.pod_index.foreign

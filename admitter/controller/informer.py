@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -28,6 +29,16 @@ def key_of(obj: Obj) -> Key:
     return meta.get("namespace", ""), meta["name"]
 
 
+@dataclass(frozen=True)
+class StoreWatcher:
+    """Told of every change to an informer's store, to keep an index beside it: one object
+    changed (`old` None: it is new; `new` None: deleted), or the store was replaced by a
+    fresh list."""
+
+    changed: Callable[[Obj | None, Obj | None], None]
+    replaced: Callable[[Iterable[Obj]], None]
+
+
 class Informer:
     """The store of one kind, kept current by a background task."""
 
@@ -41,6 +52,7 @@ class Informer:
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.relists = 0
+        self.watchers: list[StoreWatcher] = []
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.store.get((namespace, name))
@@ -80,6 +92,8 @@ class Informer:
             fresh[key_of(item)] = item
         gone = [obj for key, obj in self.store.items() if key not in fresh]
         self.store = fresh
+        for watcher in self.watchers:
+            watcher.replaced(fresh.values())
         self.resource_version = listed["metadata"]["resourceVersion"]
         self.relists += 1
         self.synced.set()
@@ -94,7 +108,10 @@ class Informer:
         if kind == "BOOKMARK":
             return
         if kind == "DELETED":
-            self.store.pop(key_of(obj), None)
+            gone = self.store.pop(key_of(obj), None)
+            if gone is not None:
+                for watcher in self.watchers:
+                    watcher.changed(gone, None)
         else:
             self.observe(obj)
         self.on_change(kind, obj)
@@ -106,6 +123,8 @@ class Informer:
         current = self.store.get(key_of(obj))
         if current is None or _newer(obj, current):
             self.store[key_of(obj)] = obj
+            for watcher in self.watchers:
+                watcher.changed(current, obj)
 
 
 def _newer(candidate: Obj, current: Obj) -> bool:

@@ -28,7 +28,7 @@ from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status
 from admitter.controller.admitting import Admitting
-from admitter.controller.cache import Caches, job_owner
+from admitter.controller.cache import Caches
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
@@ -38,6 +38,7 @@ from admitter.controller.status import StatusWriter
 from admitter.controller.translate import (
     condition,
     is_true,
+    job_owner,
     parse_time,
     workload_for_job,
     workload_name,

@@ -12,10 +12,16 @@ from pydantic import ValidationError
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_queue
 from admitter.api.settings import Settings
-from admitter.controller.cache import Caches, job_owner
+from admitter.controller.cache import Caches
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
-from admitter.controller.translate import core_node, core_workload, is_true, parse_time
+from admitter.controller.translate import (
+    core_node,
+    core_workload,
+    is_true,
+    job_owner,
+    parse_time,
+)
 from admitter.core.decisions import CycleSettings, Snapshot
 from admitter.core.model import FairShareSettings, Queue, UsageRecord, Workload
 from admitter.core.nodes import recorded_placements

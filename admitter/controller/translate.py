@@ -25,6 +25,15 @@ def workload_name(job: Obj) -> str:
     return f"job-{meta['name'][:50]}-{digest}"
 
 
+def job_owner(obj: Obj) -> Obj | None:
+    """The ownerReference naming the object's Job, if it has one."""
+    for owner in obj["metadata"].get("ownerReferences", ()):
+        if owner.get("kind") == "Job":
+            found: Obj = owner
+            return found
+    return None
+
+
 def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """Effective requests of one pod: containers summed, at least the largest init container
     (as kube-scheduler counts them); a limit stands in for a missing request."""

@@ -27,7 +27,7 @@ Placement = tuple[Mapping[str, int], ...]
 """Pods per node, one mapping per pod set."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class AdmittedPods:
     """One admitted workload as the controller sees it."""
 

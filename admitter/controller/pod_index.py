@@ -1,0 +1,134 @@
+"""Running pods summed as every pass needs them, kept current change by change.
+
+A pass needs (a) the pods of admitter's Jobs per node, to count admitted workloads where their
+pods run, and (b) per node the requests of running pods admitter does not manage, which the
+node model subtracts. Summing both walked every pod on every pass (a third of building a
+4,000-Job view); this index follows the pod and Job informers instead, so a pass reads sums
+that cost in proportion to what changed. A pod counts while it is bound to a node and not
+terminated; it is admitter's while a Job with the queue label owns it (the Job informer holds
+exactly those), and moves between the two sums when such a Job appears or goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple, TypeVar
+
+from admitter.api.quantity import to_base_units
+from admitter.controller.informer import Key, StoreWatcher, key_of
+from admitter.controller.kube import Obj
+from admitter.controller.translate import job_owner, pod_requests
+
+_TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+
+
+class _Running(NamedTuple):
+    """What one counted pod adds: its node, its owning Job (namespace, name) if any, and
+    its requests in base units."""
+
+    node: str
+    job: Key | None
+    requests: dict[str, int]
+
+
+class PodIndex:
+    """`bound`: (namespace, Job) → pods per node, admitter's Jobs only; `foreign`: node →
+    requests of every other running pod. Both are read, never written, by passes."""
+
+    def __init__(self) -> None:
+        self.bound: dict[Key, dict[str, int]] = {}
+        self.foreign: dict[str, dict[str, int]] = {}
+        self._managed: set[Key] = set()
+        self._running: dict[Key, _Running] = {}
+        self._by_job: dict[Key, set[Key]] = {}
+        """Counted pods per owning Job, managed or not, to move when the Job comes or goes."""
+        self.pods = StoreWatcher(self._pod_changed, self._pods_replaced)
+        self.jobs = StoreWatcher(self._job_changed, self._jobs_replaced)
+
+    # Pods -------------------------------------------------------------------------------
+
+    def _pod_changed(self, old: Obj | None, new: Obj | None) -> None:
+        if new is not None:
+            self._forget(key_of(new))
+            self._count(key_of(new), new)
+        elif old is not None:
+            self._forget(key_of(old))
+
+    def _pods_replaced(self, pods: Iterable[Obj]) -> None:
+        for key in list(self._running):
+            self._forget(key)
+        for pod in pods:
+            self._count(key_of(pod), pod)
+
+    def _count(self, key: Key, pod: Obj) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in _TERMINAL_POD_PHASES:
+            return
+        owner = job_owner(pod)
+        job = None if owner is None else (pod["metadata"]["namespace"], str(owner["name"]))
+        requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
+        running = self._running[key] = _Running(node, job, requests)
+        if job is not None:
+            self._by_job.setdefault(job, set()).add(key)
+        self._apply(running, 1)
+
+    def _forget(self, key: Key) -> None:
+        running = self._running.pop(key, None)
+        if running is None:
+            return
+        if running.job is not None:
+            pods = self._by_job[running.job]
+            pods.discard(key)
+            if not pods:
+                del self._by_job[running.job]
+        self._apply(running, -1)
+
+    def _apply(self, running: _Running, sign: int) -> None:
+        if running.job is not None and running.job in self._managed:
+            _add(self.bound, running.job, {running.node: 1}, sign)
+        else:
+            _add(self.foreign, running.node, running.requests, sign)
+
+    # Jobs -------------------------------------------------------------------------------
+
+    def _job_changed(self, old: Obj | None, new: Obj | None) -> None:
+        if old is None and new is not None:
+            self._manage(key_of(new), True)
+        elif new is None and old is not None:
+            self._manage(key_of(old), False)
+        # an update of a Job already known moves nothing
+
+    def _jobs_replaced(self, jobs: Iterable[Obj]) -> None:
+        keep = {key_of(job) for job in jobs}
+        for job in self._managed - keep:
+            self._manage(job, False)
+        for job in keep - self._managed:
+            self._manage(job, True)
+
+    def _manage(self, job: Key, managed: bool) -> None:
+        counted = [self._running[key] for key in self._by_job.get(job, ())]
+        for running in counted:
+            self._apply(running, -1)
+        if managed:
+            self._managed.add(job)
+        else:
+            self._managed.discard(job)
+        for running in counted:
+            self._apply(running, 1)
+
+
+_K = TypeVar("_K")
+
+
+def _add(sums: dict[_K, dict[str, int]], key: _K, amounts: dict[str, int], sign: int) -> None:
+    """Add (or take away) `amounts` under `key`, dropping what reaches zero, so the sums
+    equal a fresh count exactly."""
+    target = sums.setdefault(key, {})
+    for name, amount in amounts.items():
+        total = target.get(name, 0) + sign * amount
+        if total:
+            target[name] = total
+        else:
+            target.pop(name, None)
+    if not target:
+        del sums[key]

@@ -1,0 +1,123 @@
+"""The pod index equals a fresh count of the informers' stores after any sequence of pod and
+Job events, relists included."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from fake_api import FakeApi, add, job, reconciler
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from admitter.controller import kube
+from admitter.controller.cache import Caches
+from admitter.controller.kube import Obj
+from admitter.core.model import GPU
+
+NODES = (None, "n1", "n2")
+JOBS = ("j0", "j1", "j2")
+
+
+def pod(name: str, node: str | None, phase: str, owner: str | None, gpus: int) -> Obj:
+    meta: Obj = {"name": name, "namespace": "ns"}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "Job", "name": owner}]
+    spec: Obj = {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]}
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def fresh_count(caches: Caches) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """What the index stands for, counted from scratch: the specification."""
+    bound: dict[Any, dict[str, int]] = {}
+    foreign: dict[str, dict[str, int]] = {}
+    for obj in caches.pods.items():
+        node = obj["spec"].get("nodeName")
+        if not node or obj["status"]["phase"] in ("Succeeded", "Failed"):
+            continue
+        owners = [o["name"] for o in obj["metadata"].get("ownerReferences", [])]
+        owner = ("ns", owners[0]) if owners else None
+        if owner is not None and owner in caches.jobs.store:
+            bound.setdefault(owner, {})
+            bound[owner][node] = bound[owner].get(node, 0) + 1
+        else:
+            gpus = int(obj["spec"]["containers"][0]["resources"]["requests"][GPU])
+            foreign.setdefault(node, {})
+            foreign[node][GPU] = foreign[node].get(GPU, 0) + gpus
+    return bound, foreign
+
+
+class ListingApi(FakeApi):
+    """Answers a relist with what the test says the store holds now."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed: dict[str, list[Obj]] = {}
+
+    async def list(self, kind: kube.Kind, query: dict[str, str] | None = None) -> Obj:
+        return {"kind": "List", "metadata": {"resourceVersion": "1"},
+                "items": self.listed.get(kind.plural, [])}
+
+
+pod_event = st.tuples(st.just("pod"), st.sampled_from(["p0", "p1", "p2", "p3"]),
+                      st.sampled_from(NODES), st.sampled_from(["Pending", "Running", "Succeeded"]),
+                      st.sampled_from((None, *JOBS)), st.integers(1, 3))
+event = st.one_of(
+    pod_event,
+    st.tuples(st.just("delete-pod"), st.sampled_from(["p0", "p1", "p2", "p3"])),
+    st.tuples(st.just("job"), st.sampled_from(JOBS)),
+    st.tuples(st.just("delete-job"), st.sampled_from(JOBS)),
+    st.tuples(st.just("relist-pods"), st.integers(0, 15)),
+    st.tuples(st.just("relist-jobs"), st.integers(0, 7)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(event, max_size=40))
+def test_the_index_matches_a_fresh_count_after_any_events(events: list[tuple[Any, ...]]) -> None:
+    api = ListingApi()
+    caches = reconciler(api).caches
+    versions = itertools.count(1000)
+
+    def stamped(obj: Obj) -> Obj:
+        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(next(versions))}}
+
+    for kind, *args in events:
+        if kind == "pod":
+            name, node, phase, owner, gpus = args
+            caches.pods.observe(stamped(pod(name, node, phase, owner, gpus)))
+        elif kind == "delete-pod" and caches.pods.get("ns", args[0]) is not None:
+            gone = stamped(caches.pods.get("ns", args[0]) or {})
+            caches.pods._apply({"type": "DELETED", "object": gone})
+        elif kind == "job" and caches.jobs.get("ns", args[0]) is None:
+            add(api, caches.jobs, kube.JOBS, job("ns", args[0], 1))
+        elif kind == "delete-job" and caches.jobs.get("ns", args[0]) is not None:
+            gone = stamped(caches.jobs.get("ns", args[0]) or {})
+            caches.jobs._apply({"type": "DELETED", "object": gone})
+        elif kind in ("relist-pods", "relist-jobs"):
+            informer = caches.pods if kind == "relist-pods" else caches.jobs
+            kept = [obj for i, obj in enumerate(informer.items()) if args[0] >> i & 1]
+            api.listed[informer.kind.plural] = kept
+            asyncio.run(informer._list())
+        assert (caches.bound_pods(), caches.foreign_usage()) == fresh_count(caches)
+
+
+def test_a_job_that_appears_after_its_pod_takes_the_pod_out_of_foreign_usage() -> None:
+    api = FakeApi()
+    caches = reconciler(api).caches
+    caches.pods.observe(pod("p", "n1", "Running", "j0", 2))
+    assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
+    created = add(api, caches.jobs, kube.JOBS, job("ns", "j0", 2))
+    assert caches.foreign_usage() == {} and caches.bound_pods() == {("ns", "j0"): {"n1": 1}}
+    caches.jobs._apply({"type": "DELETED", "object": created})
+    assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
+
+
+def test_pods_not_bound_or_finished_count_nowhere() -> None:
+    caches = reconciler(FakeApi()).caches
+    caches.pods.observe(pod("waiting", None, "Pending", None, 1))
+    caches.pods.observe(pod("done", "n1", "Succeeded", None, 1))
+    assert caches.foreign_usage() == {} and caches.bound_pods() == {}
