@@ -79,10 +79,13 @@ class Caches:
     def job_of(self, workload: Obj) -> Obj | None:
         """The Job that owns the Workload, if the cache holds it (the same Job: a Job
         recreated under the same name owns a Workload of its own)."""
-        owner = job_owner(workload)
+        return self.owned_job(workload["metadata"]["namespace"], job_owner(workload))
+
+    def owned_job(self, namespace: str, owner: Obj | None) -> Obj | None:
+        """The Job an ownerReference (`job_owner`) names, if the cache holds that very Job."""
         if owner is None:
             return None
-        job = self.jobs.get(workload["metadata"]["namespace"], owner["name"])
+        job = self.jobs.get(namespace, owner["name"])
         if job is None or owner.get("uid") not in (None, job["metadata"].get("uid")):
             return None
         return job

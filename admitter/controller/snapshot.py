@@ -23,7 +23,7 @@ from admitter.controller.translate import (
     parse_time,
 )
 from admitter.core.decisions import CycleSettings, Snapshot
-from admitter.core.model import FairShareSettings, Queue, UsageRecord, Workload
+from admitter.core.model import FairShareSettings, Node, Queue, UsageRecord, Workload
 from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
 
@@ -52,15 +52,24 @@ def cycle_settings(settings: Settings) -> CycleSettings:
 
 @dataclass(slots=True)
 class Translation:
-    """What one version (resourceVersion) of a Workload object means to the core."""
+    """What one version (resourceVersion) of a Workload object means to the core, and what a
+    pass derives from it, kept while its inputs stay the same."""
 
     version: str | None
     finished: bool
+    owner: Obj | None
+    """The ownerReference naming its Job, if any."""
+    expected_pods: int
+    """Pods of all its pod sets: ready once the Job reports that many ready or done."""
     inputs: tuple[Any, ...] = ()
     core: Workload | None = None
     placement: Placement | None = None
     settled: Workload | None = None
     """`core` with its pods counted where settling put them, for that `placement`."""
+    pods_seen: tuple[Any, ...] = ()
+    pods: AdmittedPods | None = None
+    """Its admitted pods as settling takes them, for the `core`, bound pods and completions
+    seen in `pods_seen`."""
 
     def core_for(self, wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
         """The core Workload, translated again only when something outside the object (its
@@ -83,14 +92,34 @@ class Translation:
             self.settled = replace(self.core, placement=merged, pod_set_placements=placement)
         return self.settled
 
+    def admitted_pods(self, wl: Obj, job: Obj | None, core: Workload,
+                      bound: Mapping[Key, Mapping[str, int]]) -> AdmittedPods:
+        """An admitted workload's hinted and bound pods; a Job has one pod set, and a Workload
+        created directly has no pods, so its hints are all there is."""
+        pods: tuple[dict[str, int], ...] = tuple({} for _ in core.pod_sets)
+        done: tuple[int, ...] = ()
+        if job is not None and len(core.pod_sets) == 1:
+            meta = job["metadata"]
+            pods = (dict(bound.get((meta["namespace"], meta["name"]), {})),)
+            done = (int((job.get("status") or {}).get("succeeded", 0)),)
+        seen = (core, pods, done)
+        if self.pods is None or self.pods_seen != seen:
+            domain = ((wl.get("status") or {}).get("admission") or {}).get(
+                "topologyDomain") or {}
+            self.pods_seen = seen
+            self.pods = AdmittedPods(core.key, core.pod_sets, tuple(recorded_placements(core)),
+                                     pods, domain, done)
+        return self.pods
+
 
 class Translations:
-    """Translations kept from pass to pass per Workload uid: translating every Workload on
-    every pass dominated building the view."""
+    """Translations kept from pass to pass per Workload uid, and Nodes per name: translating
+    every object on every pass dominated building the view."""
 
     def __init__(self) -> None:
         self._last: dict[str, Translation] = {}
         self._seen: dict[str, Translation] = {}
+        self._nodes: dict[str, tuple[str | None, dict[str, int], Node]] = {}
 
     def of(self, wl: Obj) -> Translation:
         meta = wl["metadata"]
@@ -98,13 +127,24 @@ class Translations:
         version = meta.get("resourceVersion")
         found = self._last.get(uid)
         if found is None or found.version != version:
-            found = Translation(version, is_true(wl, "Finished"))
+            expected = sum(p["count"] for p in wl["spec"]["podSets"])
+            found = Translation(version, is_true(wl, "Finished"), job_owner(wl), expected)
         self._seen[uid] = found
         return found
 
     def forget_unseen(self) -> None:
         """Keep only what the pass just used, so deleted Workloads do not linger."""
         self._last, self._seen = self._seen, {}
+
+    def node(self, node: Obj, used: Mapping[str, int]) -> Node:
+        """The core Node, translated again only when the object or the usage of pods admitter
+        does not manage on it changed."""
+        meta = node["metadata"]
+        version = meta.get("resourceVersion")
+        known = self._nodes.get(meta["name"])
+        if known is None or known[0] != version or known[1] != used:
+            known = self._nodes[meta["name"]] = (version, dict(used), core_node(node, used))
+        return known[2]
 
 
 def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
@@ -113,7 +153,8 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues)
     foreign = caches.foreign_usage()
-    nodes = [core_node(n, foreign.get(n["metadata"]["name"], {})) for n in caches.nodes.items()]
+    nodes = [translations.node(n, foreign.get(n["metadata"]["name"], {}))
+             for n in caches.nodes.items()]
     bound = caches.bound_pods()
     queue_of = {(lq["metadata"]["namespace"], lq["metadata"]["name"]):
                 lq["spec"].get("clusterQueue") or "" for lq in caches.local_queues.items()}
@@ -126,15 +167,15 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
         translation = translations.of(wl)
         if translation.finished:
             continue
-        owner = job_owner(wl)
-        job = None if owner is None else caches.job_of(wl)
-        if owner is not None and job is None:
+        namespace = wl["metadata"]["namespace"]
+        job = caches.owned_job(namespace, translation.owner)
+        if translation.owner is not None and job is None:
             continue  # orphaned: its Job is gone and the garbage collector follows
-        cq = queue_of.get((wl["metadata"]["namespace"], wl["spec"]["queueName"]), "")
-        core = translation.core_for(wl, cq, _pods_ready(wl, job))
+        cq = queue_of.get((namespace, wl["spec"]["queueName"]), "")
+        core = translation.core_for(wl, cq, _pods_ready(wl, job, translation.expected_pods))
         found.append((translation, wl, core))
         if core.placement:
-            admitted.append(_admitted_pods(wl, job, core, bound))
+            admitted.append(translation.admitted_pods(wl, job, core, bound))
     settled = settle(nodes, admitted)
     workloads: list[Workload] = []
     for translation, wl, core in found:
@@ -175,26 +216,10 @@ def usage_records(name: str, cq: Obj) -> list[UsageRecord]:
     return records
 
 
-def _admitted_pods(wl: Obj, job: Obj | None, core: Workload,
-                   bound: dict[tuple[str, str], dict[str, int]]) -> AdmittedPods:
-    """An admitted workload's hinted and bound pods; a Job has one pod set, and a Workload
-    created directly has no pods, so its hints are all there is."""
-    placements = tuple(recorded_placements(core))
-    pods: tuple[dict[str, int], ...] = tuple({} for _ in core.pod_sets)
-    done: tuple[int, ...] = ()
-    if job is not None and len(core.pod_sets) == 1:
-        meta = job["metadata"]
-        pods = (bound.get((meta["namespace"], meta["name"]), {}),)
-        done = (int((job.get("status") or {}).get("succeeded", 0)),)
-    domain = ((wl.get("status") or {}).get("admission") or {}).get("topologyDomain") or {}
-    return AdmittedPods(core.key, core.pod_sets, placements, pods, domain, done)
-
-
-def _pods_ready(wl: Obj, job: Obj | None) -> bool:
-    """An admitted gang is ready once its Job reports all its pods ready (or done); a
-    Workload without a Job (created directly) is ready as soon as it is admitted."""
+def _pods_ready(wl: Obj, job: Obj | None, expected: int) -> bool:
+    """An admitted gang is ready once its Job reports all its `expected` pods ready (or
+    done); a Workload without a Job (created directly) is ready as soon as it is admitted."""
     if job is None or not (wl.get("status") or {}).get("admission"):
         return True
     status = job.get("status") or {}
-    expected = sum(p["count"] for p in wl["spec"]["podSets"])
     return int(status.get("ready", 0)) + int(status.get("succeeded", 0)) >= expected

@@ -88,3 +88,22 @@ async def test_a_pass_counts_the_admissions_still_being_written() -> None:
     assert api.count("PATCH", "jobs") == 2, "each admitted Job started once"
     await settled_pass(controller)
     assert api.count("PATCH", "jobs") == 2 and len(admitted(api)) == 2
+
+
+async def test_a_pod_bound_between_passes_moves_its_workload_in_the_next_view() -> None:
+    """What a pass derives from a Workload is kept between passes; a pod bound since (its
+    Job's pods changed, not the Workload) must still be seen where it runs."""
+    api = FakeApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    team(api, controller, 16, node_a=4, node_b=4)
+    await fill(api, controller, ["j1", "j2", "j3", "j4"])
+    hints = admitted(api)
+    on_a = sorted(name for name, hinted in hints.items() if hinted == "node-a")
+    key = f"ns/{workload_name(caches.jobs.get('ns', on_a[0]))}"
+    translations = Translations()
+    before = build_view(caches, controller.settings, 0.0, translations).snapshot.workloads
+    assert [w.placement for w in before if w.key == key] == [{"node-a": 1}]
+    add(api, caches.pods, kube.PODS, pod(on_a[0], "node-b", 2))
+    after = build_view(caches, controller.settings, 1.0, translations).snapshot.workloads
+    assert [w.placement for w in after if w.key == key] == [{"node-b": 1}]
