@@ -36,6 +36,8 @@ from admitter.core.model import (
 ZONE, BLOCK, RACK, HOST = ("topology.admitter.dev/zone", "topology.admitter.dev/block",
                            "topology.admitter.dev/rack", "kubernetes.io/hostname")
 LEVELS = (ZONE, BLOCK, RACK, HOST)
+TARGET_MS = 200
+"""Issue 5's bound for the headline cycle, drawn on the plot."""
 
 
 def build(pending: int, nodes: int, leaves: int, seed: int = 7) -> Snapshot:
@@ -133,10 +135,13 @@ def plot(curves: dict[str, list[tuple[int, float]]], path: str) -> None:
     figure, axes = plt.subplots(1, 3, figsize=(12, 3.5))
     for axis, (dimension, points) in zip(axes, curves.items(), strict=True):
         axis.plot([p[0] for p in points], [p[1] * 1000 for p in points], marker="o")
+        axis.axhline(TARGET_MS, color="tab:red", linestyle="--", linewidth=1,
+                     label=f"target {TARGET_MS} ms")
         axis.set_xlabel(dimension)
         axis.set_ylabel("cycle CPU ms")
-        axis.set_ylim(bottom=0)
+        axis.set_ylim(bottom=0, top=TARGET_MS * 1.2)
         axis.grid(alpha=0.3)
+        axis.legend(loc="lower right")
     figure.suptitle("admission cycle time; the other two dimensions at 10k / 2k / 1k")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
