@@ -124,7 +124,11 @@ def run_kueue(cohorts: int, timeout: float) -> Row:
             counts = _scrape(port)
         finally:
             kueue.terminate()
-            kueue.wait(30)
+            try:
+                kueue.wait(30)
+            except subprocess.TimeoutExpired:  # still busy with a 15,000-workload backlog
+                kueue.kill()
+                kueue.wait()
             log.close()
             runner_log.close()
         return _kueue_row(out / "wlStates.csv", cohorts, wall, timed_out, counts)
