@@ -31,6 +31,15 @@ def admitted(api: FakeApi) -> dict[str, str]:
     return hints
 
 
+async def four_jobs_on_two_nodes() -> tuple[FakeApi, Reconciler, dict[str, str]]:
+    """Two 4-GPU nodes filled by four admitted 2-GPU Jobs; returns the Job → hinted node."""
+    api = FakeApi()
+    controller = reconciler(api)
+    team(api, controller, 16, node_a=4, node_b=4)
+    await fill(api, controller, ["j1", "j2", "j3", "j4"])
+    return api, controller, admitted(api)
+
+
 async def fill(api: FakeApi, controller: Reconciler, names: list[str]) -> None:
     for name in names:
         add(api, controller.caches.jobs, kube.JOBS, job("ns", name, 2))
@@ -44,12 +53,8 @@ async def test_pods_bound_away_from_their_hints_leave_no_phantom_room() -> None:
     other two are not bound yet. Counting each unbound pod at its hint puts six GPUs on B,
     which shows zero free, and leaves two free on A: a fifth Job would be admitted onto GPUs
     that do not exist (the restart-burst over-admission)."""
-    api = FakeApi()
-    controller = reconciler(api)
+    api, controller, hints = await four_jobs_on_two_nodes()
     caches = controller.caches
-    team(api, controller, 16, node_a=4, node_b=4)
-    await fill(api, controller, ["j1", "j2", "j3", "j4"])
-    hints = admitted(api)
     assert len(hints) == 4 and sorted(hints.values()) == ["node-a"] * 2 + ["node-b"] * 2
     on_a = sorted(name for name, hinted in hints.items() if hinted == "node-a")
     on_b = sorted(name for name, hinted in hints.items() if hinted == "node-b")
@@ -93,12 +98,8 @@ async def test_a_pass_counts_the_admissions_still_being_written() -> None:
 async def test_a_pod_bound_between_passes_moves_its_workload_in_the_next_view() -> None:
     """What a pass derives from a Workload is kept between passes; a pod bound since (its
     Job's pods changed, not the Workload) must still be seen where it runs."""
-    api = FakeApi()
-    controller = reconciler(api)
+    api, controller, hints = await four_jobs_on_two_nodes()
     caches = controller.caches
-    team(api, controller, 16, node_a=4, node_b=4)
-    await fill(api, controller, ["j1", "j2", "j3", "j4"])
-    hints = admitted(api)
     on_a = sorted(name for name, hinted in hints.items() if hinted == "node-a")
     key = f"ns/{workload_name(caches.jobs.get('ns', on_a[0]))}"
     translations = Translations()
