@@ -120,6 +120,7 @@ class Translations:
         self._last: dict[str, Translation] = {}
         self._seen: dict[str, Translation] = {}
         self._nodes: dict[str, tuple[str | None, dict[str, int], Node]] = {}
+        self._nodes_seen: dict[str, tuple[str | None, dict[str, int], Node]] = {}
 
     def of(self, wl: Obj) -> Translation:
         meta = wl["metadata"]
@@ -133,8 +134,9 @@ class Translations:
         return found
 
     def forget_unseen(self) -> None:
-        """Keep only what the pass just used, so deleted Workloads do not linger."""
+        """Keep only what the pass just used, so deleted Workloads and Nodes do not linger."""
         self._last, self._seen = self._seen, {}
+        self._nodes, self._nodes_seen = self._nodes_seen, {}
 
     def node(self, node: Obj, used: Mapping[str, int]) -> Node:
         """The core Node, translated again only when the object or the usage of pods admitter
@@ -143,7 +145,8 @@ class Translations:
         version = meta.get("resourceVersion")
         known = self._nodes.get(meta["name"])
         if known is None or known[0] != version or known[1] != used:
-            known = self._nodes[meta["name"]] = (version, dict(used), core_node(node, used))
+            known = (version, dict(used), core_node(node, used))
+        self._nodes_seen[meta["name"]] = known
         return known[2]
 
 

@@ -103,8 +103,10 @@ async def test_a_pod_bound_between_passes_moves_its_workload_in_the_next_view() 
     on_a = sorted(name for name, hinted in hints.items() if hinted == "node-a")
     key = f"ns/{workload_name(caches.jobs.get('ns', on_a[0]))}"
     translations = Translations()
-    before = build_view(caches, controller.settings, 0.0, translations).snapshot.workloads
-    assert [w.placement for w in before if w.key == key] == [{"node-a": 1}]
+    before = build_view(caches, controller.settings, 0.0, translations).snapshot
+    assert [w.placement for w in before.workloads if w.key == key] == [{"node-a": 1}]
     add(api, caches.pods, kube.PODS, pod(on_a[0], "node-b", 2))
-    after = build_view(caches, controller.settings, 1.0, translations).snapshot.workloads
-    assert [w.placement for w in after if w.key == key] == [{"node-b": 1}]
+    after = build_view(caches, controller.settings, 1.0, translations).snapshot
+    assert [w.placement for w in after.workloads if w.key == key] == [{"node-b": 1}]
+    assert all(a is b for a, b in zip(before.nodes, after.nodes, strict=True)), \
+        "an admitter pod changes no node's foreign usage: nodes are not translated again"
