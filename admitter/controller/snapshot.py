@@ -23,7 +23,14 @@ from admitter.controller.translate import (
     parse_time,
 )
 from admitter.core.decisions import CycleSettings, Snapshot
-from admitter.core.model import FairShareSettings, Node, Queue, UsageRecord, Workload
+from admitter.core.model import (
+    FairShareSettings,
+    Node,
+    Queue,
+    UsageRecord,
+    Workload,
+    merged_placement,
+)
 from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
 
@@ -84,12 +91,9 @@ class Translation:
         """The core Workload with its pods counted at `placement` instead of its hints."""
         assert self.core is not None, "core_for comes first"
         if self.settled is None or self.placement != placement:
-            merged: dict[str, int] = {}
-            for counts in placement:
-                for node, count in counts.items():
-                    merged[node] = merged.get(node, 0) + count
             self.placement = placement
-            self.settled = replace(self.core, placement=merged, pod_set_placements=placement)
+            self.settled = replace(self.core, placement=merged_placement(placement),
+                                   pod_set_placements=placement)
         return self.settled
 
     def admitted_pods(self, wl: Obj, job: Obj | None, core: Workload,

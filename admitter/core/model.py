@@ -170,13 +170,10 @@ class Workload:
         """This workload admitted at `at` with its pods where `per_pod_set` says (pod set
         order). The constructor, not `dataclasses.replace`: half the time, for every admission
         of a cycle and of the simulator."""
-        merged: dict[str, int] = {}
-        for counts in per_pod_set:
-            for node, count in counts.items():
-                merged[node] = merged.get(node, 0) + count
         return Workload(self.key, self.queue, self.pod_sets, self.submitted_at, self.priority,
                         self.min_runtime, self.resumable, self.topology, Phase.ADMITTED, at,
-                        merged, per_pod_set, self.pods_ready, self.eligible_at)
+                        merged_placement(per_pod_set), per_pod_set, self.pods_ready,
+                        self.eligible_at)
 
     def protected_until(self) -> float | None:
         """End of the protected min runtime, or None when not running or unfunded."""
@@ -202,3 +199,12 @@ class UsageRecord:
     start: float
     end: float
     gpus: float
+
+
+def merged_placement(per_pod_set: tuple[Mapping[str, int], ...]) -> dict[str, int]:
+    """Pods per node over all pod sets (`Workload.placement` from `pod_set_placements`)."""
+    merged: dict[str, int] = {}
+    for counts in per_pod_set:
+        for node, count in counts.items():
+            merged[node] = merged.get(node, 0) + count
+    return merged
