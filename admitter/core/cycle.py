@@ -140,6 +140,8 @@ class _Cycle:
         self.usage, self.fair = self._fair_share(demand)
         self.ledger = QuotaLedger(self.tree, self.fair, admitted)
         self.running = {w.key: w for w in admitted}
+        self.unfunded_held: dict[str, int] | None = None
+        """`_unfunded_gpus` of `running`, until `running` changes."""
         self.finder = RoomFinder(self.state, self.ledger, self.running, self.now)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
@@ -243,6 +245,7 @@ class _Cycle:
                                 explain=explain)
         if isinstance(room, Blocked):
             return room
+        self.unfunded_held = None
         for victim in room.victims:
             self.running.pop(victim.workload.key)
             self.evictions.append(Eviction(victim.workload.key, victim.workload.queue,
@@ -259,8 +262,9 @@ class _Cycle:
         if (self.reserved_for is not None or self.now - workload.submitted_at < bound
                 or self.ledger.share_block(workload, deserved_only=in_quota_only, alone=True)):
             return False
-        described = reserve(self.state, self.nodes, workload,
-                            _unfunded_gpus(self.running.values()))
+        if self.unfunded_held is None:
+            self.unfunded_held = _unfunded_gpus(self.running.values())
+        described = reserve(self.state, self.nodes, workload, self.unfunded_held)
         if described is None:
             return False
         self.reserved_for = workload
@@ -403,6 +407,7 @@ class _Cycle:
         admitted = workload.admitted(self.now, placement.node_counts)
         self.ledger.add(admitted)
         self.running[workload.key] = admitted
+        self.unfunded_held = None
         self.pending.pop(workload.key, None)
         where = ("in " + ", ".join(f"{k}={v}" for k, v in placement.affinity.items())
                  if placement.affinity else "anywhere in the cluster")
@@ -413,6 +418,7 @@ class _Cycle:
         self.state.release(workload.key)
         self.ledger.remove(workload)
         self.running.pop(workload.key)
+        self.unfunded_held = None
         self.failures.clear()
         self.evictions.append(Eviction(workload.key, workload.queue, reason, message))
 

@@ -85,7 +85,7 @@ class Pending:
     retry_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per queue per cycle (docs/admission-cycle.md, Speed)
 class QueueStatus:
     """What a ClusterQueue's status shows after the cycle."""
 

@@ -49,7 +49,7 @@ class Room:
     victims: tuple[Victim, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Blocked:
     """No room could be proved; `protected_until` is when protected candidates free up."""
 
@@ -85,6 +85,9 @@ class RoomFinder:
         """Per ranking (protected or not) and `within` queue, the groups of queues under it."""
         self._diverging: dict[tuple[str, str], str] = {}
         """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
+        self._evictable_funded: dict[str, dict[str, int]] = {}
+        """Per queue, what its subtree's evictable funded workloads hold, as ranked: no set of
+        victims can give back more."""
 
     def find(self, preemptor: Workload, deserved_only: bool | None,
              within: str | None = None, *, explain: bool = True) -> Room | Blocked:
@@ -99,7 +102,8 @@ class RoomFinder:
         self._rank()
         unfunded_only = deserved_only is None
         chosen = self._eligible(self._evictable, preemptor, within, unfunded_only,
-                                reclaim_checked=True)
+                                reclaim_checked=True) if deserved_only is None or (
+            self._might_reach_share(preemptor, deserved_only, within)) else []
         if chosen and (deserved_only is None or self._ledger.share_reachable(
                 preemptor, deserved_only=deserved_only, released=(w for _, w in chosen))):
             chosen.sort(key=itemgetter(0))
@@ -112,6 +116,22 @@ class RoomFinder:
                                                 reclaim_checked=False), key=itemgetter(0)))
         until = min((w.protected_until() or self._now for w in protected), default=None)
         return Blocked(protected, until)
+
+    def _might_reach_share(self, preemptor: Workload, deserved_only: bool,
+                           within: str | None) -> bool:
+        """Whether evicting every evictable funded workload that could be a victim would bring
+        the preemptor within its share: when not, no victim list needs to be built (on a busy
+        cluster most preemptors over their share end here)."""
+        freed: dict[str, dict[str, int]] = {}
+        scope = within
+        for name in self._ledger.path(preemptor.queue):
+            released = self._evictable_funded.get(name if scope is None else scope)
+            if released is not None:
+                freed[name] = released
+            if name == scope:
+                scope = None
+        return self._ledger.share_reachable_freeing(preemptor, deserved_only=deserved_only,
+                                                    freed=freed)
 
     def _simulate(self, preemptor: Workload, plan: list[Workload],
                   deserved_only: bool | None) -> Room | None:
@@ -190,6 +210,12 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
+        for _, workload in ranked:
+            if workload.min_runtime > 0:
+                for name in self._ledger.path(workload.queue):
+                    released = self._evictable_funded.setdefault(name, {})
+                    for resource, amount in workload.requests().items():
+                        released[resource] = released.get(resource, 0) + amount
         self._evictable = _by_queue([w for _, w in ranked])
         self._protected = _by_queue([w for _, _, w in protected])
 

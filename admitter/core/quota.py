@@ -17,6 +17,7 @@ from admitter.core.model import UNLIMITED, Resources, Workload
 from admitter.core.queue_tree import QueueTree
 
 _NO_SHARE = ResourceShare(0, 0, 0)
+_NOTHING: Mapping[str, int] = {}
 
 
 @dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
@@ -131,9 +132,14 @@ class QuotaLedger:
                 for name in self._paths[other.queue]:
                     if name in path:
                         _accumulate(freed.setdefault(name, {}), other.requests(), 1)
+        return self.share_reachable_freeing(workload, deserved_only=deserved_only, freed=freed)
+
+    def share_reachable_freeing(self, workload: Workload, *, deserved_only: bool,
+                                freed: Mapping[str, Mapping[str, int]]) -> bool:
+        """`share_reachable` with the funded amounts given back per queue on the path."""
         requests = workload.requests()
         for name, by_resource, funded in self._share_path[workload.queue]:
-            gone = freed.get(name, {})
+            gone = freed.get(name, _NOTHING)
             for resource, amount in requests.items():
                 share = by_resource.get(resource, _NO_SHARE)
                 bound = share.deserved if deserved_only else share.fair_share
