@@ -428,11 +428,12 @@ class _Cycle:
                                              self.position.get(workload.key, 0), retry_at)
 
     def result(self) -> CycleResult:
+        tree, ledger, running = self.tree, self.ledger, self.running
+        pending = tuple(self.pending[key] for key in sorted(self.pending))
         return CycleResult(
             admissions=tuple(self.admissions),
             evictions=tuple(self.evictions),
-            pending=tuple(self.pending[key] for key in sorted(self.pending)),
+            pending=pending,
             fair_share=self.fair,
-            queues=queue_statuses(self.tree, self.ledger, self.running.values(),
-                                  self.pending.values()),
+            statuses=lambda: queue_statuses(tree, ledger, running.values(), pending),
         )

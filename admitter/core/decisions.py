@@ -6,7 +6,7 @@ cluster; both hand it to `run_cycle` and apply the `CycleResult` their own way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -94,10 +94,38 @@ class QueueStatus:
     admitted: int
 
 
-@dataclass(frozen=True, slots=True)
 class CycleResult:
-    admissions: tuple[Admission, ...]
-    evictions: tuple[Eviction, ...]
-    pending: tuple[Pending, ...]
-    fair_share: FairShare
-    queues: Mapping[str, QueueStatus] = field(default_factory=dict)
+    """The cycle's decisions. Queue statuses are counted when first read: the controller
+    shows them, the simulator never asks."""
+
+    __slots__ = ("_queues", "_statuses", "admissions", "evictions", "fair_share", "pending")
+
+    def __init__(self, admissions: tuple[Admission, ...], evictions: tuple[Eviction, ...],
+                 pending: tuple[Pending, ...], fair_share: FairShare,
+                 statuses: Callable[[], Mapping[str, QueueStatus]]) -> None:
+        self.admissions = admissions
+        self.evictions = evictions
+        self.pending = pending
+        self.fair_share = fair_share
+        self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
+        self._queues: Mapping[str, QueueStatus] = {}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CycleResult):
+            return NotImplemented
+        return (self.admissions, self.evictions, self.pending, self.fair_share, self.queues) == (
+            other.admissions, other.evictions, other.pending, other.fair_share, other.queues)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"CycleResult(admissions={self.admissions!r}, evictions={self.evictions!r}, "
+                f"pending={self.pending!r}, queues={dict(self.queues)!r})")
+
+    @property
+    def queues(self) -> Mapping[str, QueueStatus]:
+        """Per queue: allocation, pending and admitted counts (parents sum their subtree)."""
+        if self._statuses is not None:
+            self._queues = self._statuses()
+            self._statuses = None
+        return self._queues
