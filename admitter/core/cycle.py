@@ -36,7 +36,7 @@ from admitter.core.preemption import NOT_TRIED, Blocked, RoomFinder
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import QuotaLedger
-from admitter.core.reservation import RESERVATION_KEY, reserve
+from admitter.core.reservation import RESERVATION_KEY, describe, reserve
 from admitter.core.selection import QueueSelector
 from admitter.core.status import queue_statuses
 from admitter.core.usage import normalised_usage, windowed_usage
@@ -264,14 +264,15 @@ class _Cycle:
             return False
         if self.unfunded_held is None:
             self.unfunded_held = _unfunded_gpus(self.running.values())
-        described = reserve(self.state, self.nodes, workload, self.unfunded_held)
-        if described is None:
+        reserved = reserve(self.state, self.nodes, workload, self.unfunded_held)
+        if not reserved:
             return False
         self.reserved_for = workload
+        self.finder.keep_off(reserved)
         self.failures.clear()
         waited = self.now - workload.submitted_at
-        self._wait(workload, "Reserved",
-                   f"waited {waited:g}s, past the starvation bound of {bound:g}s; {described}")
+        self._wait(workload, "Reserved", f"waited {waited:g}s, past the starvation bound of "
+                   f"{bound:g}s; {describe(workload, reserved)}")
         return True
 
     # Step 4 -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ Statement: checkpoint, evict, place, commit or roll back).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -25,7 +26,7 @@ from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaLedger
-from admitter.core.topology import Domain
+from admitter.core.topology import HOSTNAME, Domain
 
 MAX_VICTIMS = 64
 """Give up on a preemptor that would need more evictions than this (bounds cycle time)."""
@@ -65,7 +66,8 @@ class RoomFinder:
     """Finds victims for preemptors within one cycle; `running` is kept current by the cycle.
 
     Candidates are ranked once per cycle. For each preemptor, victims are grouped by the domain
-    of its required topology level (the whole cluster without one); the domains whose free
+    of its required topology level (the whole cluster without one; the node for a single
+    pod); the domains whose free
     capacity plus their victims' would hold the gang are planned, fewest and cheapest
     victims first, and only those plans are simulated.
     """
@@ -85,9 +87,15 @@ class RoomFinder:
         """Per ranking (protected or not) and `within` queue, the groups of queues under it."""
         self._diverging: dict[tuple[str, str], str] = {}
         """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
+        self._reserved: frozenset[str] = frozenset()
+        """Nodes reserved for a starving workload: what runs there is no one else's victim."""
         self._evictable_funded: dict[str, dict[str, int]] = {}
         """Per queue, what its subtree's evictable funded workloads hold, as ranked: no set of
         victims can give back more."""
+
+    def keep_off(self, nodes: Iterable[str]) -> None:
+        """From now on this cycle, take no victim running on `nodes` (a reservation)."""
+        self._reserved = frozenset(nodes)
 
     def find(self, preemptor: Workload, deserved_only: bool | None,
              within: str | None = None, *, explain: bool = True) -> Room | Blocked:
@@ -243,21 +251,28 @@ class RoomFinder:
                               if item[1].priority < preemptor.priority)
             elif not reclaim_checked or self._over_queue(preemptor.queue, queue) is not None:
                 chosen.extend(group.funded)
-        running = self._running
-        return [item for item in chosen if item[1].key in running]
+        running, reserved = self._running, self._reserved
+        return [item for item in chosen if item[1].key in running
+                and (not reserved or reserved.isdisjoint(item[1].placement))]
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
-        """Per domain of the required level: the first candidates (in eviction order) whose
-        release would bring the domain's free amount of the key resource to the gang's need.
-        Fewest victims first, then the plan whose worst victim ranks earliest."""
+        """Per domain of the required level (per node for a single pod): the first candidates
+        (in eviction order) whose release would bring the domain's free amount of the key
+        resource to the gang's need. Fewest victims first, then the plan whose worst victim
+        ranks earliest."""
         requests = preemptor.requests()
         resource = GPU if requests.get(GPU, 0) > 0 else min(requests, default=GPU)
         index = self._state.resource_index(resource)
         need = requests.get(resource, 0)
-        level = preemptor.topology.required
+        required = preemptor.topology.required
+        # One pod lands on one node: planning per node is exact where a wider domain's sum
+        # can hide that no single node would hold the pod.
+        level = HOSTNAME if sum(p.count for p in preemptor.pod_sets) == 1 else required
         per_domain: dict[int, tuple[Domain, list[Workload], int]] = {}
         for workload in candidates:
             for domain, gained in self._gains(workload, resource, level):
+                if required is not None and required not in domain.affinity:
+                    continue  # a node outside every domain of the required level
                 entry = per_domain.get(id(domain))
                 if entry is None:
                     free = 0 if index is None else sum(row[index] for row in domain.free)

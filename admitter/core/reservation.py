@@ -5,12 +5,12 @@ fit, the highest-ranked such workload gets nodes reserved for the rest of the cy
 domain its required topology allows (the whole cluster without one), the nodes with the most
 free capacity (counting what unfunded work holds as free: it yields at once) are picked until
 their *allocatable* capacity could hold the gang; whatever is free on them is held back from
-every later funded admission of the cycle. Unfunded work may use it meanwhile (the cycle
-releases the reservation before the unfunded pass), because the gang evicts it the moment the
-rest of the nodes is free. Funded work running there finishes or is preempted, nothing funded
-lands there, so free capacity accumulates in one place until the gang fits. The choice is
-recomputed each cycle and is stable, because reserved nodes only gain free capacity while
-other nodes keep being filled.
+every later funded admission of the cycle, and what runs there from every later preemptor.
+Unfunded work may use it meanwhile (the cycle releases the reservation before the unfunded
+pass), because the gang evicts it the moment the rest of the nodes is free. Funded work
+running there finishes or is preempted, nothing funded lands there, so free capacity
+accumulates in one place until the gang fits. The choice is recomputed each cycle and is
+stable, because reserved nodes only gain free capacity while other nodes keep being filled.
 """
 
 from __future__ import annotations
@@ -25,19 +25,23 @@ RESERVATION_KEY = "\0reservation"
 
 
 def reserve(state: ClusterState, nodes: Mapping[str, Node], workload: Workload,
-            displaceable: Mapping[str, int]) -> str | None:
-    """Hold free capacity on enough nodes for `workload`; return a description, or None when
-    no domain could ever hold it. `displaceable` is GPUs held by unfunded work per node."""
+            displaceable: Mapping[str, int]) -> list[str]:
+    """Hold free capacity on enough nodes for `workload` and return them, most free first;
+    none when no domain could ever hold it. `displaceable` is GPUs held by unfunded work per
+    node."""
     chosen = _nodes_for(state, nodes, workload, displaceable)
-    if not chosen:
-        return None
     free = {name: state.free(name) for name in chosen}
     held = [name for name in chosen if any(free[name].values())]
-    state.assume(
-        RESERVATION_KEY,
-        [PodSet(name, 1, free[name]) for name in held],
-        [{name: 1} for name in held],
-    )
+    if chosen:
+        state.assume(
+            RESERVATION_KEY,
+            [PodSet(name, 1, free[name]) for name in held],
+            [{name: 1} for name in held],
+        )
+    return chosen
+
+
+def describe(workload: Workload, chosen: list[str]) -> str:
     return f"{len(chosen)} node(s) reserved for {workload.key}: {', '.join(chosen[:4])}" + (
         ", …" if len(chosen) > 4 else "")
 

@@ -15,7 +15,7 @@ from cycle_builders import (
 )
 
 from admitter.core.decisions import CycleSettings
-from admitter.core.model import GPU, FairShareSettings, UsageRecord
+from admitter.core.model import GPU, FairShareSettings, Phase, UsageRecord, Workload
 
 HOUR = 3600.0
 
@@ -157,6 +157,26 @@ def test_funded_work_over_its_share_still_displaces_unfunded_work():
     assert pending(result) == {"b-big": "QuotaExceeded"}
 
 
+def _running(workload: Workload, node: str, at: float) -> Workload:
+    return replace(workload, phase=Phase.ADMITTED, admitted_at=at, placement={node: 1},
+                   pod_set_placements=({node: 1},))
+
+
+def test_single_pod_preemptor_takes_victims_from_one_node():
+    """n0: an unfunded 4-GPU job and 4 idle GPUs; n1: a newer unfunded 4-GPU job beside a
+    protected funded one. The newer job ranks first as a victim, but evicting it frees no
+    node for an 8-GPU pod: the victim must come from the node that can then hold it."""
+    world = World(racks(1), [queue("a", 16)])
+    world.submit(_running(job("old-free", "a", 4, min_runtime=0), "b0-r0-n0", 0),
+                 _running(job("new-free", "a", 4, min_runtime=0, at=5), "b0-r0-n1", 5),
+                 _running(job("paid", "a", 4), "b0-r0-n1", 5),
+                 job("big", "a", 8, at=10))
+    result = world.cycle(20)
+    assert admitted(result) == ["big"]
+    assert evicted(result) == {"old-free": "Preempted"}
+    assert result.admissions[0].pod_set_nodes == ({"b0-r0-n0": 1},)
+
+
 def test_funded_work_comes_before_unfunded_for_idle_capacity():
     world = World(racks(1), [queue("a", 0, order=0), queue("b", 0, order=1)])
     world.submit(job("free", "a", min_runtime=0, at=0), job("paid", "b", pods=2, at=5))
@@ -248,6 +268,21 @@ def test_large_gang_is_not_starved_by_a_stream_of_small_jobs():
     assert "big" in world.running(), [p for r in world.history for p in r.pending]
     reserved = [p for r in world.history for p in r.pending if p.reason == "Reserved"]
     assert reserved and "reserved for big" in reserved[0].message
+
+
+def test_no_one_else_evicts_work_on_nodes_reserved_for_a_starving_gang():
+    """The gang waits on a protected job; n0's unfunded job is what it will displace once
+    n1 frees up, so no other preemptor may take n0 meanwhile."""
+    settings = CycleSettings(fair_share=FairShareSettings(window=0), starvation_bound=HOUR)
+    world = World(racks(1), [queue("a", 16, order=0), queue("b", 0, order=1)],
+                  settings=settings)
+    world.submit(_running(job("free", "b", 8, min_runtime=0), "b0-r0-n0", 0),
+                 _running(job("protected", "b", 8, min_runtime=4 * HOUR), "b0-r0-n1", 0),
+                 job("gang", "a", 8, pods=2, at=0), job("other", "b", 8, at=2 * HOUR))
+    result = world.cycle(2 * HOUR)
+    assert result.evictions == () and admitted(result) == []
+    assert pending(result)["gang"] == "Reserved"
+    assert pending(result)["other"] == "QuotaExceeded"
 
 
 def test_unfunded_work_fills_reserved_nodes_until_the_gang_can_start():
