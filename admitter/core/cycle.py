@@ -17,6 +17,7 @@ As many workloads are admitted per cycle as fit; there is no one-head-per-queue 
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Iterable
 
 from admitter.core.decisions import (
@@ -114,6 +115,7 @@ class _Cycle:
         admitted: list[Workload] = []
         holding: list[Workload] = []
         invalid: list[Workload] = []
+        starving: list[float] = []
         demand: dict[str, dict[str, int]] = {}
         for workload in snapshot.workloads:  # one pass: this loop sees every workload
             waiting = self.waiting.get(workload.queue)
@@ -123,6 +125,8 @@ class _Cycle:
                     admitted.append(workload)
             elif workload.phase is Phase.PENDING:
                 (invalid if waiting is None else waiting).append(workload)
+                if workload.min_runtime > 0:  # funded: may reach the starvation bound
+                    starving.append(workload.submitted_at)
             if waiting is not None and workload.min_runtime > 0:  # funded demand, inlined
                 leaf = demand.get(workload.queue)
                 if leaf is None:
@@ -152,6 +156,9 @@ class _Cycle:
             self.position.update((w.key, i) for i, w in enumerate(waiting, 1))
         self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
         self.failures: dict[object, PlacementFailure] = {}
+        self.next_change = math.inf
+        """The first moment after `now` when time alone could change a decision (see
+        `CycleResult.next_change`)."""
         self.reserved_for: Workload | None = None
         self.preemption_tried: set[tuple[str, bool]] = set()
         self.over_share: dict[str, str] = {}
@@ -159,6 +166,9 @@ class _Cycle:
         for workload in invalid:
             self._wait(workload, "InvalidQueue",
                        f"queue {workload.queue} is not a leaf ClusterQueue")
+        bound = snapshot.settings.starvation_bound
+        for submitted in starving:
+            self._until(submitted + bound)
 
     def _fair_share(self, demand: dict[str, dict[str, int]]) -> tuple[dict[str, float],
                                                                      FairShare]:
@@ -179,10 +189,12 @@ class _Cycle:
         cordoned_nodes = {name for name, node in self.nodes.items() if node.unschedulable}
         for workload in list(self.running.values()):
             started = self.now if workload.admitted_at is None else workload.admitted_at
-            if not workload.pods_ready and started + timeout <= self.now:
-                self._evict(workload, EvictionReason.PODS_READY_TIMEOUT,
-                            f"pods not all running {timeout:g}s after admission")
-                continue
+            if not workload.pods_ready:
+                if started + timeout <= self.now:
+                    self._evict(workload, EvictionReason.PODS_READY_TIMEOUT,
+                                f"pods not all running {timeout:g}s after admission")
+                    continue
+                self._until(started + timeout)
             if not cordoned_nodes:
                 continue
             cordoned = sorted(cordoned_nodes.intersection(workload.placement))
@@ -190,6 +202,8 @@ class _Cycle:
             if cordoned and (until is None or until <= self.now):
                 self._evict(workload, EvictionReason.DRAINED,
                             f"node {cordoned[0]} is cordoned; min runtime is over")
+            elif cordoned:
+                self._until(until)
 
     # Step 3 -----------------------------------------------------------------------------
 
@@ -244,6 +258,7 @@ class _Cycle:
         room = self.finder.find(workload, None if borrowing else in_quota_only, within,
                                 explain=explain)
         if isinstance(room, Blocked):
+            self._until(room.protected_until)
             return room
         self.unfunded_held = None
         for victim in room.victims:
@@ -387,6 +402,7 @@ class _Cycle:
     def _eligible(self, workload: Workload) -> bool:
         if workload.eligible_at <= self.now:
             return True
+        self._until(workload.eligible_at)
         self._wait(workload, "Backoff", "requeued after its pods were not ready in time",
                    retry_at=workload.eligible_at)
         return False
@@ -423,6 +439,10 @@ class _Cycle:
         self.failures.clear()
         self.evictions.append(Eviction(workload.key, workload.queue, reason, message))
 
+    def _until(self, moment: float | None) -> None:
+        if moment is not None and self.now < moment < self.next_change:
+            self.next_change = moment
+
     def _wait(self, workload: Workload, reason: str, message: str,
               retry_at: float | None = None) -> None:
         self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
@@ -436,5 +456,6 @@ class _Cycle:
             evictions=tuple(self.evictions),
             pending=pending,
             fair_share=self.fair,
+            next_change=None if self.next_change == math.inf else self.next_change,
             statuses=lambda: queue_statuses(tree, ledger, running.values(), pending),
         )

@@ -98,23 +98,31 @@ class CycleResult:
     """The cycle's decisions. Queue statuses are counted when first read: the controller
     shows them, the simulator never asks."""
 
-    __slots__ = ("_queues", "_statuses", "admissions", "evictions", "fair_share", "pending")
+    __slots__ = ("_queues", "_statuses", "admissions", "evictions", "fair_share", "next_change",
+                 "pending")
 
     def __init__(self, admissions: tuple[Admission, ...], evictions: tuple[Eviction, ...],
-                 pending: tuple[Pending, ...], fair_share: FairShare,
+                 pending: tuple[Pending, ...], fair_share: FairShare, next_change: float | None,
                  statuses: Callable[[], Mapping[str, QueueStatus]]) -> None:
         self.admissions = admissions
         self.evictions = evictions
         self.pending = pending
         self.fair_share = fair_share
+        self.next_change = next_change
+        """The first moment after `now` at which time alone (usage aside) could change a
+        decision for the same workloads: a protection ending under a blocked preemptor, a
+        drained node's work reaching the end of its min runtime, the starvation bound, a
+        backoff or a pods-ready deadline. None if no such moment. A caller that re-runs the
+        cycle only on changes and at this moment misses nothing but usage drift."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CycleResult):
             return NotImplemented
-        return (self.admissions, self.evictions, self.pending, self.fair_share, self.queues) == (
-            other.admissions, other.evictions, other.pending, other.fair_share, other.queues)
+        return (self.admissions, self.evictions, self.pending, self.fair_share, self.queues,
+                self.next_change) == (other.admissions, other.evictions, other.pending,
+                                      other.fair_share, other.queues, other.next_change)
 
     __hash__ = None  # type: ignore[assignment]
 

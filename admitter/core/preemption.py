@@ -52,7 +52,9 @@ class Room:
 
 @dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Blocked:
-    """No room could be proved; `protected_until` is when protected candidates free up."""
+    """No room could be proved. `protected_until` is when protected candidates free up, the
+    first moment the search could end otherwise (None: time alone changes nothing);
+    `protected` names them when asked to explain."""
 
     protected: tuple[Workload, ...]
     protected_until: float | None
@@ -89,6 +91,9 @@ class RoomFinder:
         """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
         self._reserved: frozenset[str] = frozenset()
         """Nodes reserved for a starving workload: what runs there is no one else's victim."""
+        self._soonest_free: dict[str, float] = {}
+        """Per queue, the soonest end of protection in its subtree (the whole cluster under
+        "")."""
         self._evictable_funded: dict[str, dict[str, int]] = {}
         """Per queue, what its subtree's evictable funded workloads hold, as ranked: no set of
         victims can give back more."""
@@ -119,7 +124,11 @@ class RoomFinder:
                 room = self._simulate(preemptor, plan, deserved_only)
                 if room is not None:
                     return room
-        protected = () if unfunded_only or not explain else tuple(
+        if unfunded_only:  # unfunded work is never protected: time changes nothing here
+            return Blocked((), None)
+        if not explain:  # a bound, not the candidates: the soonest protection end under them
+            return Blocked((), self._soonest_free.get(within or "", None))
+        protected = tuple(
             w for _, w in sorted(self._eligible(self._protected, preemptor, within, False,
                                                 reclaim_checked=False), key=itemgetter(0)))
         until = min((w.protected_until() or self._now for w in protected), default=None)
@@ -218,6 +227,10 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
+        soonest = self._soonest_free
+        for end, _, workload in protected:  # soonest first: the first seen per queue wins
+            for name in ("", *self._ledger.path(workload.queue)):
+                soonest.setdefault(name, end)
         for _, workload in ranked:
             if workload.min_runtime > 0:
                 for name in self._ledger.path(workload.queue):

@@ -1,23 +1,24 @@
 """The event loop: jump between moments where something can change, and let the controller's
 own decision core (`run_cycle`) decide on the cycle grid.
 
-Moments are submissions, completions, cluster events, and wake-ups known in advance: the end
-of a running funded workload's protected min runtime, a pending funded workload reaching the
-starvation bound (only funded work gets nodes reserved), a `Pending.retry_at`. A wake-up is
-dropped when its job has moved on (the run it protected ended, the waiting workload started).
-A change at t is acted on at the first cycle boundary k·cycle ≥ t; time in between is skipped,
-not stepped through.
+Moments are submissions, completions, cluster events, and the one moment each cycle names as
+the first at which time alone could change its decisions (`CycleResult.next_change`: a
+protection ending under a blocked preemptor, a starvation bound, a drained node's work
+reaching the end of its min runtime). A change at t is acted on at the first cycle boundary
+k·cycle ≥ t; time in between is skipped, not stepped through.
 
 Re-run rule. The core is deterministic: fed the same state, only time-dependent facts can
 change its answer. So the cycle runs at the first boundary at or after
 1. a change: submission, completion, cordon/uncordon, or the previous cycle's own admissions
    and evictions (which may unblock more);
-2. a known future moment: a protection ending, a starvation bound reached, a retry_at;
+2. the last cycle's `next_change`;
 3. and otherwise every `drift_cycles` boundaries while work is pending and something runs,
    for the one fact nobody announces: usage sliding through the fair-share window.
-It is skipped when it could not matter: nothing pending and no cordoned node holding work.
-With no horizon the run ends once nothing runs, nothing new will arrive, and the last cycle
-after the last change admitted nothing; what is left is reported unfinished.
+Without time-based fair share (window 0) this decides exactly what a cycle at every boundary
+would (`tests/sim/test_sim_properties.py`). A cycle is skipped when it could not matter:
+nothing pending and no cordoned node holding work. With no horizon the run ends once nothing
+runs, nothing new will arrive, and the last cycle after the last change admitted nothing; what
+is left is reported unfinished.
 
 Kept between cycles, so a cycle does not rebuild them: the node model and the queue tree
 (`run_cycle`'s `nodes` and `tree`), which the core guarantees change no decision.
@@ -66,20 +67,6 @@ class _Kind(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class _Wake:
-    """A moment known in advance, which matters only while its job is as it was: waiting
-    (`stint` None: starvation bound, retry_at) or still in the same run (protection end)."""
-
-    job: Job
-    stint: Stint | None
-
-    def relevant(self) -> bool:
-        if self.stint is None:
-            return self.job.finished_at is None and self.job.running is None
-        return self.job.running is self.stint
-
-
-@dataclass(frozen=True, slots=True)
 class Outcome:
     """Everything the result is computed from."""
 
@@ -123,7 +110,8 @@ class Simulation:
         self._running: dict[str, Job] = {}
         self._events: list[tuple[float, int, int, object]] = []
         self._order = count()
-        self._wakes: set[tuple[float, str, bool]] = set()
+        self._next_change: float | None = None
+        """The last cycle's `next_change`; a wake-up for an earlier cycle's is stale."""
         self._due: int | None = None
         self._last_cycle = -1
         self._now = 0.0
@@ -187,12 +175,6 @@ class Simulation:
         boundary = self._boundary(at)
         self._due = boundary if self._due is None else min(self._due, boundary)
 
-    def _wake(self, at: float, job: Job, stint: Stint | None = None) -> None:
-        key = (at, job.key, stint is None)
-        if key not in self._wakes:
-            self._wakes.add(key)
-            self._push(at, _Kind.WAKE, _Wake(job, stint))
-
     def _worth_cycling(self) -> bool:
         if self._pending:
             return True
@@ -222,9 +204,7 @@ class Simulation:
                 assert isinstance(payload, ClusterEvent)
                 self._cluster(payload, at)
             else:
-                assert isinstance(payload, _Wake)
-                self._wakes.discard((at, payload.job.key, payload.stint is None))
-                if payload.relevant() and self._worth_cycling():
+                if at == self._next_change and self._worth_cycling():
                     self._request(at)
 
     def _submit(self, instance: Instance, at: float) -> None:
@@ -233,8 +213,6 @@ class Simulation:
         self._jobs[job.key] = job
         self._pending[job.key] = job
         self.accounting.demand(instance.pending, 1)
-        if self._settings.starvation_bound > 0 and instance.pending.funded:
-            self._wake(at + self._settings.starvation_bound, job)
         self._request(at)
 
     def _finish(self, job: Job, at: float) -> None:
@@ -283,9 +261,9 @@ class Simulation:
             self._admit(admission, at)
         if result.evictions or result.admissions:
             self._due = index + 1
-        for pending in result.pending:
-            if pending.retry_at is not None and pending.retry_at > at:
-                self._wake(pending.retry_at, self._jobs[pending.key])
+        self._next_change = result.next_change
+        if result.next_change is not None:
+            self._push(result.next_change, _Kind.WAKE, None)
 
     def _snapshot(self, at: float) -> Snapshot:
         workloads = [job.workload for job in self._running.values()]
@@ -330,5 +308,4 @@ class Simulation:
         workload = job.instance.pending
         if workload.funded:
             self._ledger.open(job.key, workload.queue, at, job.instance.gpus)
-            self._wake(at + workload.min_runtime, job, stint)
         self._push(finish_at, _Kind.FINISH, (job, stint))

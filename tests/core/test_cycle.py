@@ -285,6 +285,29 @@ def test_no_one_else_evicts_work_on_nodes_reserved_for_a_starving_gang():
     assert pending(result)["other"] == "QuotaExceeded"
 
 
+@pytest.mark.parametrize(("bound", "expected"), [(10 * HOUR, 2 * HOUR), (HOUR, 600 + HOUR)])
+def test_next_change_is_when_time_alone_could_change_a_decision(bound, expected):
+    """`high` may preempt both `low` jobs once their min runtime ends (at 2 h), and reaches
+    the starvation bound at 600 s + bound: whichever comes first."""
+    settings = CycleSettings(fair_share=FairShareSettings(window=0), starvation_bound=bound)
+    world = World(racks(1), [queue("a", 16)], settings=settings)
+    world.submit(_running(job("low0", "a", 8, min_runtime=2 * HOUR), "b0-r0-n0", 0),
+                 _running(job("low1", "a", 8, min_runtime=3 * HOUR), "b0-r0-n1", 0),
+                 job("high", "a", 8, priority=5, at=600))
+    result = world.cycle(1200)
+    assert pending(result) == {"high": "QuotaExceeded"}  # a holds its whole share
+    assert result.next_change == expected
+
+
+def test_next_change_is_when_a_drained_node_can_be_emptied():
+    world = World(racks(1), [queue("a", 16)])
+    world.submit(_running(job("run", "a", 8, min_runtime=HOUR), "b0-r0-n0", 0))
+    world.cordon("b0-r0-n0")
+    result = world.cycle(600)
+    assert result.evictions == () and result.next_change == HOUR
+    assert world.cycle(HOUR).evictions[0].reason.value == "Drained"
+
+
 def test_unfunded_work_fills_reserved_nodes_until_the_gang_can_start():
     settings = CycleSettings(fair_share=FairShareSettings(window=0), starvation_bound=HOUR)
     world = World(racks(1, nodes_per_rack=2), [queue("a", 16, order=0), queue("c", 0, order=1)],

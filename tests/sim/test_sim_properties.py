@@ -11,6 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sim_helpers import simulate
 
+from admitter.api.scenario_file import parse_scenario
+from admitter.sim.engine import Simulation
+from admitter.sim.result import build_result
+
 RACK = "rack"
 CYCLE = 10.0
 GPUS_PER_NODE = 8
@@ -131,3 +135,19 @@ def test_every_run_keeps_the_rules(scenario):
         assert abs(result["queues"][queue]["delivered_gpu_hours"] - seconds / 3600) < 1e-4
     occupancy = result["summary"]["occupancy"]
     assert occupancy is None or 0 <= occupancy <= 1
+
+
+@CHECK
+@given(scenarios(), st.integers(0, 3600))
+def test_skipping_quiet_cycle_boundaries_changes_nothing(scenario, starvation_bound):
+    """Without time-based fair share nothing drifts, so jumping between the moments where
+    something can change must decide exactly what a cycle at every boundary decides."""
+    scenario["settings"] = {"cycle": CYCLE, "fairShare": {"window": 0},
+                            "starvationBound": starvation_bound}
+    scenario.pop("history")
+    parsed = parse_scenario(scenario, "inline.yaml")
+    jumping = build_result(Simulation(parsed).run(), wall_s=0.0)
+    every_boundary = build_result(Simulation(parsed, drift_cycles=1).run(), wall_s=0.0)
+    for result in (jumping, every_boundary):
+        del result["summary"]["cycles"]
+    assert jumping == every_boundary
