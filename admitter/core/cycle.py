@@ -115,7 +115,6 @@ class _Cycle:
         admitted: list[Workload] = []
         holding: list[Workload] = []
         invalid: list[Workload] = []
-        starving: list[float] = []
         demand: dict[str, dict[str, int]] = {}
         for workload in snapshot.workloads:  # one pass: this loop sees every workload
             waiting = self.waiting.get(workload.queue)
@@ -125,8 +124,6 @@ class _Cycle:
                     admitted.append(workload)
             elif workload.phase is Phase.PENDING:
                 (invalid if waiting is None else waiting).append(workload)
-                if workload.min_runtime > 0:  # funded: may reach the starvation bound
-                    starving.append(workload.submitted_at)
             if waiting is not None and workload.min_runtime > 0:  # funded demand, inlined
                 leaf = demand.get(workload.queue)
                 if leaf is None:
@@ -166,9 +163,6 @@ class _Cycle:
         for workload in invalid:
             self._wait(workload, "InvalidQueue",
                        f"queue {workload.queue} is not a leaf ClusterQueue")
-        bound = snapshot.settings.starvation_bound
-        for submitted in starving:
-            self._until(submitted + bound)
 
     def _fair_share(self, demand: dict[str, dict[str, int]]) -> tuple[dict[str, float],
                                                                      FairShare]:
@@ -274,8 +268,11 @@ class _Cycle:
         """The first blocked workload past the starvation bound that its queue could hold by
         itself gets nodes reserved, and its queue admits nothing behind it this cycle."""
         bound = self.snapshot.settings.starvation_bound
-        if (self.reserved_for is not None or self.now - workload.submitted_at < bound
-                or self.ledger.share_block(workload, deserved_only=in_quota_only, alone=True)):
+        if self.reserved_for is not None or self.ledger.share_block(
+                workload, deserved_only=in_quota_only, alone=True):
+            return False
+        if self.now - workload.submitted_at < bound:
+            self._until(workload.submitted_at + bound)  # it would be the one reserved for
             return False
         if self.unfunded_held is None:
             self.unfunded_held = _unfunded_gpus(self.running.values())

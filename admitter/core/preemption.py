@@ -25,7 +25,7 @@ from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
-from admitter.core.quota import QuotaLedger
+from admitter.core.quota import QuotaLedger, accumulate
 from admitter.core.topology import HOSTNAME, Domain
 
 MAX_VICTIMS = 64
@@ -91,9 +91,8 @@ class RoomFinder:
         """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
         self._reserved: frozenset[str] = frozenset()
         """Nodes reserved for a starving workload: what runs there is no one else's victim."""
-        self._soonest_free: dict[str, float] = {}
-        """Per queue, the soonest end of protection in its subtree (the whole cluster under
-        "")."""
+        self._protected_order: list[tuple[float, Workload]] = []
+        """Protected candidates with the end of their protection, soonest first."""
         self._evictable_funded: dict[str, dict[str, int]] = {}
         """Per queue, what its subtree's evictable funded workloads hold, as ranked: no set of
         victims can give back more."""
@@ -114,9 +113,10 @@ class RoomFinder:
         Without `explain`, a `Blocked` names no protected candidates."""
         self._rank()
         unfunded_only = deserved_only is None
+        reachable = deserved_only is None or self._might_reach_share(preemptor, deserved_only,
+                                                                     within)
         chosen = self._eligible(self._evictable, preemptor, within, unfunded_only,
-                                reclaim_checked=True) if deserved_only is None or (
-            self._might_reach_share(preemptor, deserved_only, within)) else []
+                                reclaim_checked=True) if reachable else []
         if chosen and (deserved_only is None or self._ledger.share_reachable(
                 preemptor, deserved_only=deserved_only, released=(w for _, w in chosen))):
             chosen.sort(key=itemgetter(0))
@@ -124,15 +124,16 @@ class RoomFinder:
                 room = self._simulate(preemptor, plan, deserved_only)
                 if room is not None:
                     return room
-        if unfunded_only:  # unfunded work is never protected: time changes nothing here
+        if deserved_only is None:  # unfunded work is never protected: time changes nothing
             return Blocked((), None)
-        if not explain:  # a bound, not the candidates: the soonest protection end under them
-            return Blocked((), self._soonest_free.get(within or "", None))
-        protected = tuple(
-            w for _, w in sorted(self._eligible(self._protected, preemptor, within, False,
-                                                reclaim_checked=False), key=itemgetter(0)))
-        until = min((w.protected_until() or self._now for w in protected), default=None)
-        return Blocked(protected, until)
+        if not reachable and not explain:
+            return Blocked((), self._share_reachable_at(preemptor, deserved_only, within))
+        eligible = self._eligible(self._protected, preemptor, within, False,
+                                  reclaim_checked=False)
+        until = min((w.protected_until() or self._now for _, w in eligible), default=None)
+        if not explain:
+            return Blocked((), until)
+        return Blocked(tuple(w for _, w in sorted(eligible, key=itemgetter(0))), until)
 
     def _might_reach_share(self, preemptor: Workload, deserved_only: bool,
                            within: str | None) -> bool:
@@ -149,6 +150,29 @@ class RoomFinder:
                 scope = None
         return self._ledger.share_reachable_freeing(preemptor, deserved_only=deserved_only,
                                                     freed=freed)
+
+    def _share_reachable_at(self, preemptor: Workload, deserved_only: bool,
+                            within: str | None) -> float | None:
+        """For a preemptor `_might_reach_share` turned away: the first protection end after
+        which it would not (protections under `within` ending in order), or None if none."""
+        path = self._ledger.path(preemptor.queue)
+        freed: dict[str, dict[str, int]] = {}
+        scope = within
+        for name in path:
+            freed[name] = dict(self._evictable_funded.get(name if scope is None else scope, {}))
+            if name == scope:
+                scope = None
+        for end, workload in self._protected_order:
+            theirs = self._ledger.path(workload.queue)
+            if within is not None and within not in theirs:
+                continue
+            for name in path:
+                if name in theirs:
+                    accumulate(freed[name], workload.requests(), 1)
+            if self._ledger.share_reachable_freeing(preemptor, deserved_only=deserved_only,
+                                                    freed=freed):
+                return end
+        return None
 
     def _simulate(self, preemptor: Workload, plan: list[Workload],
                   deserved_only: bool | None) -> Room | None:
@@ -227,10 +251,7 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
-        soonest = self._soonest_free
-        for end, _, workload in protected:  # soonest first: the first seen per queue wins
-            for name in ("", *self._ledger.path(workload.queue)):
-                soonest.setdefault(name, end)
+        self._protected_order = [(end, w) for end, _, w in protected]
         for _, workload in ranked:
             if workload.min_runtime > 0:
                 for name in self._ledger.path(workload.queue):

@@ -69,7 +69,7 @@ class QuotaLedger:
         for own, ledger in ((own_held, self.held), (own_funded, self.funded)):
             for leaf, amounts in own.items():
                 for name in self._paths[leaf]:
-                    _accumulate(ledger[name], amounts, 1)
+                    accumulate(ledger[name], amounts, 1)
 
     def path(self, leaf: str) -> tuple[str, ...]:
         """Root first, ending with the leaf."""
@@ -131,7 +131,7 @@ class QuotaLedger:
             if other.funded:
                 for name in self._paths[other.queue]:
                     if name in path:
-                        _accumulate(freed.setdefault(name, {}), other.requests(), 1)
+                        accumulate(freed.setdefault(name, {}), other.requests(), 1)
         return self.share_reachable_freeing(workload, deserved_only=deserved_only, freed=freed)
 
     def share_reachable_freeing(self, workload: Workload, *, deserved_only: bool,
@@ -187,6 +187,6 @@ def _layout(tree: QueueTree) -> tuple[dict[str, tuple[str, ...]],
     return paths, limits
 
 
-def _accumulate(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
+def accumulate(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
     for resource, amount in amounts.items():
         target[resource] = target.get(resource, 0) + sign * amount
