@@ -252,7 +252,6 @@ class _Cycle:
         room = self.finder.find(workload, None if borrowing else in_quota_only, within,
                                 explain=explain)
         if isinstance(room, Blocked):
-            self._until(room.protected_until)
             return room
         self.unfunded_held = None
         for victim in room.victims:
@@ -436,6 +435,10 @@ class _Cycle:
         self.failures.clear()
         self.evictions.append(Eviction(workload.key, workload.queue, reason, message))
 
+    def _next_change(self) -> float | None:
+        self._until(self.finder.next_change)
+        return None if self.next_change == math.inf else self.next_change
+
     def _until(self, moment: float | None) -> None:
         if moment is not None and self.now < moment < self.next_change:
             self.next_change = moment
@@ -453,6 +456,6 @@ class _Cycle:
             evictions=tuple(self.evictions),
             pending=pending,
             fair_share=self.fair,
-            next_change=None if self.next_change == math.inf else self.next_change,
+            next_change=self._next_change(),
             statuses=lambda: queue_statuses(tree, ledger, running.values(), pending),
         )

@@ -17,6 +17,7 @@ Statement: checkpoint, evict, place, commit or roll back).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -52,8 +53,7 @@ class Room:
 
 @dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Blocked:
-    """No room could be proved. `protected_until` is when protected candidates free up, the
-    first moment the search could end otherwise (None: time alone changes nothing);
+    """No room could be proved. `protected_until` is when protected candidates free up;
     `protected` names them when asked to explain."""
 
     protected: tuple[Workload, ...]
@@ -91,6 +91,8 @@ class RoomFinder:
         """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
         self._reserved: frozenset[str] = frozenset()
         """Nodes reserved for a starving workload: what runs there is no one else's victim."""
+        self.next_change = math.inf
+        """The first moment a protection ending could turn a failed search of this cycle."""
         self._protected_order: list[tuple[float, Workload]] = []
         """Protected candidates with the end of their protection, soonest first."""
         self._evictable_funded: dict[str, dict[str, int]] = {}
@@ -127,13 +129,19 @@ class RoomFinder:
         if deserved_only is None:  # unfunded work is never protected: time changes nothing
             return Blocked((), None)
         if not reachable and not explain:
-            return Blocked((), self._share_reachable_at(preemptor, deserved_only, within))
+            self._note(self._share_reachable_at(preemptor, deserved_only, within))
+            return Blocked((), None)
         eligible = self._eligible(self._protected, preemptor, within, False,
                                   reclaim_checked=False)
         until = min((w.protected_until() or self._now for _, w in eligible), default=None)
+        self._note(until)
         if not explain:
             return Blocked((), until)
         return Blocked(tuple(w for _, w in sorted(eligible, key=itemgetter(0))), until)
+
+    def _note(self, moment: float | None) -> None:
+        if moment is not None and moment < self.next_change:
+            self.next_change = moment
 
     def _might_reach_share(self, preemptor: Workload, deserved_only: bool,
                            within: str | None) -> bool:
@@ -154,7 +162,8 @@ class RoomFinder:
     def _share_reachable_at(self, preemptor: Workload, deserved_only: bool,
                             within: str | None) -> float | None:
         """For a preemptor `_might_reach_share` turned away: the first protection end after
-        which it would not (protections under `within` ending in order), or None if none."""
+        which it would not (protections under `within` ending in order), or None if none
+        before `next_change`, which another search already named."""
         path = self._ledger.path(preemptor.queue)
         freed: dict[str, dict[str, int]] = {}
         scope = within
@@ -163,6 +172,8 @@ class RoomFinder:
             if name == scope:
                 scope = None
         for end, workload in self._protected_order:
+            if end >= self.next_change:
+                return None
             theirs = self._ledger.path(workload.queue)
             if within is not None and within not in theirs:
                 continue
