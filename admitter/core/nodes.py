@@ -256,6 +256,13 @@ def recorded_placements(workload: Workload) -> Sequence[Mapping[str, int]]:
 
 def held_per_node(workload: Workload, resource: str) -> dict[str, int]:
     """How much of `resource` an admitted workload holds on each node (where it holds any)."""
+    if len(workload.pod_sets) == 1:  # the common case, without zipping placements
+        amount = workload.pod_sets[0].requests.get(resource, 0)
+        if amount <= 0:
+            return {}
+        counts = (workload.pod_set_placements[0] if workload.pod_set_placements
+                  else workload.placement)
+        return {node: amount * count for node, count in counts.items() if count > 0}
     held: dict[str, int] = {}
     for pod_set, counts in zip(workload.pod_sets, recorded_placements(workload), strict=True):
         amount = pod_set.requests.get(resource, 0)

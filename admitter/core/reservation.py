@@ -75,11 +75,10 @@ def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workloa
 def _enough(state: ClusterState, nodes: Mapping[str, Node], domain: Domain,
             workload: Workload, displaceable: Mapping[str, int]) -> list[str] | None:
     """The domain's nodes, most free GPUs first, until their allocatable holds every pod set."""
-    ranked = sorted(domain.nodes,
-                    key=lambda n: (-state.free_of(n, GPU) - displaceable.get(n, 0), n))
+    ranked = sorted([(-state.free_of(n, GPU) - displaceable.get(n, 0), n) for n in domain.nodes])
     remaining = [pod_set.count for pod_set in workload.pod_sets]
     picked: list[str] = []
-    for name in ranked:
+    for _, name in ranked:
         if not any(remaining):
             break
         node = nodes[name]
