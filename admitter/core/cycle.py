@@ -158,6 +158,9 @@ class _Cycle:
         `CycleResult.next_change`)."""
         self.reserved_for: Workload | None = None
         self.preemption_tried: set[tuple[str, bool]] = set()
+        self.unsettled = False
+        """Whether a cycle right after this one, on its outcome, could decide more (see
+        `CycleResult.settled`)."""
         self.over_share: dict[str, str] = {}
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
         for workload in invalid:
@@ -246,7 +249,10 @@ class _Cycle:
         are the expensive part of a cycle; the rest get their turn next cycle). None once
         admitted; `explain` names the protected candidates, wanted only as a reason."""
         attempt = (workload.queue, borrowing)
-        if attempt in self.preemption_tried or len(self.preemption_tried) >= PREEMPTION_ATTEMPTS:
+        if attempt in self.preemption_tried:
+            return NOT_TRIED
+        if len(self.preemption_tried) >= PREEMPTION_ATTEMPTS:
+            self.unsettled = True  # queues served later get their turn when earlier ones admit
             return NOT_TRIED
         self.preemption_tried.add(attempt)
         room = self.finder.find(workload, None if borrowing else in_quota_only, within,
@@ -336,6 +342,7 @@ class _Cycle:
         if isinstance(placed, Placement):
             self._admit(workload, placed, "borrowing idle capacity"
                         if workload.funded else "unfunded, on idle capacity")
+            self.unsettled = True  # a borrower is what an earlier preemptor could take
             return True
         if workload.funded and workload.preemptible and self._make_room(
                 workload, False, None, borrowing=True) is None:
@@ -457,5 +464,6 @@ class _Cycle:
             pending=pending,
             fair_share=self.fair,
             next_change=self._next_change(),
+            settled=not (self.unsettled or self.evictions or self.reserved_for is not None),
             statuses=lambda: queue_statuses(tree, ledger, running.values(), pending),
         )

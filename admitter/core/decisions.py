@@ -99,11 +99,11 @@ class CycleResult:
     shows them, the simulator never asks."""
 
     __slots__ = ("_queues", "_statuses", "admissions", "evictions", "fair_share", "next_change",
-                 "pending")
+                 "pending", "settled")
 
     def __init__(self, admissions: tuple[Admission, ...], evictions: tuple[Eviction, ...],
                  pending: tuple[Pending, ...], fair_share: FairShare, next_change: float | None,
-                 statuses: Callable[[], Mapping[str, QueueStatus]]) -> None:
+                 settled: bool, statuses: Callable[[], Mapping[str, QueueStatus]]) -> None:
         self.admissions = admissions
         self.evictions = evictions
         self.pending = pending
@@ -114,6 +114,12 @@ class CycleResult:
         drained node's work reaching the end of its min runtime, the starvation bound, a
         backoff or a pods-ready deadline. None if no such moment. A caller that re-runs the
         cycle only on changes and at this moment misses nothing but usage drift."""
+        self.settled = settled
+        """Whether the same cycle, run again on the state these decisions leave, would decide
+        nothing more. True when it admitted only by placement within fair shares, evicted
+        nothing, reserved nothing and tried every queue's preemption: admissions then only
+        make what failed harder (admitted work is protected, queues stay within their share),
+        and no queue waits for a search budget they freed."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 
@@ -121,8 +127,9 @@ class CycleResult:
         if not isinstance(other, CycleResult):
             return NotImplemented
         return (self.admissions, self.evictions, self.pending, self.fair_share, self.queues,
-                self.next_change) == (other.admissions, other.evictions, other.pending,
-                                      other.fair_share, other.queues, other.next_change)
+                self.next_change, self.settled) == (
+            other.admissions, other.evictions, other.pending, other.fair_share, other.queues,
+            other.next_change, other.settled)
 
     __hash__ = None  # type: ignore[assignment]
 

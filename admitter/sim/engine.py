@@ -10,7 +10,7 @@ k·cycle ≥ t; time in between is skipped, not stepped through.
 Re-run rule. The core is deterministic: fed the same state, only time-dependent facts can
 change its answer. So the cycle runs at the first boundary at or after
 1. a change: submission, completion, cordon/uncordon, or the previous cycle's own admissions
-   and evictions (which may unblock more);
+   and evictions, unless the cycle says they cannot unblock more (`CycleResult.settled`);
 2. the last cycle's `next_change`;
 3. and otherwise every `drift_cycles` boundaries while work is pending and something runs,
    for the one fact nobody announces: usage sliding through the fair-share window.
@@ -259,7 +259,7 @@ class Simulation:
             self._evict(eviction, at)
         for admission in result.admissions:
             self._admit(admission, at)
-        if result.evictions or result.admissions:
+        if (result.evictions or result.admissions) and not result.settled:
             self._due = index + 1
         self._next_change = result.next_change
         if result.next_change is not None:

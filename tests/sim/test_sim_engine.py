@@ -27,16 +27,16 @@ def _cycles(text: str, drift_cycles: int) -> int:
 
 
 def test_the_core_runs_only_at_changes_and_known_moments():
-    # Cycle 0 admits a; cycle 1 re-checks after that decision; cycle 180 is b reaching the
-    # 30 min starvation bound; cycle 2880 is a's protection ending (b cannot preempt an equal
-    # priority); cycle 3600 is a finishing and admitting b. Then nothing is pending, so the
-    # re-check after that decision and b's finish need no cycle.
-    assert _cycles(WAITING, drift_cycles=10**9) == 5
+    # Cycle 0 admits a by placement alone, which the core reports settled: no re-check; cycle
+    # 180 is b reaching the 30 min starvation bound; cycle 2880 is a's protection ending (b
+    # cannot preempt an equal priority); cycle 3600 is a finishing and admitting b. Then
+    # nothing is pending, so b's finish needs no cycle.
+    assert _cycles(WAITING, drift_cycles=10**9) == 4
 
 
 def test_while_work_waits_the_core_also_reruns_every_drift_period_for_usage_drift():
-    # Also every 30 boundaries after the last run: 31 … 151, 210 … 2850, 2910 … 3570.
-    assert _cycles(WAITING, drift_cycles=30) == 5 + 5 + 89 + 23
+    # Also every 30 boundaries after the last run: 30 … 150, 210 … 2850, 2910 … 3570.
+    assert _cycles(WAITING, drift_cycles=30) == 4 + 5 + 89 + 23
 
 
 def test_idle_time_is_skipped_not_stepped_through():
