@@ -159,6 +159,7 @@ class _Cycle:
         self.reserved_for: Workload | None = None
         self.preemption_tried: set[tuple[str, bool]] = set()
         self.unsettled = False
+        self.capped = False
         """Whether a cycle right after this one, on its outcome, could decide more (see
         `CycleResult.settled`)."""
         self.over_share: dict[str, str] = {}
@@ -252,7 +253,9 @@ class _Cycle:
         if attempt in self.preemption_tried:
             return NOT_TRIED
         if len(self.preemption_tried) >= PREEMPTION_ATTEMPTS:
-            self.unsettled = True  # queues served later get their turn when earlier ones admit
+            if not self.capped:  # with admissions before the cap, a re-run serves them later
+                self.capped = True  # and the searches go to other queues
+                self.unsettled = self.unsettled or bool(self.admissions)
             return NOT_TRIED
         self.preemption_tried.add(attempt)
         room = self.finder.find(workload, None if borrowing else in_quota_only, within,
@@ -285,6 +288,7 @@ class _Cycle:
         if not reserved:
             return False
         self.reserved_for = workload
+        self.unsettled = self.unsettled or bool(self.admissions)  # the same holds for who waits
         self.finder.keep_off(reserved)
         self.failures.clear()
         waited = self.now - workload.submitted_at
@@ -464,6 +468,6 @@ class _Cycle:
             pending=pending,
             fair_share=self.fair,
             next_change=self._next_change(),
-            settled=not (self.unsettled or self.evictions or self.reserved_for is not None),
+            settled=not (self.unsettled or self.evictions),
             statuses=lambda: queue_statuses(tree, ledger, running.values(), pending),
         )

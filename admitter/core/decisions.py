@@ -116,10 +116,11 @@ class CycleResult:
         cycle only on changes and at this moment misses nothing but usage drift."""
         self.settled = settled
         """Whether the same cycle, run again on the state these decisions leave, would decide
-        nothing more. True when it admitted only by placement within fair shares, evicted
-        nothing, reserved nothing and tried every queue's preemption: admissions then only
-        make what failed harder (admitted work is protected, queues stay within their share),
-        and no queue waits for a search budget they freed."""
+        nothing more. True when it evicted nothing and admitted only by placement within fair
+        shares, none of it before the search budget ran out or before a starvation
+        reservation: such admissions only make what failed harder (admitted work is
+        protected, queues stay within their share), and a re-run would serve the queues before
+        those two points in the same order, so the same searches and the same reservation."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 
