@@ -166,3 +166,33 @@ def test_a_node_model_that_disagrees_with_the_snapshot_is_refused() -> None:
     empty = ClusterState(snapshot.nodes, snapshot.topology)
     with pytest.raises(ValueError, match="does not hold exactly the snapshot's admitted"):
         run_cycle(snapshot, empty)
+
+
+@st.composite
+def crowded_worlds(draw: st.DrawFn) -> World:
+    """More queues with waiting work than a cycle has searches for (16), on a small cluster."""
+    nodes = [Node(f"r0-n{n}", {GPU: 8}, {BLOCK: "b0", RACK: "r0", HOSTNAME: f"r0-n{n}"})
+             for n in range(draw(st.integers(1, 3)))]
+    queue_count = draw(st.integers(14, 22))
+    queues = [queue("org", -1)] + [
+        queue(f"q{i}", draw(st.integers(0, 4)), parent="org", order=i + 1)
+        for i in range(queue_count)]
+    world = World(nodes, queues)
+    for i in range(draw(st.integers(queue_count, 2 * queue_count))):
+        world.submit(job(
+            f"w{i}", f"q{draw(st.integers(0, queue_count - 1))}",
+            gpus=draw(st.sampled_from([1, 2, 4, 8])), at=float(draw(st.integers(0, 5))),
+            min_runtime=float(draw(st.sampled_from([0, 600]))),
+            priority=draw(st.sampled_from([0, 10]))))
+    return world
+
+
+@PROPERTY
+@given(st.one_of(worlds(), crowded_worlds()), st.sampled_from([0.0, 900.0]))
+def test_a_settled_cycle_run_again_decides_nothing_more(world: World, bound: float) -> None:
+    world.settings = replace(world.settings, starvation_bound=bound)
+    for now in (10.0, 700.0, 1400.0):
+        result = world.cycle(now)
+        if result.settled:
+            again = world.cycle(now)
+            assert again.admissions == () and again.evictions == (), (result, again)
