@@ -158,8 +158,9 @@ class _Cycle:
         `CycleResult.next_change`)."""
         self.reserved_for: Workload | None = None
         self.preemption_tried: set[tuple[str, bool]] = set()
-        self.unsettled = False
         self.capped = False
+        """Whether a preemptor was turned away because the searches ran out."""
+        self.unsettled = False
         """Whether a cycle right after this one, on its outcome, could decide more (see
         `CycleResult.settled`)."""
         self.over_share: dict[str, str] = {}

@@ -148,16 +148,8 @@ class RoomFinder:
         """Whether evicting every evictable funded workload that could be a victim would bring
         the preemptor within its share: when not, no victim list needs to be built (on a busy
         cluster most preemptors over their share end here)."""
-        freed: dict[str, dict[str, int]] = {}
-        scope = within
-        for name in self._ledger.path(preemptor.queue):
-            released = self._evictable_funded.get(name if scope is None else scope)
-            if released is not None:
-                freed[name] = released
-            if name == scope:
-                scope = None
-        return self._ledger.share_reachable_freeing(preemptor, deserved_only=deserved_only,
-                                                    freed=freed)
+        return self._ledger.share_reachable_freeing(
+            preemptor, deserved_only=deserved_only, freed=self._evictable_freed(preemptor, within))
 
     def _share_reachable_at(self, preemptor: Workload, deserved_only: bool,
                             within: str | None) -> float | None:
@@ -165,12 +157,8 @@ class RoomFinder:
         which it would not (protections under `within` ending in order), or None if none
         before `next_change`, which another search already named."""
         path = self._ledger.path(preemptor.queue)
-        freed: dict[str, dict[str, int]] = {}
-        scope = within
-        for name in path:
-            freed[name] = dict(self._evictable_funded.get(name if scope is None else scope, {}))
-            if name == scope:
-                scope = None
+        freed = {name: dict(amounts)
+                 for name, amounts in self._evictable_freed(preemptor, within).items()}
         for end, workload in self._protected_order:
             if end >= self.next_change:
                 return None
@@ -179,11 +167,25 @@ class RoomFinder:
                 continue
             for name in path:
                 if name in theirs:
-                    accumulate(freed[name], workload.requests(), 1)
+                    accumulate(freed.setdefault(name, {}), workload.requests(), 1)
             if self._ledger.share_reachable_freeing(preemptor, deserved_only=deserved_only,
                                                     freed=freed):
                 return end
         return None
+
+    def _evictable_freed(self, preemptor: Workload,
+                         within: str | None) -> dict[str, dict[str, int]]:
+        """Per queue on the preemptor's path, what the evictable funded workloads that could be
+        its victims hold (those under `within` only, when given)."""
+        freed: dict[str, dict[str, int]] = {}
+        scope = within
+        for name in self._ledger.path(preemptor.queue):
+            released = self._evictable_funded.get(name if scope is None else scope)
+            if released is not None:
+                freed[name] = released
+            if name == scope:
+                scope = None
+        return freed
 
     def _simulate(self, preemptor: Workload, plan: list[Workload],
                   deserved_only: bool | None) -> Room | None:
@@ -266,9 +268,8 @@ class RoomFinder:
         for _, workload in ranked:
             if workload.min_runtime > 0:
                 for name in self._ledger.path(workload.queue):
-                    released = self._evictable_funded.setdefault(name, {})
-                    for resource, amount in workload.requests().items():
-                        released[resource] = released.get(resource, 0) + amount
+                    accumulate(self._evictable_funded.setdefault(name, {}),
+                               workload.requests(), 1)
         self._evictable = _by_queue([w for _, w in ranked])
         self._protected = _by_queue([w for _, _, w in protected])
 
