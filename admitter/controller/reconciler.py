@@ -107,15 +107,17 @@ class Reconciler:
         await self.caches.wait_synced()
         try:
             while True:
+                result: CycleResult | None = None
                 try:
-                    await self.reconcile()
+                    result = await self.reconcile()
                 except ApiException as error:
                     log.warning("reconcile pass failed, retrying: %s", error)
                 except Exception:
                     log.exception("reconcile pass crashed; the next pass starts from the API "
                                   "state")
+                wait = periodic_wait(result, self.settings.cycle, self.clock())
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.cycle)
+                    await asyncio.wait_for(self.wakeup.wait(), timeout=wait)
                 await asyncio.sleep(DEBOUNCE)
                 self.wakeup.clear()
         finally:
@@ -320,6 +322,19 @@ class Reconciler:
         target, kind = (job, "Job") if job is not None else (wl, "Workload")
         self.events.record(target, kind, "Normal", reason, message, now, repeat_after,
                            per_reason)
+
+
+def periodic_wait(result: CycleResult | None, cycle: float, now: float) -> float:
+    """Seconds until the next pass if no change wakes the loop first: one cycle while the last
+    pass's own decisions may unblock more (or it failed); otherwise nothing can be decided
+    anew before the moment the core named (`CycleResult.next_change`), so until then, but at
+    least every SWEEP_EVERY for what the core does not name (usage sliding through the
+    fair-share window, failed writes the sweep retries, refreshed status)."""
+    if result is None or ((result.admissions or result.evictions) and not result.settled):
+        return cycle
+    wait = SWEEP_EVERY if result.next_change is None else min(SWEEP_EVERY,
+                                                                result.next_change - now)
+    return max(wait, 0.0)
 
 
 def _matters_when_idle(event: str, obj: Obj) -> bool:

@@ -7,7 +7,9 @@ from fake_api import FakeApi, add, job, reconciler, settled_pass, team
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
-from admitter.controller.reconciler import Reconciler
+from admitter.controller.reconciler import SWEEP_EVERY, Reconciler, periodic_wait
+from admitter.core.decisions import Admission, CycleResult
+from admitter.core.fairshare import FairShare
 
 
 def pod() -> Obj:
@@ -51,3 +53,17 @@ async def test_while_a_workload_waits_any_change_wakes_the_loop() -> None:
     assert controller.waiting, "the third Job waits for room"
     controller._changed("MODIFIED", pod())
     assert controller.wakeup.is_set()
+
+
+def _result(admitted: bool, settled: bool, next_change: float | None) -> CycleResult:
+    admissions = (Admission("ns/j", "team", ({"n0": 1},), {}, "placed"),) if admitted else ()
+    return CycleResult(admissions, (), (), FairShare({}, ()), next_change, settled, dict)
+
+
+def test_the_periodic_pass_waits_for_what_could_change_the_answer() -> None:
+    assert periodic_wait(None, 10.0, 100.0) == 10.0, "after a failed pass: the next cycle"
+    assert periodic_wait(_result(True, False, None), 10.0, 100.0) == 10.0
+    assert periodic_wait(_result(True, True, 104.0), 10.0, 100.0) == 4.0
+    assert periodic_wait(_result(False, True, 250.0), 10.0, 100.0) == SWEEP_EVERY
+    assert periodic_wait(_result(False, True, None), 10.0, 100.0) == SWEEP_EVERY
+    assert periodic_wait(_result(False, True, 90.0), 10.0, 100.0) == 0.0
