@@ -263,7 +263,6 @@ class _Cycle:
                                 explain=explain)
         if isinstance(room, Blocked):
             return room
-        self.unfunded_held = None
         for victim in room.victims:
             self.running.pop(victim.workload.key)
             self.evictions.append(Eviction(victim.workload.key, victim.workload.queue,
@@ -276,12 +275,16 @@ class _Cycle:
     def _reserve_if_starving(self, workload: Workload, in_quota_only: bool) -> bool:
         """The first blocked workload past the starvation bound that its queue could hold by
         itself gets nodes reserved, and its queue admits nothing behind it this cycle."""
-        bound = self.snapshot.settings.starvation_bound
-        if self.reserved_for is not None or self.ledger.share_block(
-                workload, deserved_only=in_quota_only, alone=True):
+        if self.reserved_for is not None:
             return False
-        if self.now - workload.submitted_at < bound:
-            self._until(workload.submitted_at + bound)  # it would be the one reserved for
+        bound = self.snapshot.settings.starvation_bound
+        waiting = self.now - workload.submitted_at < bound
+        if waiting and workload.submitted_at + bound >= self.next_change:
+            return False  # not starving yet, and an earlier moment is already named
+        if self.ledger.share_block(workload, deserved_only=in_quota_only, alone=True):
+            return False
+        if waiting:
+            self._until(workload.submitted_at + bound)  # then it would be the one reserved for
             return False
         if self.unfunded_held is None:
             self.unfunded_held = _unfunded_gpus(self.running.values())
