@@ -163,6 +163,9 @@ class _Cycle:
         self.unsettled = False
         """Whether a cycle right after this one, on its outcome, could decide more (see
         `CycleResult.settled`)."""
+        self.borrowed = False
+        """Whether a borrower was admitted: its queue then ranks later, which after a capped
+        search lets another queue search in the next cycle."""
         self.over_share: dict[str, str] = {}
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
         for workload in invalid:
@@ -350,7 +353,7 @@ class _Cycle:
         if isinstance(placed, Placement):
             self._admit(workload, placed, "borrowing idle capacity"
                         if workload.funded else "unfunded, on idle capacity")
-            self.unsettled = True  # a borrower is what an earlier preemptor could take
+            self.borrowed = True
             return True
         if workload.funded and workload.preemptible and self._make_room(
                 workload, False, None, borrowing=True) is None:
@@ -472,6 +475,6 @@ class _Cycle:
             pending=pending,
             fair_share=self.fair,
             next_change=self._next_change(),
-            settled=not (self.unsettled or self.evictions),
+            settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
             statuses=lambda: queue_statuses(tree, ledger, running.values(), pending),
         )

@@ -116,11 +116,13 @@ class CycleResult:
         cycle only on changes and at this moment misses nothing but usage drift."""
         self.settled = settled
         """Whether the same cycle, run again on the state these decisions leave, would decide
-        nothing more. True when it evicted nothing and admitted only by placement within fair
-        shares, none of it before the search budget ran out or before a starvation
-        reservation: such admissions only make what failed harder (admitted work is
-        protected, queues stay within their share), and a re-run would serve the queues before
-        those two points in the same order, so the same searches and the same reservation."""
+        nothing more. True when it evicted nothing and admitted only by placement, none of it
+        before the search budget ran out or before a starvation reservation, and no borrower
+        at all once the budget ran out: such admissions only make what failed harder (funded
+        work is protected, within its share or over it; unfunded work takes idle capacity and
+        yields it to the same preemptors), and a re-run would serve the queues before those
+        points in the same order, so the same searches and the same reservation. A borrower's
+        queue ranks later, so after the budget ran out a queue turned away could get a search."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 
