@@ -166,7 +166,8 @@ class _Cycle:
         self.borrowed = False
         """Whether a borrower was admitted: its queue then ranks later, which after a capped
         search lets another queue search in the next cycle."""
-        self.over_share: dict[str, str] = {}
+        self.over_share: dict[str, object] = {}
+        """Why a deferred borrower was over its share: the start of its message if it waits."""
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
         for workload in invalid:
             self._wait(workload, "InvalidQueue",
@@ -217,14 +218,13 @@ class _Cycle:
             return False
         in_quota_only = not workload.preemptible
         share = self.ledger.share_block(workload, deserved_only=in_quota_only)
+        why: object = share
         if share is None:
             placed = self._place(workload)
             if isinstance(placed, Placement):
                 self._admit(workload, placed, "within fair share")
                 return True
             why = placed.reason
-        else:
-            why = share.message()
         blocked = self._make_room(workload, in_quota_only, None if share is None else share.queue,
                                   explain=share is None or in_quota_only)
         if blocked is None:
@@ -333,7 +333,8 @@ class _Cycle:
                 elif self._held_back(workload):
                     continue
                 elif need > idle + displaceable:
-                    self._no_idle(workload, f"the cluster has {idle} idle {GPU}; {need} needed")
+                    self._no_idle(workload, "the cluster has ", idle, " idle ", GPU, "; ", need,
+                                  " needed")
                 else:
                     failed = self._place(workload)
                     assert isinstance(failed, PlacementFailure)  # place() checks fits() first
@@ -361,29 +362,36 @@ class _Cycle:
         self._no_idle(workload, placed.reason)
         return False
 
-    def _no_idle(self, workload: Workload, why: str) -> None:
+    def _no_idle(self, workload: Workload, *why: object) -> None:
         over = self.over_share.get(workload.key)
         if over is None:
-            self._wait(workload, "NoFit", why)
+            self._wait(workload, "NoFit", *why)
         else:
-            self._wait(workload, "QuotaExceeded",
-                       f"{over}, and there is no idle capacity to borrow: {why}")
+            self._wait(workload, "QuotaExceeded", over,
+                       ", and there is no idle capacity to borrow: ", *why)
 
     # Shared mechanics -------------------------------------------------------------------
 
     def _serve(self, work: dict[str, list[Workload]], attempt: Callable[[Workload], bool],
                *, until_gpus_run_out: bool = False) -> None:
         """Offer capacity leaf by leaf in queue order, each workload once, in queue order.
-        `until_gpus_run_out` (only where nothing is evicted): once no GPU is idle, what is
-        left goes back through `_could_borrow`, which names the reason without a search."""
+        A failed attempt changes no queue's allocation, so the leaf stays the best one: its
+        workloads are tried one after another until one is admitted, and only then is the
+        best leaf asked for again. `until_gpus_run_out` (only where nothing is evicted): once
+        no GPU is idle, what is left goes back through `_could_borrow`, which names the reason
+        without a search."""
         cursor = dict.fromkeys(work, 0)
         selector = QueueSelector(self.tree, self.fair, self.usage, self.ledger,
                                  [leaf for leaf, ws in work.items() if ws], self.standing)
         while (leaf := selector.best()) is not None:
-            workload = work[leaf][cursor[leaf]]
-            cursor[leaf] += 1
-            evictions = len(self.evictions)
-            if attempt(workload):
+            workloads, at = work[leaf], cursor[leaf]
+            admitted = False
+            while at < len(workloads) and not admitted:
+                evictions = len(self.evictions)
+                admitted = attempt(workloads[at])
+                at += 1
+            cursor[leaf] = at
+            if admitted:
                 selector.refresh(leaf)
                 for eviction in self.evictions[evictions:]:
                     selector.refresh(eviction.queue)
@@ -391,7 +399,7 @@ class _Cycle:
                     rest = {name: ws[cursor[name]:] for name, ws in work.items()}
                     self._serve(self._could_borrow(rest, 0), attempt)
                     return
-            if cursor[leaf] == len(work[leaf]):
+            if at == len(workloads):
                 selector.retire(leaf)
 
     def _waiting(self, funded: bool) -> dict[str, list[Workload]]:
@@ -403,13 +411,13 @@ class _Cycle:
         """Blocked before fair share is even asked: behind a reservation, or at a limit."""
         head = self.reserved_for
         if head is not None and head.queue == workload.queue:
-            self._wait(workload, "BehindReservation",
-                       f"queue {workload.queue} admits nothing behind {head.key}, which waited "
-                       "past the starvation bound")
+            self._wait(workload, "BehindReservation", "queue ", workload.queue,
+                       " admits nothing behind ", head.key,
+                       ", which waited past the starvation bound")
             return True
         limit = self.ledger.limit_block(workload)
         if limit is not None:
-            self._wait(workload, "LimitExceeded", limit.message())
+            self._wait(workload, "LimitExceeded", limit)
             return True
         return False
 
@@ -461,8 +469,9 @@ class _Cycle:
         if moment is not None and self.now < moment < self.next_change:
             self.next_change = moment
 
-    def _wait(self, workload: Workload, reason: str, message: str,
+    def _wait(self, workload: Workload, reason: str, *message: object,
               retry_at: float | None = None) -> None:
+        """`message` in parts, joined only if someone reads it (`Pending.message`)."""
         self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
                                              self.position.get(workload.key, 0), retry_at)
 

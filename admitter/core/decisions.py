@@ -70,19 +70,46 @@ class Eviction:
     preemptor: str | None = None
 
 
-@dataclass(slots=True)
 class Pending:
     """Why `key` still waits, naming the blocking fact; `position` is its rank in its queue
     (1 = next). `retry_at` is when the blocking fact ends by itself, if known (e.g. the end of
-    a victim's protected min runtime). Not frozen, unlike the other decisions: a cycle makes
-    one per waiting workload (docs/admission-cycle.md, Speed)."""
+    a victim's protected min runtime).
 
-    key: str
-    queue: str
-    reason: str
-    message: str
-    position: int
-    retry_at: float | None = None
+    A cycle makes one per waiting workload, and most messages are never read (the simulator
+    reads none, the controller writes a few per pass), so `message` may be given as the parts
+    it is joined from (`str` of each), joined when first read. Not frozen, unlike the other
+    decisions (docs/admission-cycle.md, Speed)."""
+
+    __slots__ = ("_message", "_parts", "key", "position", "queue", "reason", "retry_at")
+
+    def __init__(self, key: str, queue: str, reason: str, message: str | tuple[object, ...],
+                 position: int, retry_at: float | None = None) -> None:
+        self.key = key
+        self.queue = queue
+        self.reason = reason
+        self._message: str | None = message if isinstance(message, str) else None
+        self._parts: tuple[object, ...] = () if isinstance(message, str) else message
+        self.position = position
+        self.retry_at = retry_at
+
+    @property
+    def message(self) -> str:
+        if self._message is None:
+            self._message = "".join([str(part) for part in self._parts])
+            self._parts = ()
+        return self._message
+
+    def _fields(self) -> tuple[str, str, str, str, int, float | None]:
+        return self.key, self.queue, self.reason, self.message, self.position, self.retry_at
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pending) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return "Pending(key={!r}, queue={!r}, reason={!r}, message={!r}, position={!r}, " \
+            "retry_at={!r})".format(*self._fields())
 
 
 @dataclass(slots=True)  # not frozen: one per queue per cycle (docs/admission-cycle.md, Speed)

@@ -31,6 +31,9 @@ class QuotaBlock:
     bound: int
     bound_name: str
 
+    def __str__(self) -> str:
+        return self.message()
+
     def message(self) -> str:
         return (
             f"queue {self.queue} holds {self.holding} {self.resource}; {self.request} more "
