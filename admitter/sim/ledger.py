@@ -5,13 +5,13 @@ while it runs. The scenario's `history` enters as records spread over the window
 Records that ended before the window are dropped, since the core would ignore them anyway.
 
 A month-long run closes tens of thousands of records, and the core would integrate every one
-of them each cycle. Without decay (`half_life == 0`) a closed record lying wholly inside the
-window counts its plain GPU-seconds, whatever its position, so such records, and the runs going
-on that started inside the window, are folded into one lump per queue, handed over spread
-across the window as `spread_history` spreads a lump.
-They are folded by the hour their run started, and an hour is unfolded back into its records
-once the window's start passes it, from when the core must clip them. With decay a record's
-weight depends on when it was used, so records are handed over as they are.
+of them each cycle. Without decay (`half_life == 0`) a record counts its plain GPU-seconds
+inside the window, whatever their position, so the ledger adds them up itself and hands over
+one record per queue, spread evenly across the window. Closed records are folded by the hour
+their run started, and an hour is unfolded back into its records once the window's start
+passes it, from when they must be clipped; only those, and the runs going on, are summed
+again each cycle. With decay a record's weight depends on when it was used, so records are
+handed over as they are.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ class UsageLedger:
     """Records for `Snapshot.usage`; empty when time-based fair share is off (window 0)."""
 
     def __init__(self, settings: FairShareSettings, history: Mapping[str, float]) -> None:
-        self._settings = settings
         self._window = settings.window
         self._folds = settings.half_life <= 0
         self._loose: list[UsageRecord] = spread_history(history, 0.0, settings)
@@ -71,15 +70,17 @@ class UsageLedger:
         while self._hour_heap and self._hour_heap[0] * HOUR < oldest:
             self._unfold(heapq.heappop(self._hour_heap))
         self._loose = [record for record in self._loose if record.end > oldest]
+        if not self._folds:
+            return [*self._loose, *(UsageRecord(queue, start, now, gpus)
+                                    for queue, start, gpus in self._open.values())]
         seconds = {queue: sum(hours.values()) for queue, hours in self._folded.items()}
-        running: list[UsageRecord] = []
+        for record in self._loose:  # clipped to the window, as the core would
+            seconds[record.queue] = seconds.get(record.queue, 0.0) + record.gpus * (
+                min(record.end, now) - max(record.start, oldest))
         for queue, start, gpus in self._open.values():
-            if self._folds and start >= oldest:
-                seconds[queue] = seconds.get(queue, 0.0) + gpus * (now - start)
-            else:
-                running.append(UsageRecord(queue, start, now, gpus))
-        lumps = {queue: total / HOUR for queue, total in seconds.items()}
-        return [*self._loose, *spread_history(lumps, now, self._settings), *running]
+            seconds[queue] = seconds.get(queue, 0.0) + gpus * (now - max(start, oldest))
+        return [UsageRecord(queue, oldest, now, total / self._window)
+                for queue, total in seconds.items() if total > 0]
 
     def _unfold(self, hour: int) -> None:
         for record in self._hours.pop(hour):
