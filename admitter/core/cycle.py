@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from admitter.core.decisions import (
     Admission,
@@ -211,7 +211,7 @@ class _Cycle:
     # Step 3 -----------------------------------------------------------------------------
 
     def admit_entitled(self) -> None:
-        self._serve(self._waiting(funded=True), self._try_entitled)
+        self._serve(self._waiting(funded=True), borrowing=False)
 
     def _try_entitled(self, workload: Workload) -> bool:
         if self._held_back(workload):
@@ -308,11 +308,11 @@ class _Cycle:
     def admit_borrowers(self) -> None:
         unfunded_held = sum(w.requests().get(GPU, 0) for w in self.running.values()
                             if not w.funded)
-        self._serve(self._could_borrow(self.deferred, unfunded_held), self._try_borrow)
+        self._serve(self._could_borrow(self.deferred, unfunded_held), borrowing=True)
         if self.reserved_for is not None:  # unfunded work may fill reserved nodes until used
             self.state.release(RESERVATION_KEY)
             self.failures.clear()
-        self._serve(self._could_borrow(self._waiting(funded=False), 0), self._try_borrow,
+        self._serve(self._could_borrow(self._waiting(funded=False), 0), borrowing=True,
                     until_gpus_run_out=True)
 
     def _could_borrow(self, work: dict[str, list[Workload]],
@@ -372,12 +372,13 @@ class _Cycle:
 
     # Shared mechanics -------------------------------------------------------------------
 
-    def _serve(self, work: dict[str, list[Workload]], attempt: Callable[[Workload], bool],
-               *, until_gpus_run_out: bool = False) -> None:
+    def _serve(self, work: dict[str, list[Workload]], *, borrowing: bool,
+               until_gpus_run_out: bool = False) -> None:
         """Offer capacity leaf by leaf in queue order, each workload once, in queue order.
         A failed attempt changes no queue's allocation, so the leaf stays the best one: its
         workloads are tried one after another until one is admitted, and only then is the
-        best leaf asked for again. `until_gpus_run_out` (only where nothing is evicted): once
+        best leaf asked for again. Each workload goes to `_try_borrow` when `borrowing`, else
+        to `_try_entitled`. `until_gpus_run_out` (only where nothing is evicted): once
         no GPU is idle, what is left goes back through `_could_borrow`, which names the reason
         without a search."""
         cursor = dict.fromkeys(work, 0)
@@ -388,7 +389,8 @@ class _Cycle:
             admitted = False
             while at < len(workloads) and not admitted:
                 evictions = len(self.evictions)
-                admitted = attempt(workloads[at])
+                workload = workloads[at]
+                admitted = self._try_borrow(workload) if borrowing else self._try_entitled(workload)
                 at += 1
             cursor[leaf] = at
             if admitted:
@@ -397,7 +399,7 @@ class _Cycle:
                     selector.refresh(eviction.queue)
                 if until_gpus_run_out and self.state.free_total(GPU) == 0:
                     rest = {name: ws[cursor[name]:] for name, ws in work.items()}
-                    self._serve(self._could_borrow(rest, 0), attempt)
+                    self._serve(self._could_borrow(rest, 0), borrowing=borrowing)
                     return
             if at == len(workloads):
                 selector.retire(leaf)

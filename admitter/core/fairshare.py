@@ -25,26 +25,42 @@ the remainder step hands out fewer units than the bucket has queues.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import groupby
-from typing import NamedTuple
 
 from admitter.core.model import UNLIMITED, Queue
 from admitter.core.queue_tree import QueueTree
 
 
-class ResourceShare(NamedTuple):
+class ResourceShare:
     """One queue's division of one resource.
 
     `deserved` is step 1's grant, min(quota, requestable): what the queue is owed whatever
     its siblings do. `fair_share` adds its over-quota part. Both are capped by `requestable`.
+    A plain class, read-only by convention: every cycle makes one per queue and resource, and
+    a named tuple's constructor runs interpreted (docs/admission-cycle.md, Speed).
     """
 
-    fair_share: int
-    deserved: int
-    requestable: int
+    __slots__ = ("deserved", "fair_share", "requestable")
+
+    def __init__(self, fair_share: int, deserved: int, requestable: int) -> None:
+        self.fair_share = fair_share
+        self.deserved = deserved
+        self.requestable = requestable
+
+    def _fields(self) -> tuple[int, int, int]:
+        return self.fair_share, self.deserved, self.requestable
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResourceShare) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "ResourceShare(fair_share={}, deserved={}, requestable={})".format(*self._fields())
 
 
 _NOTHING = ResourceShare(0, 0, 0)
@@ -54,7 +70,7 @@ _NOTHING = ResourceShare(0, 0, 0)
 class FairShare:
     """Every queue's `ResourceShare` per resource; unknown pairs read as all zero."""
 
-    shares: Mapping[str, Mapping[str, ResourceShare]]
+    shares: dict[str, dict[str, ResourceShare]]
     resources: tuple[str, ...]
 
     def of(self, queue: str, resource: str) -> ResourceShare:
@@ -86,9 +102,9 @@ class _Claim:
 
 def compute_fair_share(
     tree: QueueTree,
-    capacity: Mapping[str, int],
-    demand: Mapping[str, Mapping[str, int]],
-    usage: Mapping[str, float],
+    capacity: dict[str, int],
+    demand: dict[str, dict[str, int]],
+    usage: dict[str, float],
     k_value: float,
 ) -> FairShare:
     """Divide `capacity` (schedulable nodes) over the tree.
@@ -126,8 +142,8 @@ def _layout(tree: QueueTree) -> tuple[list[Queue], list[tuple[str | None, list[l
 def _claims(
     bottom_up: Sequence[Queue],
     resource: str,
-    demand: Mapping[str, Mapping[str, int]],
-    usage: Mapping[str, float],
+    demand: dict[str, dict[str, int]],
+    usage: dict[str, float],
 ) -> dict[str, _Claim]:
     """Claims for every queue (`bottom_up`: children before parents), requestable first.
 

@@ -18,7 +18,7 @@ UNLIMITED = -1
 NON_PREEMPTIBLE_PRIORITY = 100
 """Workloads at or above this priority are never evicted and only run inside deserved quota."""
 
-Resources = Mapping[str, int]
+Resources = dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class Queue:
     name: str
     parent: str | None = None
     priority: int = 0
-    resources: Mapping[str, ResourceQuota] = field(default_factory=dict)
+    resources: dict[str, ResourceQuota] = field(default_factory=dict)
     order: int = 0
     max_min_runtime: float | None = None
 
@@ -133,11 +133,11 @@ class Workload:
     topology: TopologyRequest = TopologyRequest()
     phase: Phase = Phase.PENDING
     admitted_at: float | None = None
-    placement: Mapping[str, int] = field(default_factory=dict)
+    placement: dict[str, int] = field(default_factory=dict)
     pod_set_placements: tuple[Mapping[str, int], ...] = ()
     pods_ready: bool = True
     eligible_at: float = 0.0
-    _total: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _total: dict[str, int] = field(init=False, repr=False, compare=False)
     _shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -157,7 +157,7 @@ class Workload:
     def preemptible(self) -> bool:
         return self.priority < NON_PREEMPTIBLE_PRIORITY
 
-    def requests(self) -> Mapping[str, int]:
+    def requests(self) -> dict[str, int]:
         """Total requests over all pod sets (computed once; the cycle asks often)."""
         return self._total
 

@@ -89,8 +89,8 @@ class RoomFinder:
         """Per ranking (protected or not) and `within` queue, the groups of queues under it."""
         self._diverging: dict[tuple[str, str], str] = {}
         """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
-        self._reserved: frozenset[str] = frozenset()
-        """Nodes reserved for a starving workload: what runs there is no one else's victim."""
+        self._kept_off: set[str] = set()
+        """Workloads on nodes reserved for a starving workload: no one else's victims."""
         self.next_change = math.inf
         """The first moment a protection ending could turn a failed search of this cycle."""
         self._protected_order: list[tuple[float, Workload]] = []
@@ -101,7 +101,9 @@ class RoomFinder:
 
     def keep_off(self, nodes: Iterable[str]) -> None:
         """From now on this cycle, take no victim running on `nodes` (a reservation)."""
-        self._reserved = frozenset(nodes)
+        reserved = set(nodes)
+        self._kept_off = {key for key, workload in self._running.items()
+                          if any(node in reserved for node in workload.placement)}
 
     def find(self, preemptor: Workload, deserved_only: bool | None,
              within: str | None = None, *, explain: bool = True) -> Room | Blocked:
@@ -297,9 +299,8 @@ class RoomFinder:
                               if item[1].priority < preemptor.priority)
             elif not reclaim_checked or self._over_queue(preemptor.queue, queue) is not None:
                 chosen.extend(group.funded)
-        running, reserved = self._running, self._reserved
-        return [item for item in chosen if item[1].key in running
-                and (not reserved or reserved.isdisjoint(item[1].placement))]
+        running, kept_off = self._running, self._kept_off
+        return [item for item in chosen if item[1].key in running and item[1].key not in kept_off]
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level (per node for a single pod): the first candidates

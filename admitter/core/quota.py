@@ -8,7 +8,7 @@ eviction and undoing it is a matter of applying the opposite change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,7 +17,7 @@ from admitter.core.model import UNLIMITED, Resources, Workload
 from admitter.core.queue_tree import QueueTree
 
 _NO_SHARE = ResourceShare(0, 0, 0)
-_NOTHING: Mapping[str, int] = {}
+_NOTHING: dict[str, int] = {}
 
 
 @dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
@@ -138,7 +138,7 @@ class QuotaLedger:
         return self.share_reachable_freeing(workload, deserved_only=deserved_only, freed=freed)
 
     def share_reachable_freeing(self, workload: Workload, *, deserved_only: bool,
-                                freed: Mapping[str, Mapping[str, int]]) -> bool:
+                                freed: dict[str, dict[str, int]]) -> bool:
         """`share_reachable` with the funded amounts given back per queue on the path."""
         requests = workload.requests()
         for name, by_resource, funded in self._share_path[workload.queue]:
@@ -190,6 +190,6 @@ def _layout(tree: QueueTree) -> tuple[dict[str, tuple[str, ...]],
     return paths, limits
 
 
-def accumulate(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
+def accumulate(target: dict[str, int], amounts: dict[str, int], sign: int) -> None:
     for resource, amount in amounts.items():
         target[resource] = target.get(resource, 0) + sign * amount

@@ -24,8 +24,8 @@ from admitter.core.topology import Domain
 RESERVATION_KEY = "\0reservation"
 
 
-def reserve(state: ClusterState, nodes: Mapping[str, Node], workload: Workload,
-            displaceable: Mapping[str, int]) -> list[str]:
+def reserve(state: ClusterState, nodes: dict[str, Node], workload: Workload,
+            displaceable: dict[str, int]) -> list[str]:
     """Hold free capacity on enough nodes for `workload` and return them, most free first;
     none when no domain could ever hold it. `displaceable` is GPUs held by unfunded work per
     node."""
@@ -46,8 +46,8 @@ def describe(workload: Workload, chosen: list[str]) -> str:
         ", …" if len(chosen) > 4 else "")
 
 
-def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workload,
-               displaceable: Mapping[str, int]) -> list[str]:
+def _nodes_for(state: ClusterState, nodes: dict[str, Node], workload: Workload,
+               displaceable: dict[str, int]) -> list[str]:
     level = workload.topology.required
     domains: list[Domain] = state.tree.domains(level) if level else [state.tree.root]
     gpu = state.resource_index(GPU)
@@ -72,8 +72,8 @@ def _nodes_for(state: ClusterState, nodes: Mapping[str, Node], workload: Workloa
     return best[2] if best else []
 
 
-def _enough(state: ClusterState, nodes: Mapping[str, Node], domain: Domain,
-            workload: Workload, displaceable: Mapping[str, int]) -> list[str] | None:
+def _enough(state: ClusterState, nodes: dict[str, Node], domain: Domain,
+            workload: Workload, displaceable: dict[str, int]) -> list[str] | None:
     """The domain's nodes, most free GPUs first, until their allocatable holds every pod set."""
     ranked = sorted([(-state.free_of(n, GPU) - displaceable.get(n, 0), n) for n in domain.nodes])
     remaining = [pod_set.count for pod_set in workload.pod_sets]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 from fairshare_builders import CPU, GIB, MEMORY, divide, gpu_shares, knobs, queue, tree
 
+from admitter.core.fairshare import ResourceShare
 from admitter.core.model import GPU
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 
@@ -217,7 +218,7 @@ def test_gpu_division(case: Case) -> None:
 def test_deserved_and_requestable_are_reported() -> None:
     queues = tree(queue("q1", gpu=knobs(2, limit=5)), queue("q2", gpu=knobs(4)))
     result = divide(queues, {GPU: 9}, {"q1": {GPU: 8}, "q2": {GPU: 3}})
-    assert result.of("q1", GPU) == (5, 2, 5)
+    assert result.of("q1", GPU) == ResourceShare(fair_share=5, deserved=2, requestable=5)
     assert (result.deserved("q2", GPU), result.requestable("q2", GPU)) == (3, 3)
     assert result.share("q2", GPU) == 3
     assert result.share("ghost", GPU) == 0 and result.deserved("q1", "fpga") == 0
