@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 
 from admitter.core.decisions import EvictionReason
@@ -409,12 +409,14 @@ class RoomFinder:
         return None
 
 
-@dataclass(slots=True)
 class _Group:
     """One queue's workloads as (position in the ranking, workload), unfunded and funded."""
 
-    unfunded: list[tuple[int, Workload]] = field(default_factory=list)
-    funded: list[tuple[int, Workload]] = field(default_factory=list)
+    __slots__ = ("funded", "unfunded")
+
+    def __init__(self) -> None:
+        self.unfunded: list[tuple[int, Workload]] = []
+        self.funded: list[tuple[int, Workload]] = []
 
 
 def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:

@@ -9,7 +9,6 @@ eviction and undoing it is a matter of applying the opposite change.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 
 from admitter.core.fairshare import FairShare, ResourceShare
@@ -20,16 +19,24 @@ _NO_SHARE = ResourceShare(0, 0, 0)
 _NOTHING: dict[str, int] = {}
 
 
-@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class QuotaBlock:
-    """Why a workload may not take more in a queue: which resource, how much, against what."""
+    """Why a workload may not take more in a queue: which resource, how much, against what.
+    A plain class with its own `__init__`: made for most workloads tried, and a dataclass's
+    generated one runs interpreted (docs/admission-cycle.md, Speed)."""
 
-    queue: str
-    resource: str
-    holding: int
-    request: int
-    bound: int
-    bound_name: str
+    __slots__ = ("bound", "bound_name", "holding", "queue", "request", "resource")
+
+    def __init__(self, queue: str, resource: str, holding: int, request: int, bound: int,
+                 bound_name: str) -> None:
+        self.queue = queue
+        self.resource = resource
+        self.holding = holding
+        self.request = request
+        self.bound = bound
+        self.bound_name = bound_name
+
+    def __repr__(self) -> str:
+        return f"QuotaBlock({self.message()!r})"
 
     def __str__(self) -> str:
         return self.message()

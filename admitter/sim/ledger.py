@@ -37,6 +37,8 @@ class UsageLedger:
         self._hour_heap: list[int] = []
         self._folded: dict[str, dict[int, float]] = {}
         """GPU-seconds per queue per start hour of the folded records."""
+        self._folded_sum: dict[str, float] = {}
+        """Sum of `_folded` per queue, until its hours change (a week holds 168 of them)."""
         self._open: dict[str, tuple[str, float, float]] = {}
 
     def open(self, key: str, queue: str, start: float, gpus: int) -> None:
@@ -61,6 +63,7 @@ class UsageLedger:
         self._hours[hour].append(record)
         seconds = self._folded.setdefault(queue, {})
         seconds[hour] = seconds.get(hour, 0.0) + gpus * (end - start)
+        self._folded_sum.pop(queue, None)
 
     def records(self, now: float) -> list[UsageRecord]:
         """Records whose windowed GPU time at `now` is that of every run reaching into it."""
@@ -73,7 +76,12 @@ class UsageLedger:
         if not self._folds:
             return [*self._loose, *(UsageRecord(queue, start, now, gpus)
                                     for queue, start, gpus in self._open.values())]
-        seconds = {queue: sum(hours.values()) for queue, hours in self._folded.items()}
+        seconds: dict[str, float] = {}
+        for queue, hours in self._folded.items():
+            total = self._folded_sum.get(queue)
+            if total is None:
+                total = self._folded_sum[queue] = sum(hours.values())
+            seconds[queue] = total
         for record in self._loose:  # clipped to the window, as the core would
             seconds[record.queue] = seconds.get(record.queue, 0.0) + record.gpus * (
                 min(record.end, now) - max(record.start, oldest))
@@ -86,3 +94,4 @@ class UsageLedger:
         for record in self._hours.pop(hour):
             self._loose.append(record)
             self._folded[record.queue].pop(hour, None)
+            self._folded_sum.pop(record.queue, None)
