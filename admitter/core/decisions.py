@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from admitter.core.fairshare import FairShare
-from admitter.core.model import FairShareSettings, Node, Queue, UsageRecord, Workload
+from admitter.core.model import FairShareSettings, Node, PlainRecord, Queue, UsageRecord, Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class Eviction:
     preemptor: str | None = None
 
 
-class Pending:
+class Pending(PlainRecord):
     """Why `key` still waits, naming the blocking fact; `position` is its rank in its queue
     (1 = next). `retry_at` is when the blocking fact ends by itself, if known (e.g. the end of
     a victim's protected min runtime).
@@ -99,17 +99,8 @@ class Pending:
             self._parts = ()
         return self._message
 
-    def _fields(self) -> tuple[str, str, str, str, int, float | None]:
+    def _fields(self) -> tuple[object, ...]:
         return self.key, self.queue, self.reason, self.message, self.position, self.retry_at
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Pending) and self._fields() == other._fields()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
-
-    def __repr__(self) -> str:
-        return "Pending(key={!r}, queue={!r}, reason={!r}, message={!r}, position={!r}, " \
-            "retry_at={!r})".format(*self._fields())
 
 
 @dataclass(slots=True)  # not frozen: one per queue per cycle (docs/admission-cycle.md, Speed)

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import groupby
 
-from admitter.core.model import UNLIMITED, Queue
+from admitter.core.model import UNLIMITED, PlainRecord, Queue
 from admitter.core.queue_tree import QueueTree
 
 
-class ResourceShare:
+class ResourceShare(PlainRecord):
     """One queue's division of one resource.
 
     `deserved` is step 1's grant, min(quota, requestable): what the queue is owed whatever
@@ -50,17 +50,8 @@ class ResourceShare:
         self.deserved = deserved
         self.requestable = requestable
 
-    def _fields(self) -> tuple[int, int, int]:
+    def _fields(self) -> tuple[object, ...]:
         return self.fair_share, self.deserved, self.requestable
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ResourceShare) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return "ResourceShare(fair_share={}, deserved={}, requestable={})".format(*self._fields())
 
 
 _NOTHING = ResourceShare(0, 0, 0)

@@ -191,14 +191,42 @@ class FairShareSettings:
     k_value: float = 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class UsageRecord:
-    """Funded GPU use of one leaf queue: `gpus` devices held from `start` to `end`."""
+class PlainRecord:
+    """Value semantics for the plain classes the core makes by the thousand instead of
+    dataclasses (whose generated methods run interpreted, docs/admission-cycle.md, Speed):
+    equal, hashed and shown by `_fields()`. Read-only by convention."""
 
-    queue: str
-    start: float
-    end: float
-    gpus: float
+    __slots__ = ()
+
+    def _fields(self) -> tuple[object, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PlainRecord) and type(other) is type(self)
+                and self._fields() == other._fields())
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self._fields()!r}"
+
+
+class UsageRecord(PlainRecord):
+    """Funded GPU use of one leaf queue: `gpus` devices held from `start` to `end`. Read-only
+    by convention, not frozen: a caller may hand over a fresh set every cycle, and a frozen
+    dataclass's constructor runs interpreted (docs/admission-cycle.md, Speed)."""
+
+    __slots__ = ("end", "gpus", "queue", "start")
+
+    def __init__(self, queue: str, start: float, end: float, gpus: float) -> None:
+        self.queue = queue
+        self.start = start
+        self.end = end
+        self.gpus = gpus
+
+    def _fields(self) -> tuple[object, ...]:
+        return self.queue, self.start, self.end, self.gpus
 
 
 def merged_placement(per_pod_set: tuple[Mapping[str, int], ...]) -> dict[str, int]:

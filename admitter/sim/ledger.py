@@ -40,11 +40,21 @@ class UsageLedger:
         self._folded_sum: dict[str, float] = {}
         """Sum of `_folded` per queue, until its hours change (a week holds 168 of them)."""
         self._open: dict[str, tuple[str, float, float]] = {}
+        self._open_sums: dict[str, list[float]] = {}
+        """Per queue, Σ gpus and Σ gpus·start of the runs going on: their GPU-seconds at `now`
+        are now·Σ gpus − Σ gpus·start, while none started before the window."""
+        self._open_starts: list[tuple[float, str]] = []
+        """Starts of runs going on (stale entries skipped): the earliest tells whether one
+        started before the window, whose time the core would clip."""
 
     def open(self, key: str, queue: str, start: float, gpus: int) -> None:
         """A funded workload started holding `gpus`."""
         if self._window > 0 and gpus > 0:
             self._open[key] = (queue, start, float(gpus))
+            sums = self._open_sums.setdefault(queue, [0.0, 0.0])
+            sums[0] += gpus
+            sums[1] += gpus * start
+            heapq.heappush(self._open_starts, (start, key))
 
     def close(self, key: str, end: float) -> None:
         """It stopped or finished; unfunded and GPU-less workloads were never opened."""
@@ -52,6 +62,9 @@ class UsageLedger:
         if entry is None:
             return
         queue, start, gpus = entry
+        sums = self._open_sums[queue]
+        sums[0] -= gpus
+        sums[1] -= gpus * start
         record = UsageRecord(queue, start, end, gpus)
         if not self._folds:
             self._loose.append(record)
@@ -72,8 +85,8 @@ class UsageLedger:
         oldest = now - self._window
         while self._hour_heap and self._hour_heap[0] * HOUR < oldest:
             self._unfold(heapq.heappop(self._hour_heap))
-        self._loose = [record for record in self._loose if record.end > oldest]
         if not self._folds:
+            self._loose = [record for record in self._loose if record.end > oldest]
             return [*self._loose, *(UsageRecord(queue, start, now, gpus)
                                     for queue, start, gpus in self._open.values())]
         seconds: dict[str, float] = {}
@@ -82,13 +95,34 @@ class UsageLedger:
             if total is None:
                 total = self._folded_sum[queue] = sum(hours.values())
             seconds[queue] = total
+        kept: list[UsageRecord] = []
         for record in self._loose:  # clipped to the window, as the core would
-            seconds[record.queue] = seconds.get(record.queue, 0.0) + record.gpus * (
-                min(record.end, now) - max(record.start, oldest))
-        for queue, start, gpus in self._open.values():
-            seconds[queue] = seconds.get(queue, 0.0) + gpus * (now - max(start, oldest))
+            end, start = record.end, record.start
+            if end > oldest:  # conditionals, not min/max: this loop runs every cycle
+                kept.append(record)
+                seconds[record.queue] = seconds.get(record.queue, 0.0) + record.gpus * (
+                    (end if end < now else now) - (start if start > oldest else oldest))
+        self._loose = kept
+        if self._open_started_before(oldest):
+            for queue, start, gpus in self._open.values():
+                seconds[queue] = seconds.get(queue, 0.0) + gpus * (
+                    now - (start if start > oldest else oldest))
+        else:
+            for queue, (gpus, gpu_starts) in self._open_sums.items():
+                if gpus:
+                    seconds[queue] = seconds.get(queue, 0.0) + (now * gpus - gpu_starts)
         return [UsageRecord(queue, oldest, now, total / self._window)
                 for queue, total in seconds.items() if total > 0]
+
+    def _open_started_before(self, moment: float) -> bool:
+        starts, running = self._open_starts, self._open
+        while starts:
+            start, key = starts[0]
+            entry = running.get(key)
+            if entry is not None and entry[1] == start:
+                return start < moment
+            heapq.heappop(starts)
+        return False
 
     def _unfold(self, hour: int) -> None:
         for record in self._hours.pop(hour):
