@@ -164,7 +164,7 @@ class _Cycle:
         """Whether a cycle right after this one, on its outcome, could decide more (see
         `CycleResult.settled`)."""
         self.borrowed = False
-        """Whether a borrower was admitted: its queue then ranks later, which after a capped
+        """Whether unfunded work was admitted: its queue then ranks later, which after a capped
         search lets another queue search in the next cycle."""
         self.over_share: dict[str, object] = {}
         """Why a deferred borrower was over its share: the start of its message if it waits."""
@@ -354,7 +354,10 @@ class _Cycle:
         if isinstance(placed, Placement):
             self._admit(workload, placed, "borrowing idle capacity"
                         if workload.funded else "unfunded, on idle capacity")
-            self.borrowed = True
+            if workload.funded:  # its queue may now be over its share: what else it runs
+                self.unsettled = True  # becomes what an earlier preemptor may reclaim
+            else:
+                self.borrowed = True
             return True
         if workload.funded and workload.preemptible and self._make_room(
                 workload, False, None, borrowing=True) is None:

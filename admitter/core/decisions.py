@@ -134,13 +134,15 @@ class CycleResult:
         cycle only on changes and at this moment misses nothing but usage drift."""
         self.settled = settled
         """Whether the same cycle, run again on the state these decisions leave, would decide
-        nothing more. True when it evicted nothing and admitted only by placement, none of it
-        before the search budget ran out or before a starvation reservation, and no borrower
-        at all once the budget ran out: such admissions only make what failed harder (funded
-        work is protected, within its share or over it; unfunded work takes idle capacity and
-        yields it to the same preemptors), and a re-run would serve the queues before those
-        points in the same order, so the same searches and the same reservation. A borrower's
-        queue ranks later, so after the budget ran out a queue turned away could get a search."""
+        nothing more. True when it evicted nothing and admitted only by placement, within fair
+        shares or unfunded, none of it before the search budget ran out or before a starvation
+        reservation, and no unfunded work at all once the budget ran out: such admissions only
+        make what failed harder (funded work within its share is protected; unfunded work
+        takes idle capacity and yields it to the same preemptors), and a re-run would serve the
+        queues before those points in the same order, so the same searches and the same
+        reservation. Unfunded work ranks its queue later, so after the budget ran out a queue
+        turned away could get a search; a funded borrower can take its queue over its share,
+        which makes the queue's other running work reclaimable."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 from cycle_builders import (
+    BLOCK,
     RACK,
     World,
     admitted,
@@ -15,7 +16,8 @@ from cycle_builders import (
 )
 
 from admitter.core.decisions import CycleSettings
-from admitter.core.model import GPU, FairShareSettings, Phase, UsageRecord, Workload
+from admitter.core.model import GPU, FairShareSettings, Node, Phase, UsageRecord, Workload
+from admitter.core.topology import HOSTNAME
 
 HOUR = 3600.0
 
@@ -336,3 +338,21 @@ def test_time_based_fair_share_favours_the_team_that_used_less():
     assert result.fair_share.share("b", GPU) > result.fair_share.share("a", GPU)
     held = {q: s.allocated.get(GPU, 0) for q, s in result.queues.items()}
     assert held["b"] > held["a"] and held["a"] + held["b"] == 32
+
+
+def test_a_funded_borrower_taking_its_queue_over_its_share_asks_for_a_re_run() -> None:
+    """Admitting the borrower makes its queue's other running work reclaimable, which is what
+    the blocked preemptor needed: the cycle must not call itself settled."""
+    nodes = [Node(name, {GPU: gpus}, {BLOCK: "b0", RACK: "r0", HOSTNAME: name})
+             for name, gpus in (("n1", 8), ("n2", 4), ("n3", 4))]
+    world = World(nodes, [queue("q0"), queue("q1")])
+    world.submit(job("running", "q1", gpus=7, min_runtime=60.0))
+    world.cycle(0.0)
+    world.submit(job("borrower", "q1", gpus=4, at=700.0, min_runtime=60.0),
+                 job("reclaimer", "q0", gpus=8, at=700.0, min_runtime=60.0))
+    first = world.cycle(700.0)  # shares 8 + 8: q1 holds 7, so "running" is not reclaimable yet
+    assert [a.key for a in first.admissions] == ["borrower"]
+    assert not first.settled
+    again = world.cycle(700.0)
+    assert [a.key for a in again.admissions] == ["reclaimer"]
+    assert [e.key for e in again.evictions] == ["running"]
