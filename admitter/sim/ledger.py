@@ -51,6 +51,8 @@ class UsageLedger:
         """A funded workload started holding `gpus`."""
         if self._window > 0 and gpus > 0:
             self._open[key] = (queue, start, float(gpus))
+            if not self._folds:  # with decay, runs are handed over one by one
+                return
             sums = self._open_sums.setdefault(queue, [0.0, 0.0])
             sums[0] += gpus
             sums[1] += gpus * start
@@ -62,13 +64,13 @@ class UsageLedger:
         if entry is None:
             return
         queue, start, gpus = entry
-        sums = self._open_sums[queue]
-        sums[0] -= gpus
-        sums[1] -= gpus * start
         record = UsageRecord(queue, start, end, gpus)
         if not self._folds:
             self._loose.append(record)
             return
+        sums = self._open_sums[queue]
+        sums[0] -= gpus
+        sums[1] -= gpus * start
         hour = math.floor(start / HOUR)
         if hour not in self._hours:
             self._hours[hour] = []
