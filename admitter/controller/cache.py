@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.controller import kube
-from admitter.controller.informer import Informer
+from admitter.controller.informer import Informer, Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.pod_index import PodIndex
-from admitter.controller.translate import job_owner
+from admitter.controller.translate import is_true, job_owner
+
+
+class LiveWorkloads:
+    """The Workloads not yet Finished, kept change by change beside the informer's store.
+    Finished Workloads stay in the API (until their Job goes) and outnumber the live ones
+    on a busy cluster; a pass needs only these, and walking all of them every pass was the
+    largest part of building its view."""
+
+    def __init__(self) -> None:
+        self.live: dict[Key, Obj] = {}
+        self.watcher = StoreWatcher(self._changed, self._replaced)
+
+    def _changed(self, old: Obj | None, new: Obj | None) -> None:
+        if new is None:
+            if old is not None:
+                self.live.pop(key_of(old), None)
+        elif is_true(new, "Finished"):
+            self.live.pop(key_of(new), None)
+        else:
+            self.live[key_of(new)] = new
+
+    def _replaced(self, workloads: Iterable[Obj]) -> None:
+        self.live = {key_of(wl): wl for wl in workloads if not is_true(wl, "Finished")}
 
 
 @dataclass
@@ -25,26 +48,30 @@ class Caches:
     topologies: Informer
     priority_classes: Informer
     pod_index: PodIndex
+    live_workloads: LiveWorkloads
 
     @classmethod
     def create(cls, client: Kube, on_change: Callable[[str, Obj], None]) -> Caches:
         def informer(kind: kube.Kind, query: dict[str, str] | None = None) -> Informer:
             return Informer(client, kind, on_change, query)
 
-        pod_index = PodIndex()
+        pod_index, live = PodIndex(), LiveWorkloads()
         pods, jobs = informer(kube.PODS), informer(kube.JOBS, {"labelSelector": QUEUE_LABEL})
         pods.watchers.append(pod_index.pods)
         jobs.watchers.append(pod_index.jobs)
+        workloads = informer(kube.WORKLOADS)
+        workloads.watchers.append(live.watcher)
         return cls(
             nodes=informer(kube.NODES),
             pods=pods,
             jobs=jobs,
-            workloads=informer(kube.WORKLOADS),
+            workloads=workloads,
             cluster_queues=informer(kube.CLUSTER_QUEUES),
             local_queues=informer(kube.LOCAL_QUEUES),
             topologies=informer(kube.TOPOLOGIES),
             priority_classes=informer(kube.PRIORITY_CLASSES),
             pod_index=pod_index,
+            live_workloads=live,
         )
 
     def all(self) -> list[Informer]:
@@ -89,6 +116,18 @@ class Caches:
         if job is None or owner.get("uid") not in (None, job["metadata"].get("uid")):
             return None
         return job
+
+    def unfinished_workloads(self, overlay: Mapping[Key, Obj] | None = None) -> list[Obj]:
+        """Workloads not Finished, each as `overlay` has it if there (an admission being
+        written), and those `overlay` holds over a Finished version in the store: what a pass
+        decides on."""
+        live = self.live_workloads.live
+        if not overlay:
+            return list(live.values())
+        found = [overlay.get(key, wl) for key, wl in live.items()]
+        store = self.workloads.store
+        found += [wl for key, wl in overlay.items() if key not in live and key in store]
+        return found
 
     def bound_pods(self) -> dict[tuple[str, str], dict[str, int]]:
         """(namespace, job name) → pods per node, for admitter's Jobs' running pods."""

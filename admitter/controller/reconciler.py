@@ -272,7 +272,7 @@ class Reconciler:
             self.status.cluster_queues(view.cluster_queues, result, view.snapshot.workloads,
                                        now),
             self.status.local_queues(self.caches.local_queues.items(),
-                                     self.caches.workloads.items(), pending, now),
+                                     self.caches.unfinished_workloads(), pending, now),
         ])
 
     async def _evict(self, view: View, eviction: Eviction, now: float) -> None:

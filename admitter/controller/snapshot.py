@@ -13,7 +13,7 @@ from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_queue
 from admitter.api.settings import Settings
 from admitter.controller.cache import Caches
-from admitter.controller.informer import Key, key_of
+from admitter.controller.informer import Key
 from admitter.controller.kube import Obj
 from admitter.controller.translate import (
     core_node,
@@ -168,9 +168,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     objects: dict[str, Obj] = {}
     found: list[tuple[Translation, Obj, Workload]] = []
     admitted: list[AdmittedPods] = []
-    for wl in caches.workloads.items():
-        if overlay:
-            wl = overlay.get(key_of(wl), wl)
+    for wl in caches.unfinished_workloads(overlay):
         translation = translations.of(wl)
         if translation.finished:
             continue

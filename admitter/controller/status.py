@@ -5,6 +5,7 @@ written only when they change, a bounded number per pass, so a busy cluster is n
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
@@ -171,9 +172,10 @@ class StatusWriter:
         def heads_first(item: tuple[Obj, Pending]) -> tuple[int, str]:
             return item[1].position, item[1].key
 
-        due = [item for group in (first, reasons, messages)
-               for item in sorted(group, key=heads_first)]
-        return due[:PENDING_WRITES_PER_PASS]
+        due: list[tuple[Obj, Pending]] = []
+        for group in (first, reasons, messages):  # thousands wait, a few dozen are written
+            due += heapq.nsmallest(PENDING_WRITES_PER_PASS - len(due), group, key=heads_first)
+        return due
 
     async def pending(self, wl: Obj, decision: Pending, now: float) -> Obj | None:
         """Say why the workload waits (not its place in the queue: that changes with every

@@ -7,6 +7,7 @@ import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from admitter.api.contract import QUEUE_LABEL, JobContract
@@ -91,7 +92,10 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
     }
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_time(text: str | None) -> float | None:
+    """Seconds since the epoch of an API timestamp; cached, since every pass reads the
+    creation time of every pending Workload."""
     if not text:
         return None
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
