@@ -38,6 +38,7 @@ from common import (
     bounded,
     cluster_queue,
     control_plane,
+    control_plane_cpu,
     follow,
     local_queue,
     machine,
@@ -67,6 +68,9 @@ class Fill:
     all_running: float = float("nan")
     running: int = 0
     api_writes: int = 0
+    control_plane_cpu: tuple[float, float] = (float("nan"), float("nan"))
+    """CPU seconds from the first creation to the end: kube-apiserver + etcd, and the
+    controller manager, scheduler and KWOK."""
     timed_out: bool = False
     controller: ControllerStats = field(default_factory=ControllerStats)
 
@@ -126,7 +130,7 @@ async def run_way(way: str, nodes: int, jobs: int, timeout: float,
 
         print(f"{way}: {jobs} Jobs on {nodes} nodes x 8 GPUs", flush=True)
         async with background(follow(client, kube.PODS, on_pod)) as tasks:
-            writes_before = api_writes(cluster)
+            writes_before, cpu_before = api_writes(cluster), control_plane_cpu(cluster)
             started = time.monotonic()
             await bounded([client.create(kube.JOBS, fill_job(i, way)) for i in range(jobs)])
             result.created_in = time.monotonic() - started
@@ -138,6 +142,8 @@ async def run_way(way: str, nodes: int, jobs: int, timeout: float,
                 result.timed_out = True
             result.running = len(running)
             result.api_writes = api_writes(cluster) - writes_before
+            storage, others = control_plane_cpu(cluster)
+            result.control_plane_cpu = (storage - cpu_before[0], others - cpu_before[1])
         if controller is not None:
             result.controller = controller.stop()
         await client.close()
@@ -148,7 +154,8 @@ def report(fills: list[Fill], nodes: int, console: Console) -> None:
     table = Table(title=f"fill: {fills[0].jobs:,} single-GPU Jobs on {nodes} nodes x 8 GPUs "
                         f"({datetime.date.today()}, {machine()})")
     for column in ("way", "Jobs created s", "first Running s", "all Running s", "Running",
-                   "ratio to plain", "API writes (all clients)", "ctl writes/admission",
+                   "ratio to plain", "API writes (all clients)",
+                   "apiserver+etcd cpu s", "kcm+scheduler+kwok cpu s", "ctl writes/admission",
                    "ctl passes", "ctl cycle s", "ctl cpu s"):
         table.add_column(column, justify="right")
     plain = next((f.all_running for f in fills if f.way == "plain"), float("nan"))
@@ -159,6 +166,7 @@ def report(fills: list[Fill], nodes: int, console: Console) -> None:
             fill.way, f"{fill.created_in:.1f}", f"{fill.first_running:.1f}",
             f"{fill.all_running:.1f}" + (" (timed out)" if fill.timed_out else ""),
             f"{fill.running:,}", f"{fill.all_running / plain:.2f}x", f"{fill.api_writes:,}",
+            f"{fill.control_plane_cpu[0]:.0f}", f"{fill.control_plane_cpu[1]:.0f}",
             f"{stats.writes / max(stats.admissions, 1):.2f}" if admitted else "-",
             f"{stats.passes}" if admitted else "-",
             f"{stats.cycle_seconds:.1f}" if admitted else "-",

@@ -41,6 +41,7 @@ from common import (
     background,
     cluster_queue,
     control_plane,
+    control_plane_cpu,
     follow,
     local_queue,
     machine,
@@ -117,6 +118,8 @@ class Run:
     own_writes: int = 0
     timed_out: bool = False
     timeout: float = 0.0
+    control_plane_cpu: tuple[float, float] = (float("nan"), float("nan"))
+    """CPU seconds during the run: kube-apiserver + etcd, and the other components."""
 
     def finished(self) -> int:
         return sum(1 for r in self.records.values() if r.finished is not None)
@@ -295,12 +298,15 @@ async def run_mode(mode: str, cohorts: int, timeout: float, profile: Path | None
         await asyncio.sleep(3.0)  # informers synced before the first creation
         print(f"{mode}: {queues} queues, {shape.total} {mode}, {nodes} nodes x "
               f"{cpus // nodes} cpu", flush=True)
+        before = control_plane_cpu(cluster)
         try:
             run = await shape.execute(timeout)
         finally:
             run_stats = controller.stop()
             await client.close()
+        after = control_plane_cpu(cluster)
         run.controller = run_stats
+        run.control_plane_cpu = (after[0] - before[0], after[1] - before[1])
         return run
 
 
@@ -311,7 +317,7 @@ def report(runs: list[Run], console: Console) -> None:
                    "small mean/p90 s (admitted)", "medium mean/p90 s (admitted)",
                    "large mean/p90 s (admitted)",
                    "ctl writes/admission", "evictions", "ctl passes", "ctl cycle s",
-                   "ctl cpu s"):
+                   "ctl cpu s", "apiserver+etcd cpu s", "other components cpu s"):
         table.add_column(column, justify="right")
     for run in runs:
         bound, _ = capacity_bound(run.cohorts)
@@ -325,7 +331,8 @@ def report(runs: list[Run], console: Console) -> None:
             f"> {run.timeout / bound:.1f}x" if run.timed_out else f"{run.wall() / bound:.2f}x",
             *(waits_cell(w) for w in waits.values()),
             f"{stats.writes / max(stats.admissions, 1):.2f}", f"{stats.evictions:,}",
-            f"{stats.passes:,}", f"{stats.cycle_seconds:.1f}", f"{stats.cpu_seconds:.0f}")
+            f"{stats.passes:,}", f"{stats.cycle_seconds:.1f}", f"{stats.cpu_seconds:.0f}",
+            f"{run.control_plane_cpu[0]:.0f}", f"{run.control_plane_cpu[1]:.0f}")
     console.print(table)
     for run in runs:
         console.print(f"{run.mode} controller {describe(run.controller)}")

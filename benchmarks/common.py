@@ -62,6 +62,23 @@ def api_writes(cluster: LocalCluster) -> int:
     return int(total)
 
 
+def component_cpu(cluster: LocalCluster) -> dict[str, float]:
+    """CPU seconds each control-plane process has used so far (from /proc): on this machine
+    they, not the benchmark's clients, are what saturates first."""
+    used: dict[str, float] = {}
+    for component in cluster.components:
+        stat = Path(f"/proc/{component.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        used[component.name] = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
+def control_plane_cpu(cluster: LocalCluster) -> tuple[float, float]:
+    """CPU seconds so far of (kube-apiserver + etcd, the other components)."""
+    used = component_cpu(cluster)
+    storage = used.pop("kube-apiserver", 0.0) + used.pop("etcd", 0.0)
+    return storage, sum(used.values())
+
+
 def node_layout(nodes: int, cpu: int, gpus: int = 0, pods: int = 256) -> GpuNodeLayout:
     return GpuNodeLayout(nodes=nodes, gpus_per_node=gpus, cpu=str(cpu), pods=pods,
                          nodes_per_rack=max(1, nodes), racks_per_block=1)

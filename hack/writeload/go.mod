@@ -1,0 +1,3 @@
+module admitter.dev/hack/writeload
+
+go 1.26
