@@ -63,7 +63,7 @@ func main() {
 			return "PATCH", fmt.Sprintf("%s/w-%d/status", base, i), "application/merge-patch+json",
 				mustJSON(map[string]any{"status": map[string]any{
 					"admission": map[string]any{"clusterQueue": "cq", "topologyDomain": map[string]any{},
-						"nodeHints": []any{map[string]any{"podSet": "main", "node": "node-0", "count": 1}},
+						"nodeHints":  []any{map[string]any{"podSet": "main", "node": "node-0", "count": 1}},
 						"admittedAt": stamp},
 					"conditions": []any{
 						condition("Admitted", "within fair share; placed anywhere in the cluster", stamp),
