@@ -122,6 +122,45 @@ def add(api: FakeApi, informer: Informer, kind: Kind, obj: Obj) -> Obj:
     return stored
 
 
+class ListingApi(FakeApi):
+    """Answers a relist with what the test says the store holds now."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed: dict[str, list[Obj]] = {}
+
+    async def list(self, kind: Kind, query: dict[str, str] | None = None) -> Obj:
+        return {"kind": "List", "metadata": {"resourceVersion": "1"},
+                "items": self.listed.get(kind.plural, [])}
+
+
+class WatchReplay:
+    """Feeds informers what their watch or a relist would bring, newer versions each time:
+    for property tests of the indexes kept beside the stores."""
+
+    def __init__(self, api: ListingApi) -> None:
+        self.api = api
+        self._versions = itertools.count(1000)
+
+    def stamped(self, obj: Obj) -> Obj:
+        return {**obj, "metadata": {**obj["metadata"],
+                                    "resourceVersion": str(next(self._versions))}}
+
+    def put(self, informer: Informer, obj: Obj) -> None:
+        informer.observe(self.stamped(obj))
+
+    def delete(self, informer: Informer, name: str) -> None:
+        current = informer.get("ns", name)
+        if current is not None:
+            informer._apply({"type": "DELETED", "object": self.stamped(current)})
+
+    def relist(self, informer: Informer, keep: int) -> None:
+        """The store listed again holding the objects whose position is a bit set in `keep`."""
+        kept = [obj for i, obj in enumerate(informer.items()) if keep >> i & 1]
+        self.api.listed[informer.kind.plural] = kept
+        asyncio.run(informer._list())
+
+
 def team(api: FakeApi, controller: Reconciler, quota: int, **node_gpus: int) -> None:
     """Nodes (name=GPUs), ClusterQueue `team` with `quota` GPUs, LocalQueue `default` in
     namespace `ns`."""

@@ -4,14 +4,21 @@ and finished Workloads must stay out of what a pass reads and counts."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 from typing import Any
 
-from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team, workload
+from fake_api import (
+    CLOCK,
+    FakeApi,
+    ListingApi,
+    WatchReplay,
+    add,
+    reconciler,
+    settled_pass,
+    team,
+    workload,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_pod_index import ListingApi
 
 from admitter.controller import kube
 from admitter.controller.cache import Caches
@@ -45,23 +52,16 @@ event = st.one_of(
 def test_the_index_matches_a_fresh_filter_after_any_events(events: list[tuple[Any, ...]]) -> None:
     api = ListingApi()
     caches = reconciler(api).caches
-    versions = itertools.count(1000)
-
-    def stamped(obj: Obj) -> Obj:
-        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(next(versions))}}
-
+    replay = WatchReplay(api)
     for kind, *args in events:
         if kind == "put":
             name, done = args
             wl = workload("ns", name, 1)
-            caches.workloads.observe(stamped(finished(wl) if done else wl))
-        elif kind == "delete" and caches.workloads.get("ns", args[0]) is not None:
-            gone = stamped(caches.workloads.get("ns", args[0]) or {})
-            caches.workloads._apply({"type": "DELETED", "object": gone})
+            replay.put(caches.workloads, finished(wl) if done else wl)
+        elif kind == "delete":
+            replay.delete(caches.workloads, args[0])
         elif kind == "relist":
-            kept = [wl for i, wl in enumerate(caches.workloads.items()) if args[0] >> i & 1]
-            api.listed[kube.WORKLOADS.plural] = kept
-            asyncio.run(caches.workloads._list())
+            replay.relist(caches.workloads, args[0])
         index = {(wl["metadata"]["namespace"], wl["metadata"]["name"]): wl
                  for wl in caches.unfinished_workloads()}
         assert index == fresh_filter(caches)

@@ -3,11 +3,9 @@ Job events, relists included."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 from typing import Any
 
-from fake_api import FakeApi, add, job, reconciler
+from fake_api import FakeApi, ListingApi, WatchReplay, add, job, reconciler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,18 +48,6 @@ def fresh_count(caches: Caches) -> tuple[dict[Any, Any], dict[Any, Any]]:
     return bound, foreign
 
 
-class ListingApi(FakeApi):
-    """Answers a relist with what the test says the store holds now."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.listed: dict[str, list[Obj]] = {}
-
-    async def list(self, kind: kube.Kind, query: dict[str, str] | None = None) -> Obj:
-        return {"kind": "List", "metadata": {"resourceVersion": "1"},
-                "items": self.listed.get(kind.plural, [])}
-
-
 pod_event = st.tuples(st.just("pod"), st.sampled_from(["p0", "p1", "p2", "p3"]),
                       st.sampled_from(NODES), st.sampled_from(["Pending", "Running", "Succeeded"]),
                       st.sampled_from((None, *JOBS)), st.integers(1, 3))
@@ -80,28 +66,19 @@ event = st.one_of(
 def test_the_index_matches_a_fresh_count_after_any_events(events: list[tuple[Any, ...]]) -> None:
     api = ListingApi()
     caches = reconciler(api).caches
-    versions = itertools.count(1000)
-
-    def stamped(obj: Obj) -> Obj:
-        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(next(versions))}}
-
+    replay = WatchReplay(api)
     for kind, *args in events:
         if kind == "pod":
             name, node, phase, owner, gpus = args
-            caches.pods.observe(stamped(pod(name, node, phase, owner, gpus)))
-        elif kind == "delete-pod" and caches.pods.get("ns", args[0]) is not None:
-            gone = stamped(caches.pods.get("ns", args[0]) or {})
-            caches.pods._apply({"type": "DELETED", "object": gone})
+            replay.put(caches.pods, pod(name, node, phase, owner, gpus))
+        elif kind == "delete-pod":
+            replay.delete(caches.pods, args[0])
         elif kind == "job" and caches.jobs.get("ns", args[0]) is None:
             add(api, caches.jobs, kube.JOBS, job("ns", args[0], 1))
-        elif kind == "delete-job" and caches.jobs.get("ns", args[0]) is not None:
-            gone = stamped(caches.jobs.get("ns", args[0]) or {})
-            caches.jobs._apply({"type": "DELETED", "object": gone})
+        elif kind == "delete-job":
+            replay.delete(caches.jobs, args[0])
         elif kind in ("relist-pods", "relist-jobs"):
-            informer = caches.pods if kind == "relist-pods" else caches.jobs
-            kept = [obj for i, obj in enumerate(informer.items()) if args[0] >> i & 1]
-            api.listed[informer.kind.plural] = kept
-            asyncio.run(informer._list())
+            replay.relist(caches.pods if kind == "relist-pods" else caches.jobs, args[0])
         assert (caches.bound_pods(), caches.foreign_usage()) == fresh_count(caches)
 
 
