@@ -18,7 +18,6 @@ from admitter.controller.kube import Obj
 from admitter.controller.translate import (
     core_node,
     core_workload,
-    is_true,
     job_owner,
     parse_time,
 )
@@ -63,7 +62,6 @@ class Translation:
     pass derives from it, kept while its inputs stay the same."""
 
     version: str | None
-    finished: bool
     owner: Obj | None
     """The ownerReference naming its Job, if any."""
     expected_pods: int
@@ -133,7 +131,7 @@ class Translations:
         found = self._last.get(uid)
         if found is None or found.version != version:
             expected = sum(p["count"] for p in wl["spec"]["podSets"])
-            found = Translation(version, is_true(wl, "Finished"), job_owner(wl), expected)
+            found = Translation(version, job_owner(wl), expected)
         self._seen[uid] = found
         return found
 
@@ -170,8 +168,6 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     admitted: list[AdmittedPods] = []
     for wl in caches.unfinished_workloads(overlay):
         translation = translations.of(wl)
-        if translation.finished:
-            continue
         namespace = wl["metadata"]["namespace"]
         job = caches.owned_job(namespace, translation.owner)
         if translation.owner is not None and job is None:
