@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -45,6 +46,9 @@ WRITES_PER_KUEUE_SHAPE_WORKLOAD = 3
 
 def build_tool() -> Path:
     """`go build` (cached by Go; a few seconds from cold: no dependencies)."""
+    if shutil.which("go") is None:
+        raise SystemExit("bench_write_ceiling.py builds hack/writeload with Go, the same Go "
+                         "hack/build.sh needs; `go` is not on PATH")
     subprocess.run(["go", "build", "-trimpath", "-o", str(TOOL), "."], cwd=TOOL_SOURCE,
                    check=True)
     return TOOL
