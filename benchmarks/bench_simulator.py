@@ -1,7 +1,9 @@
 """Time `admitter simulate` on 30 days of a 1,024-GPU cluster with 50,000 workloads.
 
-Run: `.venv/bin/python benchmarks/bench_simulator.py [days]`; fewer days scale the workloads
-down in proportion (50,000 × days / 30) for a quick look. The backlog and the usage history build up
+Run: `.venv/bin/python benchmarks/bench_simulator.py [days] [--cycle 10s]`; fewer days scale the
+workloads down in proportion (50,000 × days / 30) for a quick look; `--cycle` sets the scenario's
+admission cycle period (10 s, the controller's default, unless given) to measure what a coarser
+cycle trades: fewer cycles against longer waits. The backlog and the usage history build up
 over the first week (the fair-share window), so the CPU of the last day of a run of 8 days or
 more is the steady rate a 30-day run keeps. Profile with
 `.venv/bin/pyinstrument benchmarks/bench_simulator.py 2` after deleting `admitter/core/*.so`
@@ -16,6 +18,7 @@ GPU-hours, arriving with a backlog, so work is always pending.
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import time
@@ -60,7 +63,7 @@ def _stream(kind: str, team: str, count: int, days: float, rng: random.Random) -
     return {**stream, **shape}
 
 
-def scenario_data(days: float) -> dict[str, Any]:
+def scenario_data(days: float, cycle: str = "10s") -> dict[str, Any]:
     """The benchmark scenario as a scenario file's content."""
     rng = random.Random(2026)
     teams = [f"p{p}-t{t}" for p in range(PROGRAMS) for t in range(TEAMS_PER_PROGRAM)]
@@ -86,7 +89,7 @@ def scenario_data(days: float) -> dict[str, Any]:
     return {
         "name": f"bench-{days:g}d",
         "horizon": days * DAY,
-        "settings": {"cycle": "10s", "fairShare": {"window": "7d", "kValue": 1}},
+        "settings": {"cycle": cycle, "fairShare": {"window": "7d", "kValue": 1}},
         "cluster": {"topology": [BLOCK, RACK], "nodeGroups": nodes},
         "queues": queues,
         "history": {team: rng.uniform(0.5, 1.5) * 1024 / len(teams) * 168 for team in teams},
@@ -94,9 +97,9 @@ def scenario_data(days: float) -> dict[str, Any]:
     }
 
 
-def main(days: float) -> None:
+def main(days: float, cycle: str) -> None:
     started = time.perf_counter()
-    scenario = parse_scenario(scenario_data(days), "bench")
+    scenario = parse_scenario(scenario_data(days, cycle), "bench")
     check_simulatable(scenario, "bench")
     loaded = time.perf_counter()
     cpu = time.process_time()
@@ -115,9 +118,10 @@ def main(days: float) -> None:
     outcome = Simulation(scenario).run(progress)
     simulated, ended = time.perf_counter(), time.process_time()
     cpu = ended - cpu
-    summary = build_result(outcome, simulated - loaded)["summary"]
+    result = build_result(outcome, simulated - loaded)
+    summary = result["summary"]
     reported = time.perf_counter()
-    table = Table(title=f"simulate: {days:g} days, 1,024 GPUs",
+    table = Table(title=f"simulate: {days:g} days, 1,024 GPUs, {cycle} cycle",
                   caption="wall − cpu is what a busy machine adds")
     figures = {
         "workloads": f"{summary['workloads']:,}",
@@ -131,6 +135,9 @@ def main(days: float) -> None:
         "occupancy": f"{summary['occupancy']:.1%}",
         "owed delivered": f"{summary['owed_delivered_ratio']:.1%}",
         "unfinished": f"{summary['unfinished']:,}",
+        "preemptions": f"{summary['preemptions']:,}",
+        **{f"{name} wait p50 / p90 s": f"{c['wait_p50_s']:,.0f} / {c['wait_p90_s']:,.0f}"
+           for name, c in sorted(result["classes"].items())},
     }
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -140,4 +147,8 @@ def main(days: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 30.0)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("days", type=float, nargs="?", default=30.0)
+    parser.add_argument("--cycle", default="10s", help="admission cycle period, e.g. 30s")
+    arguments = parser.parse_args()
+    main(arguments.days, arguments.cycle)

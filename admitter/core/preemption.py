@@ -248,6 +248,7 @@ class RoomFinder:
         ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
         protected: list[tuple[float, str, Workload]] = []
         over: dict[str, float] = {}
+        per_leaf: dict[str, dict[str, int]] = {}
         now = self._now
         for workload in self._running.values():
             funded = workload.min_runtime > 0  # `funded` and `protected_until`, inlined
@@ -263,15 +264,18 @@ class RoomFinder:
             order = (funded, workload.priority, -ratio, -(started or 0.0),
                      -workload.submitted_at, workload.key)
             ranked.append((order, workload))
+            if funded:  # summed per leaf here, along each path below
+                sums = per_leaf.get(workload.queue)
+                if sums is None:
+                    sums = per_leaf[workload.queue] = {}
+                accumulate(sums, workload.requests(), 1)
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
         self._protected_order = [(end, w) for end, _, w in protected]
-        for _, workload in ranked:
-            if workload.min_runtime > 0:
-                for name in self._ledger.path(workload.queue):
-                    accumulate(self._evictable_funded.setdefault(name, {}),
-                               workload.requests(), 1)
+        for leaf, sums in per_leaf.items():
+            for name in self._ledger.path(leaf):
+                accumulate(self._evictable_funded.setdefault(name, {}), sums, 1)
         self._evictable = _by_queue([w for _, w in ranked])
         self._protected = _by_queue([w for _, _, w in protected])
 
