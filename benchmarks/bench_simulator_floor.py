@@ -1,0 +1,112 @@
+"""How cheap can a simulator cycle get while the core rebuilds its state every cycle?
+
+Run: `.venv/bin/python benchmarks/bench_simulator_floor.py [days] [--from DAY] [--cycles N]`.
+Simulates the `bench_simulator` scenario for `days` (5), keeps the snapshots of the first N
+(2,000) cycles from day `--from` (3: the steady state, the fair-share window filling), then
+replays them through the compiled core three ways: as they were; with only the newest pending
+workload (what a cycle would cost if every workload already tried were parked, as Kueue parks
+inadmissible ones); and with nothing pending (building the cycle's state alone: node checks,
+fair share, quota ledger). Each replay runs once to warm up, then three times timed. The last
+figure times the number of cycles a 30-day run needs is the floor of a core that starts every
+cycle from the snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+
+from bench_simulator import scenario_data
+from rich.console import Console
+from rich.table import Table
+
+from admitter.api.scenario import Scenario
+from admitter.api.scenario_file import parse_scenario, queue_tree
+from admitter.core.cycle import run_cycle
+from admitter.core.decisions import Snapshot
+from admitter.core.model import Phase
+from admitter.core.nodes import ClusterState
+from admitter.core.queue_tree import QueueTree
+from admitter.sim import engine
+
+DAY = 86400.0
+CYCLES_IN_30_DAYS = 113_720
+"""Cycles the 30-day `bench_simulator` run needs (sessions 6–8)."""
+
+
+def capture(scenario: Scenario, start_day: float, limit: int) -> list[Snapshot]:
+    """The snapshots the simulator hands the core from `start_day` on."""
+    captured: list[Snapshot] = []
+    decide = engine.run_cycle
+
+    def keep(snapshot: Snapshot, nodes: ClusterState, tree: QueueTree) -> object:
+        if snapshot.now >= start_day * DAY and len(captured) < limit:
+            captured.append(snapshot)
+        return decide(snapshot, nodes, tree)
+
+    engine.run_cycle = keep
+    try:
+        engine.Simulation(scenario).run()
+    finally:
+        engine.run_cycle = decide
+    return captured
+
+
+def replay(snapshots: list[Snapshot], tree: QueueTree) -> list[float]:
+    """CPU milliseconds per snapshot, the best of three timed rounds after a warm-up."""
+    models = [ClusterState(s.nodes, s.topology,
+                           [w for w in s.workloads if w.phase is Phase.ADMITTED])
+              for s in snapshots]
+    best = [float("inf")] * len(snapshots)
+    for round_ in range(4):
+        for index, (snapshot, model) in enumerate(zip(snapshots, models, strict=True)):
+            started = time.process_time()
+            run_cycle(snapshot, model, tree)
+            if round_:
+                best[index] = min(best[index], (time.process_time() - started) * 1e3)
+    return best
+
+
+def without_pending(snapshot: Snapshot, keep_newest: bool) -> Snapshot:
+    admitted = [w for w in snapshot.workloads if w.phase is Phase.ADMITTED]
+    pending = [w for w in snapshot.workloads if w.phase is Phase.PENDING]
+    newest = sorted(pending, key=lambda w: (w.submitted_at, w.key))[-1:] if keep_newest else []
+    return replace(snapshot, workloads=admitted + newest)
+
+
+def main(days: float, start_day: float, limit: int) -> None:
+    scenario = parse_scenario(scenario_data(days), "bench")
+    snapshots = capture(scenario, start_day, limit)
+    tree = queue_tree(scenario)
+    pending = statistics.mean(
+        sum(1 for w in s.workloads if w.phase is Phase.PENDING) for s in snapshots)
+    running = statistics.mean(
+        sum(1 for w in s.workloads if w.phase is Phase.ADMITTED) for s in snapshots)
+    table = Table(title=f"{len(snapshots):,} cycles from day {start_day:g}: "
+                        f"{pending:.0f} pending, {running:.0f} running on average")
+    for column in ("replayed", "mean ms", "p10 ms", "p50 ms", "p90 ms",
+                   f"× {CYCLES_IN_30_DAYS:,} cycles, s"):
+        table.add_column(column, justify="right" if column != "replayed" else "left")
+    variants = {
+        "as captured": snapshots,
+        "newest pending only": [without_pending(s, True) for s in snapshots],
+        "nothing pending": [without_pending(s, False) for s in snapshots],
+    }
+    for name, variant in variants.items():
+        times = sorted(replay(variant, tree))
+        mean = statistics.mean(times)
+        table.add_row(name, f"{mean:.3f}", *(f"{times[int(q * (len(times) - 1))]:.3f}"
+                                              for q in (0.1, 0.5, 0.9)),
+                      f"{mean * CYCLES_IN_30_DAYS / 1e3:.0f}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("days", type=float, nargs="?", default=5.0)
+    parser.add_argument("--from", dest="start", type=float, default=3.0)
+    parser.add_argument("--cycles", type=int, default=2000)
+    arguments = parser.parse_args()
+    main(arguments.days, arguments.start, arguments.cycles)
