@@ -36,7 +36,7 @@ from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.preemption import NOT_TRIED, Blocked, RoomFinder
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import QuotaLedger
+from admitter.core.quota import Allocations, QuotaLedger
 from admitter.core.reservation import RESERVATION_KEY, describe, reserve
 from admitter.core.selection import QueueSelector
 from admitter.core.status import queue_statuses
@@ -47,16 +47,18 @@ PREEMPTION_ATTEMPTS = 16
 
 
 def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
-              tree: QueueTree | None = None) -> CycleResult:
+              tree: QueueTree | None = None,
+              allocations: Allocations | None = None) -> CycleResult:
     """Decide admissions and evictions for one snapshot; pure and deterministic.
 
     `nodes` lets a caller that runs cycle after cycle (the simulator) keep the node model
     instead of having it rebuilt: it must be `ClusterState(snapshot.nodes, snapshot.topology,
     <the admitted workloads>)` kept current with `assume`/`release` (and `commit`). The cycle
     works on it from a checkpoint and rolls back before returning, so the caller gets it back
-    unchanged, with its fit memos warm; the decisions are the same either way. Likewise `tree`,
-    which must be `QueueTree(snapshot.queues)`, keeps what is derived from the queues alone
-    (paths, limits, fair share's sibling groups) from one cycle to the next.
+    unchanged, with its fit memos warm; the decisions are the same either way. Likewise
+    `allocations` (`Allocations(tree, <admitted workloads of leaf queues>)`, kept current with
+    `add`/`remove`/`commit`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair
+    share's sibling groups).
     """
     # A cycle allocates tens of thousands of short-lived objects, which triggers the cyclic
     # collector's full passes over the whole heap (the snapshot included) several times per
@@ -65,22 +67,22 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
     # (A plain try, not a context manager: contextlib's runs interpreted, even when compiled.)
     collecting = gc.isenabled()
     gc.disable()
+    node_mark = None if nodes is None else nodes.checkpoint()
+    allocation_mark = 0 if allocations is None else allocations.checkpoint()
     try:
-        if nodes is None:
-            return _decide(snapshot, None, tree)
-        checkpoint = nodes.checkpoint()
-        try:
-            return _decide(snapshot, nodes, tree)
-        finally:
-            nodes.rollback(checkpoint)
+        return _decide(snapshot, nodes, tree, allocations)
     finally:
+        if nodes is not None and node_mark is not None:
+            nodes.rollback(node_mark)
+        if allocations is not None:
+            allocations.rollback(allocation_mark)
         if collecting:
             gc.enable()
 
 
-def _decide(snapshot: Snapshot, nodes: ClusterState | None,
-            tree: QueueTree | None) -> CycleResult:
-    cycle = _Cycle(snapshot, nodes, tree)
+def _decide(snapshot: Snapshot, nodes: ClusterState | None, tree: QueueTree | None,
+            allocations: Allocations | None) -> CycleResult:
+    cycle = _Cycle(snapshot, nodes, tree, allocations)
     cycle.evict_unready_and_drained()
     cycle.admit_entitled()
     cycle.admit_borrowers()
@@ -103,7 +105,7 @@ def _by_key(workload: Workload) -> str:
 
 class _Cycle:
     def __init__(self, snapshot: Snapshot, nodes: ClusterState | None,
-                 tree: QueueTree | None) -> None:
+                 tree: QueueTree | None, allocations: Allocations | None) -> None:
         self.snapshot = snapshot
         self.now = snapshot.now
         self.tree = QueueTree(snapshot.queues) if tree is None else tree
@@ -138,8 +140,14 @@ class _Cycle:
             raise ValueError("the node model given to run_cycle does not hold exactly the "
                              "snapshot's admitted workloads")
         self.state = nodes
+        if allocations is None:
+            allocations = Allocations(self.tree, admitted)
+        elif allocations.count() != len(admitted) or not all(
+                allocations.holds(w.key) for w in admitted):
+            raise ValueError("the allocations given to run_cycle do not hold exactly the "
+                             "snapshot's admitted workloads")
         self.usage, self.fair = self._fair_share(demand)
-        self.ledger = QuotaLedger(self.tree, self.fair, admitted)
+        self.ledger = QuotaLedger(self.tree, self.fair, allocations)
         self.running = {w.key: w for w in admitted}
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
@@ -481,7 +489,9 @@ class _Cycle:
                                              self.position.get(workload.key, 0), retry_at)
 
     def result(self) -> CycleResult:
-        tree, ledger, running = self.tree, self.ledger, self.running
+        # Statuses are counted only if read, after kept allocations are rolled back: a copy.
+        tree, running = self.tree, self.running
+        allocated = {name: dict(amounts) for name, amounts in self.ledger.held.items()}
         pending = tuple(self.pending[key] for key in sorted(self.pending))
         return CycleResult(
             admissions=tuple(self.admissions),
@@ -490,5 +500,5 @@ class _Cycle:
             fair_share=self.fair,
             next_change=self._next_change(),
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
-            statuses=lambda: queue_statuses(tree, ledger, running.values(), pending),
+            statuses=lambda: queue_statuses(tree, allocated, running.values(), pending),
         )

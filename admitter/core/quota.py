@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from admitter.core.fairshare import FairShare, ResourceShare
-from admitter.core.model import UNLIMITED, Resources, Workload
+from admitter.core.model import UNLIMITED, Workload
 from admitter.core.queue_tree import QueueTree
 
 _NO_SHARE = ResourceShare(0, 0, 0)
@@ -48,15 +48,92 @@ class QuotaBlock:
         )
 
 
-class QuotaLedger:
-    """Allocation per queue (subtree sums), kept current as the cycle decides."""
+class Allocations:
+    """What admitted workloads hold per queue, summed over each queue's subtree: `held` counts
+    every one (limits cap it), `funded` those with a min runtime (fair share divides those).
 
-    def __init__(self, tree: QueueTree, fair: FairShare, admitted: Iterable[Workload]) -> None:
+    A caller that runs cycle after cycle (the simulator) may keep one and hand it to
+    `run_cycle`, as it keeps the node model: it applies admissions, evictions and finishes
+    with `add`/`remove` and `commit`; a cycle works on it from a checkpoint and rolls back.
+    Changes are plain additions, so undoing one is applying the opposite.
+    """
+
+    def __init__(self, tree: QueueTree, admitted: Iterable[Workload] = ()) -> None:
+        self._paths = _layout(tree)[0]
+        self.funded: dict[str, dict[str, int]] = {name: {} for name in tree}
+        self.held: dict[str, dict[str, int]] = {name: {} for name in tree}
+        self._keys: set[str] = set()
+        self._log: list[tuple[Workload, int]] = []
+        own_held: dict[str, dict[str, int]] = {}
+        own_funded: dict[str, dict[str, int]] = {}
+        for workload in admitted:  # summed per leaf first (inlined), then along each path
+            self._keys.add(workload.key)
+            requests = workload.requests().items()
+            for own in (own_held, own_funded) if workload.min_runtime > 0 else (own_held,):
+                sums = own.get(workload.queue)
+                if sums is None:
+                    sums = own[workload.queue] = {}
+                for resource, amount in requests:
+                    sums[resource] = sums.get(resource, 0) + amount
+        for own, totals in ((own_held, self.held), (own_funded, self.funded)):
+            for leaf, amounts in own.items():
+                for name in self._paths[leaf]:
+                    accumulate(totals[name], amounts, 1)
+
+    def holds(self, key: str) -> bool:
+        return key in self._keys
+
+    def count(self) -> int:
+        return len(self._keys)
+
+    def add(self, workload: Workload, sign: int = 1) -> None:
+        self._apply(workload, sign)
+        self._log.append((workload, sign))
+
+    def remove(self, workload: Workload) -> None:
+        self.add(workload, -1)
+
+    def checkpoint(self) -> int:
+        return len(self._log)
+
+    def rollback(self, checkpoint: int) -> None:
+        """Undo every change since `checkpoint`, newest first."""
+        while len(self._log) > checkpoint:
+            workload, sign = self._log.pop()
+            self._apply(workload, -sign)
+
+    def commit(self) -> None:
+        """Keep every change so far; earlier checkpoints become meaningless."""
+        self._log.clear()
+
+    def _apply(self, workload: Workload, sign: int) -> None:
+        if sign > 0:
+            self._keys.add(workload.key)
+        else:
+            self._keys.discard(workload.key)
+        requests = workload.requests().items()
+        funded = workload.min_runtime > 0  # `funded`, inlined: runs for every admission
+        for name in self._paths[workload.queue]:
+            held = self.held[name]
+            for resource, amount in requests:
+                held[resource] = held.get(resource, 0) + sign * amount
+            if funded:
+                held = self.funded[name]
+                for resource, amount in requests:
+                    held[resource] = held.get(resource, 0) + sign * amount
+
+
+class QuotaLedger:
+    """Allocation per queue (subtree sums) against the cycle's fair share, kept current as the
+    cycle decides."""
+
+    def __init__(self, tree: QueueTree, fair: FairShare, allocations: Allocations) -> None:
         self._tree = tree
         self._fair = fair
         self._paths, self._limits = _layout(tree)
-        self.funded: dict[str, dict[str, int]] = {name: {} for name in tree}
-        self.held: dict[str, dict[str, int]] = {name: {} for name in tree}
+        self._allocations = allocations
+        self.funded = allocations.funded
+        self.held = allocations.held
         self._share_path = {
             leaf: [(name, fair.shares.get(name, {}), self.funded[name]) for name in path]
             for leaf, path in self._paths.items()
@@ -66,36 +143,15 @@ class QuotaLedger:
         self._above: dict[str, bool] = {}
         """`above_fair_share` answers until the queue's funded allocation changes: reclaim
         planning asks it for every running workload of every preemptor."""
-        own_held: dict[str, dict[str, int]] = {}
-        own_funded: dict[str, dict[str, int]] = {}
-        for workload in admitted:  # summed per leaf first (inlined), then along each path
-            requests = workload.requests().items()
-            for own in (own_held, own_funded) if workload.min_runtime > 0 else (own_held,):
-                sums = own.get(workload.queue)
-                if sums is None:
-                    sums = own[workload.queue] = {}
-                for resource, amount in requests:
-                    sums[resource] = sums.get(resource, 0) + amount
-        for own, ledger in ((own_held, self.held), (own_funded, self.funded)):
-            for leaf, amounts in own.items():
-                for name in self._paths[leaf]:
-                    accumulate(ledger[name], amounts, 1)
 
     def path(self, leaf: str) -> tuple[str, ...]:
         """Root first, ending with the leaf."""
         return self._paths[leaf]
 
     def add(self, workload: Workload, sign: int = 1) -> None:
-        requests = workload.requests().items()
-        funded = workload.min_runtime > 0  # `funded`, inlined: runs for every admitted
-        for name in self._paths[workload.queue]:
-            held = self.held[name]
-            for resource, amount in requests:
-                held[resource] = held.get(resource, 0) + sign * amount
-            if funded:
-                held = self.funded[name]
-                for resource, amount in requests:
-                    held[resource] = held.get(resource, 0) + sign * amount
+        self._allocations.add(workload, sign)
+        if workload.min_runtime > 0:
+            for name in self._paths[workload.queue]:
                 self._above.pop(name, None)
 
     def remove(self, workload: Workload) -> None:
@@ -176,9 +232,6 @@ class QuotaLedger:
             if amount > share:
                 worst = max(worst, (amount - share) / max(share, 1))
         return worst
-
-    def allocated(self, queue: str) -> Resources:
-        return self.held[queue]
 
 
 @lru_cache(maxsize=8)

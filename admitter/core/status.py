@@ -7,13 +7,14 @@ from collections.abc import Iterable
 from admitter.core.decisions import Pending, QueueStatus
 from admitter.core.model import Workload
 from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import QuotaLedger
 
 
 def queue_statuses(
-    tree: QueueTree, ledger: QuotaLedger, running: Iterable[Workload], pending: Iterable[Pending]
+    tree: QueueTree, allocated: dict[str, dict[str, int]], running: Iterable[Workload],
+    pending: Iterable[Pending]
 ) -> dict[str, QueueStatus]:
-    """Counts and allocations of every queue, parents summing their subtree."""
+    """Counts and allocations of every queue, parents summing their subtree (`allocated`
+    already does)."""
     admitted_count: dict[str, int] = {}
     for workload in running:
         admitted_count[workload.queue] = admitted_count.get(workload.queue, 0) + 1
@@ -25,7 +26,7 @@ def queue_statuses(
     waiting = tree.roll_up(pending_count, 0)
     return {
         name: QueueStatus(
-            allocated={r: a for r, a in ledger.allocated(name).items() if a},
+            allocated={r: a for r, a in allocated[name].items() if a},
             pending=waiting[name],
             admitted=admitted[name],
         )

@@ -20,8 +20,9 @@ nothing pending and no cordoned node holding work. With no horizon the run ends 
 runs, nothing new will arrive, and the last cycle after the last change admitted nothing; what
 is left is reported unfinished.
 
-Kept between cycles, so a cycle does not rebuild them: the node model and the queue tree
-(`run_cycle`'s `nodes` and `tree`), which the core guarantees change no decision.
+Kept between cycles, so a cycle does not rebuild them: the node model, the queue tree and the
+allocation sums (`run_cycle`'s `nodes`, `tree` and `allocations`), which the core guarantees
+change no decision.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from admitter.commands.fairshare import core_fair_share_settings
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import Admission, CycleSettings, Eviction, Snapshot
 from admitter.core.nodes import ClusterState
+from admitter.core.quota import Allocations
 from admitter.sim.accounting import Accounting
 from admitter.sim.jobs import Job, Stint
 from admitter.sim.ledger import UsageLedger
@@ -99,6 +101,8 @@ class Simulation:
         self._node_model: ClusterState | None = None
         """Kept between cycles (the core rolls its own changes back): applied admissions are
         assumed, finishes and evictions released; rebuilt after a cordon or uncordon."""
+        self._allocations = Allocations(tree)
+        """Kept between cycles like the node model: what running workloads hold per queue."""
         fair_share = core_fair_share_settings(scenario)
         self._settings = CycleSettings(
             fair_share, scenario.settings.starvation_bound, scenario.settings.pods_ready_timeout
@@ -217,7 +221,7 @@ class Simulation:
 
     def _finish(self, job: Job, at: float) -> None:
         del self._running[job.key]
-        self._release(job.key)
+        self._release(job)
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
         self.accounting.demand(job.instance.pending, -1)
         self._ledger.close(job.key, at)
@@ -253,7 +257,7 @@ class Simulation:
             self._node_model = ClusterState(
                 snapshot.nodes, snapshot.topology,
                 [job.workload for job in self._running.values()])
-        result = run_cycle(snapshot, self._node_model, self._tree)
+        result = run_cycle(snapshot, self._node_model, self._tree, self._allocations)
         self._cycles += 1
         for eviction in result.evictions:
             self._evict(eviction, at)
@@ -278,16 +282,19 @@ class Simulation:
             settings=self._settings,
         )
 
-    def _release(self, key: str) -> None:
+    def _release(self, job: Job) -> None:
+        """Before the job drops its admitted view: what it held is given back."""
+        self._allocations.remove(job.workload)
+        self._allocations.commit()
         if self._node_model is not None:
-            self._node_model.release(key)
+            self._node_model.release(job.key)
             self._node_model.commit()
 
     def _evict(self, eviction: Eviction, at: float) -> None:
         job = self._running.pop(eviction.key, None)
         if job is None:
             raise SimulationError(f"the core evicted {eviction.key}, which is not running")
-        self._release(job.key)
+        self._release(job)
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
         lost = job.stop(at, eviction.reason.value, eviction.preemptor)
         self._wasted += lost * job.instance.gpus
@@ -300,6 +307,8 @@ class Simulation:
             raise SimulationError(f"the core admitted {admission.key}, which is not pending")
         finish_at = job.start(at, admission.pod_set_nodes)
         self._running[job.key] = job
+        self._allocations.add(job.workload)
+        self._allocations.commit()
         if self._node_model is not None:
             self._node_model.assume(job.key, job.workload.pod_sets, admission.pod_set_nodes)
             self._node_model.commit()

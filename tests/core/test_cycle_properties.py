@@ -14,6 +14,7 @@ from admitter.core.cycle import run_cycle
 from admitter.core.model import GPU, UNLIMITED, Node, Phase
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
+from admitter.core.quota import Allocations
 from admitter.core.topology import HOSTNAME
 
 PROPERTY = settings(max_examples=60, deadline=None,
@@ -135,27 +136,36 @@ def test_no_eviction_loop_without_a_change_in_demand(world: World) -> None:
 
 @PROPERTY
 @given(worlds())
-def test_a_kept_node_model_gives_the_same_decisions_and_comes_back_unchanged(
-        world: World) -> None:
-    """The simulator keeps the node model and the queue tree between cycles; it must change
-    nothing."""
+def test_kept_state_gives_the_same_decisions_and_comes_back_unchanged(world: World) -> None:
+    """The simulator keeps the node model, the queue tree and the allocation sums between
+    cycles; they must change nothing, and each cycle must hand them back as it got them."""
     first = world.snapshot(0.0)
-    model = ClusterState(first.nodes, first.topology,
-                         [w for w in first.workloads if w.phase is Phase.ADMITTED])
+    running = [w for w in first.workloads if w.phase is Phase.ADMITTED]
+    model = ClusterState(first.nodes, first.topology, running)
     tree = QueueTree(first.queues)
+    allocations = Allocations(tree, running)
     for step in range(1, 5):
         snapshot = world.snapshot(step * 700.0)
         before = {name: model.free(name) for name in model.names}
-        kept = run_cycle(snapshot, model, tree)
+        held = {name: _nonzero(allocations.held[name]) for name in tree}
+        kept = run_cycle(snapshot, model, tree, allocations)
         assert kept == run_cycle(snapshot)
         assert {name: model.free(name) for name in model.names} == before
+        assert {name: _nonzero(allocations.held[name]) for name in tree} == held
         world.cycle(step * 700.0)
         for eviction in kept.evictions:
             model.release(eviction.key)
+            allocations.remove(next(w for w in snapshot.workloads if w.key == eviction.key))
         for admission in kept.admissions:
-            model.assume(admission.key, world.workloads[admission.key].pod_sets,
-                         admission.pod_set_nodes)
+            workload = world.workloads[admission.key]  # admitted by `world.cycle` above
+            model.assume(admission.key, workload.pod_sets, admission.pod_set_nodes)
+            allocations.add(workload)
         model.commit()
+        allocations.commit()
+
+
+def _nonzero(amounts: dict[str, int]) -> dict[str, int]:
+    return {resource: amount for resource, amount in amounts.items() if amount}
 
 
 def test_a_node_model_that_disagrees_with_the_snapshot_is_refused() -> None:
@@ -166,6 +176,8 @@ def test_a_node_model_that_disagrees_with_the_snapshot_is_refused() -> None:
     empty = ClusterState(snapshot.nodes, snapshot.topology)
     with pytest.raises(ValueError, match="does not hold exactly the snapshot's admitted"):
         run_cycle(snapshot, empty)
+    with pytest.raises(ValueError, match="do not hold exactly the snapshot's admitted"):
+        run_cycle(snapshot, None, None, Allocations(QueueTree(snapshot.queues)))
 
 
 @st.composite
