@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Iterable
+from operator import attrgetter
 
 from admitter.core.decisions import (
     Admission,
@@ -60,11 +61,9 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
     `add`/`remove`/`commit`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair
     share's sibling groups).
     """
-    # A cycle allocates tens of thousands of short-lived objects, which triggers the cyclic
-    # collector's full passes over the whole heap (the snapshot included) several times per
-    # cycle: up to a tenth of a large cycle, for nothing, since reference counting frees
-    # them. The domain tree's parent links, the only cycles left, are collected later.
-    # (A plain try, not a context manager: contextlib's runs interpreted, even when compiled.)
+    # The cycle's tens of thousands of short-lived objects would trigger full collector passes
+    # over the whole heap for nothing (reference counting frees them). A plain try, not a
+    # context manager: contextlib's runs interpreted, even when compiled.
     collecting = gc.isenabled()
     gc.disable()
     node_mark = None if nodes is None else nodes.checkpoint()
@@ -99,10 +98,6 @@ def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
     return held
 
 
-def _by_key(workload: Workload) -> str:
-    return workload.key
-
-
 class _Cycle:
     def __init__(self, snapshot: Snapshot, nodes: ClusterState | None,
                  tree: QueueTree | None, allocations: Allocations | None) -> None:
@@ -132,7 +127,7 @@ class _Cycle:
                     leaf = demand[workload.queue] = {}
                 for resource, amount in workload.requests().items():
                     leaf[resource] = leaf.get(resource, 0) + amount
-        admitted.sort(key=_by_key)
+        admitted.sort(key=attrgetter("key"))
         if nodes is None:
             nodes = ClusterState(snapshot.nodes, snapshot.topology, holding)
         elif nodes.held_count() != len(holding) or not all(
