@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 
 .PHONY: setup control-plane demo test lint
 
-# The install compiles admitter/core with mypyc (setup.py); a changed core file recompiles it,
-# since the compiled modules shadow their sources.
-$(BIN)/admitter: pyproject.toml setup.py $(wildcard admitter/core/*.py)
+# The install compiles admitter/core and the simulator's loop with mypyc (setup.py); a changed
+# source recompiles them, since the compiled modules shadow their sources.
+$(BIN)/admitter: pyproject.toml setup.py $(wildcard admitter/core/*.py admitter/sim/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,dev]'

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import time
 from dataclasses import replace
+from typing import Any
 
 from bench_simulator import scenario_data
 from rich.console import Console
@@ -29,6 +30,7 @@ from admitter.core.decisions import Snapshot
 from admitter.core.model import Phase
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
+from admitter.core.quota import Allocations
 from admitter.sim import engine
 
 DAY = 86400.0
@@ -41,10 +43,10 @@ def capture(scenario: Scenario, start_day: float, limit: int) -> list[Snapshot]:
     captured: list[Snapshot] = []
     decide = engine.run_cycle
 
-    def keep(snapshot: Snapshot, nodes: ClusterState, tree: QueueTree) -> object:
+    def keep(snapshot: Snapshot, *kept: Any) -> object:
         if snapshot.now >= start_day * DAY and len(captured) < limit:
             captured.append(snapshot)
-        return decide(snapshot, nodes, tree)
+        return decide(snapshot, *kept)
 
     engine.run_cycle = keep
     try:
@@ -56,14 +58,15 @@ def capture(scenario: Scenario, start_day: float, limit: int) -> list[Snapshot]:
 
 def replay(snapshots: list[Snapshot], tree: QueueTree) -> list[float]:
     """CPU milliseconds per snapshot, the best of three timed rounds after a warm-up."""
-    models = [ClusterState(s.nodes, s.topology,
-                           [w for w in s.workloads if w.phase is Phase.ADMITTED])
-              for s in snapshots]
+    admitted = [[w for w in s.workloads if w.phase is Phase.ADMITTED] for s in snapshots]
+    models = [ClusterState(s.nodes, s.topology, held)
+              for s, held in zip(snapshots, admitted, strict=True)]
+    sums = [Allocations(tree, held) for held in admitted]
     best = [float("inf")] * len(snapshots)
     for round_ in range(4):
-        for index, (snapshot, model) in enumerate(zip(snapshots, models, strict=True)):
+        for index, snapshot in enumerate(snapshots):
             started = time.process_time()
-            run_cycle(snapshot, model, tree)
+            run_cycle(snapshot, models[index], tree, sums[index])
             if round_:
                 best[index] = min(best[index], (time.process_time() - started) * 1e3)
     return best

@@ -55,8 +55,9 @@ Progress = Callable[[float, int], None]
 """Told the simulated time and how many workloads have finished, after each finish."""
 
 
-class SimulationError(RuntimeError):
-    """The core decided something the simulator cannot apply: a bug, never bad input."""
+class SimulationError(Exception):
+    """The core decided something the simulator cannot apply: a bug, never bad input.
+    (An `Exception`: compiled, the module cannot subclass other built-in exceptions.)"""
 
 
 class _Kind(IntEnum):
