@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import groupby
 
-from admitter.core.model import UNLIMITED, PlainRecord, Queue
+from admitter.core.model import UNLIMITED, PlainRecord
 from admitter.core.queue_tree import QueueTree
 
 
@@ -55,6 +55,7 @@ class ResourceShare(PlainRecord):
 
 
 _NOTHING = ResourceShare(0, 0, 0)
+_NO_DEMAND: dict[str, int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +105,15 @@ def compute_fair_share(
     workloads. `usage` is normalised per queue (see `usage.normalised_usage`) and serves every
     resource; it only shapes over-quota shares, and `k_value` 0 ignores it.
     """
+    leaves = _leaves(tree)
     for queue in demand:
-        tree.validate_leaf(queue)
+        if queue not in leaves:
+            tree.validate_leaf(queue)  # raises, naming the queue
     resources = tuple(sorted(set(capacity).union(*demand.values())))
-    bottom_up, groups = _layout(tree)
+    groups = _layout(tree)
     shares: dict[str, dict[str, ResourceShare]] = {name: {} for name in tree}
     for resource in resources:
-        claims = _claims(bottom_up, resource, demand, usage)
+        claims = _claims(_knobs(tree, resource), resource, demand, usage)
         for parent, buckets in groups:
             amount = capacity.get(resource, 0) if parent is None else claims[parent].fair
             _divide(amount, [[claims[name] for name in bucket] for bucket in buckets], k_value)
@@ -120,44 +123,54 @@ def compute_fair_share(
 
 
 @lru_cache(maxsize=8)
-def _layout(tree: QueueTree) -> tuple[list[Queue], list[tuple[str | None, list[list[str]]]]]:
-    """Queues children first, and the priority buckets of every sibling group: fixed for a
-    tree, which a caller running cycle after cycle keeps."""
-    bottom_up = [tree.queue(name) for name in reversed(tuple(tree))]
-    groups = [
+def _layout(tree: QueueTree) -> list[tuple[str | None, list[list[str]]]]:
+    """The priority buckets of every sibling group: fixed for a tree, which a caller running
+    cycle after cycle keeps (as for `_leaves` and `_knobs`)."""
+    return [
         (parent, _priority_buckets(tree, children)) for parent, children in tree.sibling_groups()
     ]
-    return bottom_up, groups
+
+
+@lru_cache(maxsize=8)
+def _leaves(tree: QueueTree) -> frozenset[str]:
+    return frozenset(tree.leaves())
+
+
+_Knobs = tuple[str, str | None, int, float, int]
+
+
+@lru_cache(maxsize=32)
+def _knobs(tree: QueueTree, resource: str) -> list[_Knobs]:
+    """Children before parents: name, parent, quota, over-quota weight and limit of `resource`."""
+    knobs = []
+    for name in reversed(tuple(tree)):
+        queue = tree.queue(name)
+        quota = queue.knobs(resource)
+        knobs.append((name, queue.parent, quota.quota, quota.over_quota_weight, quota.limit))
+    return knobs
 
 
 def _claims(
-    bottom_up: Sequence[Queue],
+    knobs: Sequence[_Knobs],
     resource: str,
     demand: dict[str, dict[str, int]],
     usage: dict[str, float],
 ) -> dict[str, _Claim]:
-    """Claims for every queue (`bottom_up`: children before parents), requestable first.
+    """Claims for every queue (`knobs`: children before parents), requestable first.
 
     A parent's demand is what its children can request (their demand already capped by their
     limits), so a parent is never handed capacity that no child below it could use.
     """
     claims: dict[str, _Claim] = {}
     below: dict[str, int] = {}
-    for queue in bottom_up:
-        name = queue.name
-        knobs = queue.knobs(resource)
+    for name, parent, quota, weight, limit in knobs:
         wanted = below.pop(name, None)
         if wanted is None:
-            wanted = demand.get(name, {}).get(resource, 0)
-        requestable = wanted if knobs.limit == UNLIMITED else min(wanted, knobs.limit)
-        claims[name] = _Claim(
-            knobs.quota,
-            knobs.over_quota_weight,
-            usage.get(name, 0.0),
-            requestable,
-        )
-        if queue.parent is not None:
-            below[queue.parent] = below.get(queue.parent, 0) + requestable
+            wanted = demand.get(name, _NO_DEMAND).get(resource, 0)
+        requestable = wanted if limit == UNLIMITED else min(wanted, limit)
+        claims[name] = _Claim(quota, weight, usage.get(name, 0.0), requestable)
+        if parent is not None:
+            below[parent] = below.get(parent, 0) + requestable
     return claims
 
 
