@@ -9,17 +9,21 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "admitter"
-CORE = PACKAGE / "core"
-COMPILED = (CORE, PACKAGE / "sim")
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "admitter" / "core"
+COMPILED = {CORE: "admitter_core", ROOT / "admitter" / "sim": "admitter_sim"}
+"""Compiled folders and the mypyc group library (at the root) that holds their code."""
 
 
 def _edited_after_build() -> list[str]:
     stale = []
-    for folder in COMPILED:
+    for folder, group in COMPILED.items():
+        built = list(ROOT.glob(f"{group}__mypyc.*.so"))
+        if not built:
+            continue
+        compiled_at = min(library.stat().st_mtime for library in built)
         for source in sorted(folder.glob("*.py")):
-            built = list(folder.glob(f"{source.stem}.*.so"))
-            if built and min(b.stat().st_mtime for b in built) < source.stat().st_mtime:
+            if any(folder.glob(f"{source.stem}.*.so")) and source.stat().st_mtime > compiled_at:
                 stale.append(f"{folder.name}/{source.name}")
     return stale
 
