@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from admitter.api.scenario_file import parse_scenario
-from admitter.sim import engine
+from admitter.core.cycle import run_cycle
 from admitter.sim.checks import check_simulatable
 from admitter.sim.engine import Simulation
 from admitter.sim.result import build_result
@@ -116,22 +116,17 @@ def main(days: float, cycle: str) -> None:
             print(f"day {days_done[0]}: {finished:,} finished, "
                   f"{last_day[0] - cpu:.0f} s cpu", file=sys.stderr, flush=True)
 
-    decide = engine.run_cycle
     in_core = [0.0]
     """CPU seconds inside the decision core; the rest is the simulator's own loop."""
 
     def timed(*arguments: Any) -> Any:
         began = time.process_time()
         try:
-            return decide(*arguments)
+            return run_cycle(*arguments)
         finally:
             in_core[0] += time.process_time() - began
 
-    engine.run_cycle = timed
-    try:
-        outcome = Simulation(scenario).run(progress)
-    finally:
-        engine.run_cycle = decide
+    outcome = Simulation(scenario, decide=timed).run(progress)
     simulated, ended = time.perf_counter(), time.process_time()
     cpu = ended - cpu
     result = build_result(outcome, simulated - loaded)

@@ -26,12 +26,12 @@ from rich.table import Table
 from admitter.api.scenario import Scenario
 from admitter.api.scenario_file import parse_scenario, queue_tree
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import Snapshot
+from admitter.core.decisions import CycleResult, Snapshot
 from admitter.core.model import Phase
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
-from admitter.sim import engine
+from admitter.sim.engine import Simulation
 
 DAY = 86400.0
 CYCLES_IN_30_DAYS = 113_720
@@ -41,18 +41,13 @@ CYCLES_IN_30_DAYS = 113_720
 def capture(scenario: Scenario, start_day: float, limit: int) -> list[Snapshot]:
     """The snapshots the simulator hands the core from `start_day` on."""
     captured: list[Snapshot] = []
-    decide = engine.run_cycle
 
-    def keep(snapshot: Snapshot, *kept: Any) -> object:
+    def keep(snapshot: Snapshot, *kept: Any) -> CycleResult:
         if snapshot.now >= start_day * DAY and len(captured) < limit:
             captured.append(snapshot)
-        return decide(snapshot, *kept)
+        return run_cycle(snapshot, *kept)
 
-    engine.run_cycle = keep
-    try:
-        engine.Simulation(scenario).run()
-    finally:
-        engine.run_cycle = decide
+    Simulation(scenario, decide=keep).run()
     return captured
 
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from typing import Any
 
 import bench_simulator
 from rich.console import Console
 from rich.table import Table
 
-import admitter.sim.engine as engine
 from admitter.api.scenario_file import parse_scenario
+from admitter.core.cycle import run_cycle
 from admitter.core.decisions import CycleResult, Snapshot
-from admitter.core.nodes import ClusterState
-from admitter.core.queue_tree import QueueTree
+from admitter.sim.engine import Simulation
 
 DAY = 86400.0
 WARM_UP_DAYS = 2
@@ -32,13 +32,11 @@ def main(days: float) -> None:
     counts: Counter[str] = Counter()
     seconds: dict[str, float] = {"acting": 0.0, "idle": 0.0}
     previous: dict[str, str] = {}
-    decide = engine.run_cycle
 
-    def observed(snapshot: Snapshot, nodes: ClusterState | None = None,
-                 tree: QueueTree | None = None) -> CycleResult:
+    def observed(snapshot: Snapshot, *kept: Any) -> CycleResult:
         nonlocal previous
         began = time.perf_counter()
-        result = decide(snapshot, nodes, tree)
+        result = run_cycle(snapshot, *kept)
         spent = time.perf_counter() - began
         if snapshot.now >= WARM_UP_DAYS * DAY:
             acted = "acting" if result.admissions or result.evictions else "idle"
@@ -55,9 +53,8 @@ def main(days: float) -> None:
         previous = {p.key: p.reason for p in result.pending}
         return result
 
-    engine.run_cycle = observed
     scenario = parse_scenario(bench_simulator.scenario_data(days), "bench")
-    engine.Simulation(scenario).run()
+    Simulation(scenario, decide=observed).run()
     cycles = max(counts["cycles"], 1)
     table = Table(title=f"simulator cycles after day {WARM_UP_DAYS} of {days:g}")
     table.add_column("figure")

@@ -40,8 +40,9 @@ from admitter.api.scenario import ClusterEvent, Scenario
 from admitter.api.scenario_file import queue_tree
 from admitter.commands.fairshare import core_fair_share_settings
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import Admission, CycleSettings, Eviction, Snapshot
+from admitter.core.decisions import Admission, CycleResult, CycleSettings, Eviction, Snapshot
 from admitter.core.nodes import ClusterState
+from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
 from admitter.sim.accounting import Accounting
 from admitter.sim.jobs import Job, Stint
@@ -50,6 +51,9 @@ from admitter.sim.workloads import Instance, expand
 
 DRIFT_CYCLES = 30
 """Boundaries between re-runs while nothing changes but usage drifts (5 min at 10 s)."""
+
+Decide = Callable[[Snapshot, ClusterState, QueueTree, Allocations], CycleResult]
+"""The decision core as the loop calls it: `run_cycle`, or a wrapper that times or watches it."""
 
 Progress = Callable[[float, int], None]
 """Told the simulated time and how many workloads have finished, after each finish."""
@@ -87,8 +91,10 @@ class Outcome:
 class Simulation:
     """One run of a scenario; `seed` permutes simultaneous submissions and the node order."""
 
-    def __init__(self, scenario: Scenario, seed: int = 0, drift_cycles: int = DRIFT_CYCLES):
+    def __init__(self, scenario: Scenario, seed: int = 0, drift_cycles: int = DRIFT_CYCLES,
+                 decide: Decide = run_cycle):
         self._scenario = scenario
+        self._decide = decide
         self._period = scenario.settings.cycle
         self._drift = drift_cycles
         tree = self._tree = queue_tree(scenario)
@@ -258,7 +264,7 @@ class Simulation:
             self._node_model = ClusterState(
                 snapshot.nodes, snapshot.topology,
                 [job.workload for job in self._running.values()])
-        result = run_cycle(snapshot, self._node_model, self._tree, self._allocations)
+        result = self._decide(snapshot, self._node_model, self._tree, self._allocations)
         self._cycles += 1
         for eviction in result.evictions:
             self._evict(eviction, at)
