@@ -209,11 +209,19 @@ def core_queues(cluster_queues: dict[str, Obj]) -> list[Queue]:
 
 
 def usage_records(name: str, cq: Obj) -> list[UsageRecord]:
-    """The queue's hourly usage buckets as records the core integrates over its window."""
+    """The queue's hourly usage buckets as records the core integrates over its window.
+
+    The hour still being charged holds only the seconds up to `usageAccountedAt`: spread over
+    the whole hour, the core (which clips records at now) would count a fraction of them."""
+    status = cq.get("status") or {}
+    accounted = parse_time(status.get("usageAccountedAt"))
     records = []
-    for bucket in (cq.get("status") or {}).get("usage", []):
+    for bucket in status.get("usage", []):
         start = parse_time(bucket["start"]) or 0.0
-        records.append(UsageRecord(name, start, start + HOUR, bucket["gpuSeconds"] / HOUR))
+        end = start + HOUR
+        if accounted is not None and start < accounted < end:
+            end = accounted
+        records.append(UsageRecord(name, start, end, bucket["gpuSeconds"] / (end - start)))
     return records
 
 
