@@ -7,7 +7,8 @@ cycle trades: fewer cycles against longer waits. The backlog and the usage histo
 over the first week (the fair-share window), so the CPU of the last day of a run of 8 days or
 more is the steady rate a 30-day run keeps. Profile with
 `.venv/bin/pyinstrument benchmarks/bench_simulator.py 2` after deleting `admitter/core/*.so`
-(the compiled core is invisible to a Python profiler; `perf record` sees its C functions).
+and `admitter/sim/*.so` (compiled code is invisible to a Python profiler; `perf record` sees
+its C functions).
 
 The cluster: 128 nodes × 8 GPUs in 16 racks of 8 nodes, 4 racks per block. 24 teams under 3
 programs, quotas summing to the cluster. Per team, streams with seeded offsets: debug jobs
