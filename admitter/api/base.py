@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from decimal import Decimal
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -106,8 +105,3 @@ class Resource(ApiModel):
     metadata: ObjectMeta
     """Standard object metadata."""
 
-
-def non_negative(amount: Decimal) -> Decimal:
-    if amount < 0:
-        raise ValueError(f"must not be negative, got {amount}")
-    return amount

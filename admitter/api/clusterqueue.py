@@ -12,9 +12,6 @@ from admitter.api.base import ApiModel, Condition, ObjectName, Resource, Resourc
 from admitter.api.duration import Duration
 from admitter.api.quantity import Quantity, format_quantity
 
-DEFAULT_MAX_MIN_RUNTIME = 8 * 3600.0
-"""Ai2's chosen cap on protected runtime; used when no queue on the path sets one."""
-
 
 class ResourceQuotaSpec(ApiModel):
     """How much of one resource a queue deserves, may borrow, and how it shares surplus."""

@@ -59,11 +59,10 @@ TOPOLOGIES = Kind(_ADMITTER, "topologies", False)
 
 
 class Kube:
-    """JSON requests against one API server; counts writes for the benchmarks."""
+    """JSON requests against one API server."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
-        self.writes = 0
 
     @classmethod
     async def from_kubeconfig(cls, path: str | None) -> Kube:
@@ -80,8 +79,6 @@ class Kube:
     async def request(self, method: str, path: str, body: Any = None,
                       query: dict[str, str] | None = None,
                       content_type: str = "application/json") -> Obj:
-        if method != "GET":
-            self.writes += 1
         response = await self.api.call_api(
             path, method,
             query_params=list((query or {}).items()),
@@ -110,11 +107,6 @@ class Kube:
         return await self.request("PATCH", kind.path(namespace, name, subresource), patch,
                                   content_type=content_type)
 
-    async def replace_status(self, kind: Kind, obj: Obj) -> Obj:
-        meta = obj["metadata"]
-        return await self.request("PUT", kind.path(meta.get("namespace"), meta["name"],
-                                                   "status"), obj)
-
     async def watch(self, kind: Kind, resource_version: str,
                     query: dict[str, str] | None = None) -> AsyncIterator[Obj]:
         """Watch events from `resource_version`; raises ApiException(410) when it is too old."""
@@ -142,10 +134,6 @@ class Kube:
 
 def is_conflict(error: ApiException) -> bool:
     return error.status == 409
-
-
-def is_not_found(error: ApiException) -> bool:
-    return error.status == 404
 
 
 async def each(writes: list[Coroutine[Any, Any, None]]) -> None:
