@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 $(BIN)/admitter: pyproject.toml setup.py $(wildcard admitter/core/*.py admitter/sim/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+	$(BIN)/pip install --quiet -e '.[test,dev,sim]'
 	touch $@
 
 setup: $(BIN)/admitter

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from admitter.api.duration import format_duration
+from admitter.api.errors import InputError
 from admitter.api.scenario_file import load_scenario
 from admitter.sim.checks import check_simulatable
 from admitter.sim.engine import Outcome, Simulation
@@ -17,6 +18,8 @@ from admitter.sim.report import markdown, print_report
 from admitter.sim.result import build_result, write_result
 from admitter.sim.workloads import instance_names
 
+SIM_EXTRA = "pip install 'admitter[sim]'"
+"""What installs the plots' libraries, which the controller does without."""
 REPORT_WIDTH = 120
 """Columns for the report when piped, where rich would otherwise assume 80 and cut names."""
 
@@ -61,7 +64,20 @@ def _simulate(simulation: Simulation, total: int, console: Console) -> Outcome:
         return simulation.run(tick)
 
 
+def _require_plots() -> None:
+    """Fail before simulating, not after: `--out` draws plots with the `sim` extra."""
+    try:
+        import matplotlib  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as error:
+        raise InputError("admitter simulate --out", [(
+            "plots", f"need {error.name}, which the `sim` extra installs: {SIM_EXTRA}"
+        )]) from error
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        _require_plots()
     scenario = load_scenario(args.scenario)
     check_simulatable(scenario, args.scenario)
     total = sum(len(instance_names(template)) for template in scenario.workloads)

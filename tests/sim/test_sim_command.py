@@ -1,6 +1,7 @@
 """`admitter simulate` end to end: files written, byte-identical results, bad input named."""
 
 import json
+import sys
 from pathlib import Path
 
 from admitter.api.scenario_file import load_scenario
@@ -109,3 +110,12 @@ def test_bad_scenario_fails_before_simulating_naming_file_path_and_why(tmp_path,
     assert "workloads[3].pods: a gang of 5 pods never fits: the whole cluster holds at most 4" in (
         err)
 
+
+
+def test_out_without_the_sim_extra_names_it_before_simulating(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the extra were not installed
+    out = tmp_path / "run"
+    assert main(["simulate", str(EXAMPLES / "kai-fairshare.yaml"), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "need matplotlib" in error and "pip install 'admitter[sim]'" in error
+    assert not out.exists()
