@@ -8,7 +8,10 @@ from decimal import Decimal
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.quantity import to_base_units
 from admitter.api.scenario import ClusterSpec
+from admitter.api.settings import FairShareSettings, Settings
 from admitter.api.topology import HOSTNAME_LABEL
+from admitter.core.decisions import CycleSettings
+from admitter.core.model import FairShareSettings as CoreFairShareSettings
 from admitter.core.model import Node, Queue, ResourceQuota, Taint
 from admitter.core.queue_tree import QueueTree
 
@@ -16,6 +19,20 @@ from admitter.core.queue_tree import QueueTree
 def core_resources(amounts: Mapping[str, Decimal]) -> dict[str, int]:
     """Integer base units per resource (millicores for cpu)."""
     return {name: to_base_units(name, amount) for name, amount in amounts.items()}
+
+
+def core_fair_share_settings(settings: FairShareSettings) -> CoreFairShareSettings:
+    return CoreFairShareSettings(settings.window, settings.half_life, settings.k_value)
+
+
+def core_cycle_settings(settings: Settings) -> CycleSettings:
+    """The knobs the cycle reads, from the controller's settings or a scenario's alike: a new
+    knob of the cycle is one more line here, not one per caller."""
+    return CycleSettings(
+        fair_share=core_fair_share_settings(settings.fair_share),
+        starvation_bound=settings.starvation_bound,
+        pods_ready_timeout=settings.pods_ready_timeout,
+    )
 
 
 def _knob(resource: str, amount: Decimal) -> int:

@@ -6,16 +6,20 @@ from pydantic import Field
 
 from admitter.api.base import ApiModel
 from admitter.api.duration import Duration
+from admitter.core.decisions import CycleSettings
+
+_CORE = CycleSettings()
+"""The cycle's own defaults: the ones a knob left out of the settings file takes."""
 
 
 class FairShareSettings(ApiModel):
     """Time-based fair share (Ai2's budgets over a lookback window, KAI's kValue)."""
 
-    window: Duration = 7 * 86400.0
+    window: Duration = _CORE.fair_share.window
     """Lookback window for funded GPU-time; 0 turns time-based fair share off."""
-    half_life: Duration = 0.0
+    half_life: Duration = _CORE.fair_share.half_life
     """Usage decays by half every half-life inside the window; 0 means no decay."""
-    k_value: float = Field(default=1.0, ge=0)
+    k_value: float = Field(default=_CORE.fair_share.k_value, ge=0)
     """How strongly past over-use shrinks a queue's share of surplus; 0 ignores usage."""
 
 
@@ -28,8 +32,8 @@ class Settings(ApiModel):
     """Time-based fair share."""
     max_min_runtime: Duration = 8 * 3600.0
     """Cluster default cap on a workload's protected min runtime."""
-    pods_ready_timeout: Duration = 600.0
+    pods_ready_timeout: Duration = _CORE.pods_ready_timeout
     """An admitted gang whose pods are not all running by then is evicted and requeued."""
-    starvation_bound: Duration = 1800.0
+    starvation_bound: Duration = _CORE.starvation_bound
     """After waiting this long, the head of the highest-ranked queue gets capacity reserved
     so a stream of small jobs cannot starve a large gang."""

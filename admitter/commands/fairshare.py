@@ -10,14 +10,12 @@ from decimal import Decimal
 from rich.console import Console
 from rich.table import Table
 
-from admitter.api.convert import core_resources, scenario_nodes
+from admitter.api.convert import core_fair_share_settings, core_resources, scenario_nodes
 from admitter.api.quantity import format_quantity, from_base_units
 from admitter.api.scenario import Scenario
 from admitter.api.scenario_file import load_scenario, queue_tree
-from admitter.core.fairshare import FairShare, compute_fair_share
-from admitter.core.model import GPU
-from admitter.core.model import FairShareSettings as CoreFairShareSettings
-from admitter.core.usage import normalised_usage, spread_history, windowed_usage
+from admitter.core.fairshare import FairShare
+from admitter.core.usage import fair_share_now, spread_history
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,11 +25,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("scenario", help="scenario YAML file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(handler=run)
-
-
-def core_fair_share_settings(scenario: Scenario) -> CoreFairShareSettings:
-    settings = scenario.settings.fair_share
-    return CoreFairShareSettings(settings.window, settings.half_life, settings.k_value)
 
 
 def fair_share_at_start(scenario: Scenario) -> FairShare:
@@ -49,12 +42,9 @@ def fair_share_at_start(scenario: Scenario) -> FairShare:
         leaf = demand.setdefault(template.queue, {})
         for resource, amount in core_resources(template.pod_requests).items():
             leaf[resource] = leaf.get(resource, 0) + amount * template.pods * instances
-    settings = core_fair_share_settings(scenario)
+    settings = core_fair_share_settings(scenario.settings.fair_share)
     records = spread_history(scenario.history, 0.0, settings)
-    raw = windowed_usage(records, 0.0, settings, tree)
-    usage = normalised_usage(tree, raw, capacity.get(GPU, 0), settings)
-    k_value = settings.k_value if settings.window > 0 else 0.0
-    return compute_fair_share(tree, capacity, demand, usage, k_value)
+    return fair_share_now(tree, capacity, demand, records, 0.0, settings)[1]
 
 
 def _display_amount(resource: str, amount: int) -> float | int:

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from admitter.api.clusterqueue import ClusterQueueSpec
-from admitter.api.convert import core_queue
+from admitter.api.convert import core_cycle_settings, core_queue
 from admitter.api.settings import Settings
 from admitter.controller.cache import Caches
 from admitter.controller.informer import Key
@@ -21,9 +21,8 @@ from admitter.controller.translate import (
     job_owner,
     parse_time,
 )
-from admitter.core.decisions import CycleSettings, Snapshot
+from admitter.core.decisions import Snapshot
 from admitter.core.model import (
-    FairShareSettings,
     Node,
     Queue,
     UsageRecord,
@@ -45,15 +44,6 @@ class View:
     workloads: dict[str, Obj]
     """Core workload key (`namespace/name`) → Workload object."""
     cluster_queues: dict[str, Obj]
-
-
-def cycle_settings(settings: Settings) -> CycleSettings:
-    fair = settings.fair_share
-    return CycleSettings(
-        fair_share=FairShareSettings(fair.window, fair.half_life, fair.k_value),
-        starvation_bound=settings.starvation_bound,
-        pods_ready_timeout=settings.pods_ready_timeout,
-    )
 
 
 @dataclass(slots=True)
@@ -188,7 +178,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     translations.forget_unseen()
     usage = [record for name, cq in cluster_queues.items() for record in usage_records(name, cq)]
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
-                        usage, cycle_settings(settings))
+                        usage, core_cycle_settings(settings))
     return View(snapshot, objects, cluster_queues)
 
 

@@ -29,7 +29,7 @@ from admitter.core.decisions import (
     Pending,
     Snapshot,
 )
-from admitter.core.fairshare import FairShare, compute_fair_share
+from admitter.core.fairshare import FairShare
 from admitter.core.fit import fits
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, held_per_node
@@ -41,7 +41,7 @@ from admitter.core.quota import Allocations, QuotaLedger
 from admitter.core.reservation import RESERVATION_KEY, describe, reserve
 from admitter.core.selection import QueueSelector
 from admitter.core.status import queue_statuses
-from admitter.core.usage import normalised_usage, windowed_usage
+from admitter.core.usage import fair_share_now
 
 PREEMPTION_ATTEMPTS = 16
 """Preemptors simulated per cycle (KAI's queueDepthPerAction plays the same role)."""
@@ -179,14 +179,8 @@ class _Cycle:
     def _fair_share(self, demand: dict[str, dict[str, int]]) -> tuple[dict[str, float],
                                                                      FairShare]:
         """Fair share of `demand` (funded requests per leaf) with the windowed usage."""
-        capacity = self.state.schedulable_capacity()
-        settings = self.snapshot.settings.fair_share
-        usage: dict[str, float] = {}
-        if settings.window > 0:
-            raw = windowed_usage(self.snapshot.usage, self.now, settings, self.tree)
-            usage = normalised_usage(self.tree, raw, capacity.get(GPU, 0), settings)
-        k_value = settings.k_value if settings.window > 0 else 0.0
-        return usage, compute_fair_share(self.tree, capacity, demand, usage, k_value)
+        return fair_share_now(self.tree, self.state.schedulable_capacity(), demand,
+                              self.snapshot.usage, self.now, self.snapshot.settings.fair_share)
 
     # Step 2 -----------------------------------------------------------------------------
 

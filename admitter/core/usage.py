@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from admitter.core.model import FairShareSettings, UsageRecord
+from admitter.core.fairshare import FairShare, compute_fair_share
+from admitter.core.model import GPU, FairShareSettings, UsageRecord
 from admitter.core.queue_tree import QueueTree
 
 HOUR = 3600.0
@@ -97,3 +98,22 @@ def normalised_usage(
         whole = cluster if parent is None else total[parent]
         usage[name] = total[name] / whole if whole > 0 else 0.0
     return usage
+
+
+def fair_share_now(
+    tree: QueueTree,
+    capacity: dict[str, int],
+    demand: dict[str, dict[str, int]],
+    records: Iterable[UsageRecord],
+    now: float,
+    settings: FairShareSettings,
+) -> tuple[dict[str, float], FairShare]:
+    """Fair share of `demand` (funded requests per leaf) on `capacity`, surplus weighed by the
+    funded usage of the window ending at `now`, and that normalised usage: the division every
+    cycle makes and `admitter fairshare` prints. With the window off, usage plays no part."""
+    usage: dict[str, float] = {}
+    if settings.window > 0:
+        raw = windowed_usage(records, now, settings, tree)
+        usage = normalised_usage(tree, raw, capacity.get(GPU, 0), settings)
+    k_value = settings.k_value if settings.window > 0 else 0.0
+    return usage, compute_fair_share(tree, capacity, demand, usage, k_value)

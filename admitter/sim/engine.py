@@ -35,12 +35,11 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from itertools import count
 
-from admitter.api.convert import scenario_nodes, topology_levels
+from admitter.api.convert import core_cycle_settings, scenario_nodes, topology_levels
 from admitter.api.scenario import ClusterEvent, Scenario
 from admitter.api.scenario_file import queue_tree
-from admitter.commands.fairshare import core_fair_share_settings
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import Admission, CycleResult, CycleSettings, Eviction, Snapshot
+from admitter.core.decisions import Admission, CycleResult, Eviction, Snapshot
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
@@ -110,11 +109,8 @@ class Simulation:
         assumed, finishes and evictions released; rebuilt after a cordon or uncordon."""
         self._allocations = Allocations(tree)
         """Kept between cycles like the node model: what running workloads hold per queue."""
-        fair_share = core_fair_share_settings(scenario)
-        self._settings = CycleSettings(
-            fair_share, scenario.settings.starvation_bound, scenario.settings.pods_ready_timeout
-        )
-        self._ledger = UsageLedger(fair_share, scenario.history)
+        self._settings = core_cycle_settings(scenario.settings)
+        self._ledger = UsageLedger(self._settings.fair_share, scenario.history)
         self.accounting = Accounting(tree, nodes)
         self._jobs: dict[str, Job] = {}
         self._pending: dict[str, Job] = {}
