@@ -18,8 +18,8 @@ kind. Both rows land in one table.
 Scale: the default is one cohort (6 queues, 3,000 workloads: the per-queue shape, and so the
 66 s capacity bound, unchanged), a few minutes in all; `--cohorts 5 --timeout 600` runs the
 full baseline (15,000 workloads), which both systems finish within 10 minutes on the 2-core
-machine (BENCHMARKS.md, section 2). A system still running at `--timeout` is stopped
-(Kueue's runner records on SIGTERM) and reported with what had finished.
+machine (BENCHMARKS.md, "Kueue itself on the same shape"). A system still running at
+`--timeout` is stopped (Kueue's runner records on SIGTERM) and reported with what had finished.
 """
 
 from __future__ import annotations

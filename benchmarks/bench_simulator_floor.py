@@ -35,7 +35,7 @@ from admitter.sim.engine import Simulation
 
 DAY = 86400.0
 CYCLES_IN_30_DAYS = 113_720
-"""Cycles the 30-day `bench_simulator` run needs (sessions 6–8)."""
+"""Cycles the 30-day `bench_simulator` run needs at the 10 s cycle."""
 
 
 def capture(scenario: Scenario, start_day: float, limit: int) -> list[Snapshot]:
