@@ -17,79 +17,49 @@ from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION
 
 _NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 
-_POD_READY_STATUS = """\
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: ContainersReady
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: PodScheduled
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  restartCount: 0
-  started: true
-  state:
-    running:
-      startedAt: {{ $now | Quote }}
-{{ end }}
-initContainerStatuses:
-{{ range .spec.initContainers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  restartCount: 0
-  state:
-    terminated:
-      exitCode: 0
-      finishedAt: {{ $now | Quote }}
-      reason: Completed
-      startedAt: {{ $now | Quote }}
-{{ end }}
-hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
-( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
-phase: Running
-startTime: {{ $now | Quote }}
-"""
+_NOW = "{{ $now | Quote }}"
+"""The status templates are Go templates (KWOK renders them), YAML once rendered; every
+timestamp is the stage's moment."""
 
-_POD_COMPLETE_STATUS = """\
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  type: Ready
-  reason: PodCompleted
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  type: ContainersReady
-  reason: PodCompleted
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  restartCount: 0
-  started: false
-  state:
-    terminated:
-      exitCode: 0
-      finishedAt: {{ $now | Quote }}
-      reason: Completed
-      startedAt: {{ $now | Quote }}
-{{ end }}
-phase: Succeeded
-"""
+
+def _conditions(status: str, types: tuple[str, ...], reason: str | None = None) -> str:
+    """Pod conditions of the given `types`, all with one status."""
+    lines = ["conditions:"]
+    for kind in types:
+        lines += [f"- lastTransitionTime: {_NOW}", f'  status: "{status}"', f"  type: {kind}"]
+        lines += [f"  reason: {reason}"] if reason else []
+    return "\n".join(lines) + "\n"
+
+
+def _containers(key: str, of: str, ready: bool, started: bool | None, state: str) -> str:
+    """One status per container of the pod's `of` list (containers or initContainers)."""
+    lines = [f"{key}:", f"{{{{ range .spec.{of} }}}}", "- image: {{ .image | Quote }}",
+             "  name: {{ .name | Quote }}", f"  ready: {str(ready).lower()}", "  restartCount: 0"]
+    lines += [] if started is None else [f"  started: {str(started).lower()}"]
+    return "\n".join([*lines, "  state:", state, "{{ end }}"]) + "\n"
+
+
+_RUNNING = f"    running:\n      startedAt: {_NOW}"
+_COMPLETED = (f"    terminated:\n      exitCode: 0\n      finishedAt: {_NOW}\n"
+              f"      reason: Completed\n      startedAt: {_NOW}")
+
+_POD_READY_STATUS = (
+    "{{ $now := Now }}\n"
+    + _conditions("True", ("Initialized", "Ready", "ContainersReady", "PodScheduled"))
+    + _containers("containerStatuses", "containers", True, True, _RUNNING)
+    + _containers("initContainerStatuses", "initContainers", True, None, _COMPLETED)
+    + "hostIP: {{ NodeIPWith .spec.nodeName | Quote }}\n"
+    "podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid \"\" ) "
+    "( or .metadata.name \"\" ) ( or .metadata.namespace \"\" ) | Quote }}\n"
+    f"phase: Running\nstartTime: {_NOW}\n"
+)
+
+_POD_COMPLETE_STATUS = (
+    "{{ $now := Now }}\n"
+    + _conditions("False", ("Ready", "ContainersReady"), reason="PodCompleted")
+    + _containers("containerStatuses", "containers", False, False, _COMPLETED)
+    + "phase: Succeeded\n"
+)
 
 
 def _stage(name: str, spec: dict[str, Any]) -> dict[str, Any]:
