@@ -36,11 +36,10 @@ from common import (
     api_writes,
     background,
     bounded,
-    cluster_queue,
     control_plane,
     control_plane_cpu,
     follow,
-    local_queue,
+    leaf_queue,
     machine,
     namespace,
     node_layout,
@@ -107,12 +106,11 @@ async def run_way(way: str, nodes: int, jobs: int, timeout: float,
     result = Fill(way, jobs)
     with control_plane(layout) as cluster, tempfile.TemporaryDirectory() as work:
         client = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
-        await client.request("POST", "/api/v1/namespaces", namespace(NAMESPACE))
         controller = None
-        if way != "plain":
-            await client.create(kube.CLUSTER_QUEUES,
-                                cluster_queue("fill", GPU_RESOURCE, nodes * 8))
-            await client.create(kube.LOCAL_QUEUES, local_queue(NAMESPACE, "fill"))
+        if way == "plain":
+            await client.request("POST", "/api/v1/namespaces", namespace(NAMESPACE))
+        else:
+            await leaf_queue(client, NAMESPACE, GPU_RESOURCE, nodes * 8)
             controller = ControllerProcess(
                 cluster.kubeconfig_path, Path(work), SETTINGS,
                 None if profile is None else profile / f"controller-fill-{way}.txt",

@@ -43,9 +43,8 @@ from common import (
     control_plane,
     control_plane_cpu,
     follow,
-    local_queue,
+    leaf_queue,
     machine,
-    namespace,
     node_layout,
     wait_until,
     waits_cell,
@@ -162,10 +161,7 @@ class ShapeRun:
                                      cluster_queue(f"cohort-{c}", "cpu", parent, parent))
         for ns in self.namespaces:
             cohort = "cohort-" + ns.split("-")[1]
-            await self.client.create(kube.CLUSTER_QUEUES,
-                                     cluster_queue(ns, "cpu", QUOTA, LIMIT, cohort))
-            await self.client.request("POST", "/api/v1/namespaces", namespace(ns))
-            await self.client.create(kube.LOCAL_QUEUES, local_queue(ns, ns))
+            await leaf_queue(self.client, ns, "cpu", QUOTA, LIMIT, cohort)
         if self.run.mode == "jobs":
             for cls in CLASSES:
                 await self.client.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {

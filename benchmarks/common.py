@@ -21,6 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from admitter.controller import kube  # noqa: E402
 from admitter.controller.kube import Kind, Kube, Obj  # noqa: E402
 from admitter.testing import GpuNodeLayout, LocalCluster  # noqa: E402
 
@@ -96,9 +97,14 @@ def cluster_queue(name: str, resource: str, quota: int, limit: int | None = None
             "spec": spec}
 
 
-def local_queue(namespace: str, cq: str, name: str = "default") -> Obj:
-    return {"apiVersion": ADMITTER_API, "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cq}}
+async def leaf_queue(client: Kube, name: str, resource: str, quota: int,
+                     limit: int | None = None, parent: str | None = None) -> None:
+    """A leaf ClusterQueue, a namespace of the same name and its `default` LocalQueue."""
+    await client.create(kube.CLUSTER_QUEUES, cluster_queue(name, resource, quota, limit, parent))
+    await client.request("POST", "/api/v1/namespaces", namespace(name))
+    await client.create(kube.LOCAL_QUEUES, {
+        "apiVersion": ADMITTER_API, "kind": "LocalQueue",
+        "metadata": {"name": "default", "namespace": name}, "spec": {"clusterQueue": name}})
 
 
 def namespace(name: str) -> Obj:
