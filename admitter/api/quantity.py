@@ -36,6 +36,10 @@ QUANTITY_PATTERN = (
 )
 _PATTERN = re.compile(QUANTITY_PATTERN)
 MILLI = Decimal("0.001")
+MAX_QUANTITY = Decimal(2) ** 60
+"""1Ei, the largest amount admitter accepts of any resource. Kubernetes keeps a quantity in an
+int64 of its base unit (at most ~8Ei); 1Ei is far above any cluster (an exbibyte of memory)
+and leaves room to sum amounts over a queue tree and in millicores without losing digits."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -65,6 +69,8 @@ def parse_quantity(value: Any) -> Decimal:
         amount = _parse_text(value)
     else:
         raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
+    if not amount.is_finite() or abs(amount) > MAX_QUANTITY:
+        raise ValueError(f"{value!r} is out of range: admitter accepts quantities up to 1Ei")
     if amount != amount.quantize(MILLI, rounding="ROUND_CEILING"):
         raise ValueError(f"{value!r} is more precise than 1m, the finest unit admitter keeps")
     return amount.normalize() if amount != 0 else Decimal(0)

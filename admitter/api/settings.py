@@ -7,6 +7,10 @@ from pydantic import Field
 from admitter.api.base import ApiModel
 from admitter.api.duration import Duration
 
+MAX_K_VALUE = 1000.0
+"""kValue scales usage against weights in fair share: beyond a thousand, usage alone decides,
+and the products must stay finite."""
+
 
 class FairShareSettings(ApiModel):
     """Time-based fair share (Ai2's budgets over a lookback window, KAI's kValue)."""
@@ -15,7 +19,7 @@ class FairShareSettings(ApiModel):
     """Lookback window for funded GPU-time; 0 turns time-based fair share off."""
     half_life: Duration = 0.0
     """Usage decays by half every half-life inside the window; 0 means no decay."""
-    k_value: float = Field(default=1.0, ge=0)
+    k_value: float = Field(default=1.0, ge=0, le=MAX_K_VALUE, allow_inf_nan=False)
     """How strongly past over-use shrinks a queue's share of surplus; 0 ignores usage."""
 
 

@@ -1,8 +1,15 @@
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from admitter.api.duration import format_duration, parse_duration
+from admitter.api.duration import (
+    DURATION_PATTERN,
+    MAX_DURATION,
+    format_duration,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(
@@ -24,7 +31,11 @@ def test_parse_and_format(text, seconds, canonical):
     assert format_duration(parse_duration(text)) == canonical
 
 
-@pytest.mark.parametrize("bad", ["-5m", "2 hours", "h", "5x", "", "1h-2m", True, None, -1])
+@pytest.mark.parametrize(
+    "bad",
+    ["-5m", "2 hours", "h", "5x", "", "1h-2m", True, None, -1, "-0", "1e-7", "1e3", "inf",
+     "nan", "+5s", "99999d", "1.0001s", 1e-7, float("nan"), float("inf"), "5s\n5s"],
+)
 def test_bad_durations_quote_the_value(bad):
     with pytest.raises(ValueError) as caught:
         parse_duration(bad)
@@ -34,3 +45,11 @@ def test_bad_durations_quote_the_value(bad):
 @given(st.integers(min_value=0, max_value=10**8))
 def test_format_round_trips(seconds):
     assert parse_duration(format_duration(seconds)) == seconds
+
+
+@given(st.integers(min_value=0, max_value=int(MAX_DURATION) * 1000))
+def test_every_millisecond_value_prints_as_text_it_accepts_again(millis):
+    seconds = millis / 1000
+    text = format_duration(seconds)
+    assert re.fullmatch(DURATION_PATTERN, text)
+    assert parse_duration(text) == seconds
