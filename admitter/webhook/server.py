@@ -62,7 +62,7 @@ def build_app(
         return await validate_job(request, lookup, policy)
 
     async def validate_resources(request: AdmissionRequest) -> Verdict:
-        return await validate_resource(request, lookup)
+        return await validate_resource(request, lookup, policy)
 
     app = web.Application(client_max_size=MAX_BODY)
     app.router.add_post(MUTATE_JOBS_PATH, _endpoint("mutate-jobs", mutate))

@@ -192,9 +192,11 @@ def test_job_webhooks_fail_closed_and_only_see_labelled_jobs():
 def test_the_resource_webhook_covers_exactly_the_validated_kinds():
     path = names.VALIDATE_RESOURCES_PATH
     (hook,) = [h for h in webhooks() if h["clientConfig"]["service"]["path"] == path]
-    (rule,) = hook["rules"]
-    assert sorted(rule["resources"]) == sorted(kind.plural for kind in KINDS.values())
-    assert rule["operations"] == ["CREATE", "UPDATE"]
+    writes, deletes = hook["rules"]
+    assert sorted(writes["resources"]) == sorted(kind.plural for kind in KINDS.values())
+    assert writes["operations"] == ["CREATE", "UPDATE"]
+    # DELETE reaches the handler for parent ClusterQueues only: every other delete goes through.
+    assert (deletes["resources"], deletes["operations"]) == (["clusterqueues"], ["DELETE"])
 
 
 def test_the_config_map_holds_valid_settings_with_every_knob_spelled_out():
