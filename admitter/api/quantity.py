@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
@@ -51,7 +51,7 @@ def _parse_text(value: str) -> Decimal:
         raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
     try:
         return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
-    except InvalidOperation as exc:
+    except ArithmeticError as exc:  # InvalidOperation, and Overflow for 1e99999999999
         raise ValueError(f"{value!r} is not a quantity") from exc
 
 

@@ -1,6 +1,8 @@
 """Bounds on what an admin or a tenant may write: every refusal names the field and the value,
 and none of them raises anything but a validation error."""
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +11,7 @@ from pydantic import ValidationError
 from admitter.api.base import check_label_key
 from admitter.api.clusterqueue import MAX_OVER_QUOTA_WEIGHT, ClusterQueue
 from admitter.api.errors import InputError
+from admitter.api.quantity import QUANTITY_PATTERN
 from admitter.api.settings import Settings
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
@@ -133,3 +136,26 @@ def test_any_text_is_accepted_only_as_a_label_key(text):
     else:
         assert 1 <= len(name) <= 63 and name.isascii() and name[0].isalnum()
         assert "\n" not in text and " " not in text
+
+
+_SCALARS = st.one_of(
+    st.text(max_size=40),
+    st.from_regex(QUANTITY_PATTERN, fullmatch=True),
+    st.from_regex(r"[0-9]{1,3}e[0-9]{8,14}", fullmatch=True),
+    st.floats(),
+    st.integers(),
+    st.booleans(),
+    st.none(),
+)
+
+
+@given(_SCALARS, _SCALARS, _SCALARS)
+def test_any_scalar_in_any_bounded_field_is_a_validation_error_or_valid(amount, weight, runtime):
+    """Nothing but a ValidationError may escape: anything else is a 500 from the webhook."""
+    queue = cluster_queue(quota=amount, overQuotaWeight=weight)
+    queue["spec"]["maxMinRuntime"] = runtime
+    with contextlib.suppress(ValidationError):
+        ClusterQueue.model_validate(queue)
+    with contextlib.suppress(ValidationError):
+        Workload.model_validate(workload(minRuntime=runtime, podSets=[
+            {"name": "main", "count": 1, "requests": {"nvidia.com/gpu": amount}}]))
