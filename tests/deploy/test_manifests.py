@@ -93,17 +93,6 @@ def test_namespaced_objects_live_in_admitters_namespace():
             assert doc["metadata"]["namespace"] == names.NAMESPACE, doc["kind"]
 
 
-def rules(kind: str) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) triples a role grants."""
-    return {
-        (group, resource, verb)
-        for rule in only(kind)["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
 def test_the_cluster_role_names_no_wildcard_and_no_webhook_configuration():
     text = str(only("ClusterRole")["rules"])
     assert "*" not in text and "admissionregistration" not in text

@@ -20,6 +20,7 @@ Triples = set[tuple[str, str, str]]
 
 
 def granted(kind: str) -> Triples:
+    """(apiGroup, resource, verb) triples a role grants."""
     return {
         (group, resource, verb)
         for rule in only(kind)["rules"]
