@@ -106,6 +106,12 @@ def _endpoint(webhook: str, decide: Decide) -> Callable[[web.Request], Awaitable
             return web.json_response({"error": str(error)}, status=400)
         try:
             verdict = await decide(request)
+        except (ValueError, ArithmeticError) as error:
+            # Input no rule foresaw: still the object's fault, so a denial the user can act
+            # on, never a 500 that reads as admitter being down.
+            log.exception("%s: could not read %s", webhook, request.display_name)
+            verdict = deny(f"{request.display_name}: admitter cannot read this object: {error}",
+                           422)
         except Exception as error:
             # An answer with the reason beats a bare 500 that the API server reports as
             # "failed calling webhook"; the failure policy would reject the request anyway.

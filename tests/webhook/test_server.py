@@ -107,6 +107,23 @@ async def test_a_failing_lookup_denies_with_the_reason(tmp_path):
     assert "API server unreachable" in status["message"] and "retry later" in status["message"]
 
 
+async def test_an_unreadable_object_is_denied_as_invalid_not_as_a_failure(tmp_path):
+    class Confused(FakeLookup):
+        async def local_queues(self, namespace, fresh=False):
+            raise ValueError("'1e30' is out of range")
+
+    install_cert(tmp_path, "first")
+    runner, port = await serve(tmp_path, Confused())
+    try:
+        _, answer = await post(f"https://127.0.0.1:{port}", VALIDATE_JOBS_PATH, review(job()))
+    finally:
+        await runner.cleanup()
+    status = answer["response"]["status"]
+    assert status["code"] == 422
+    assert "Job team-a/train: admitter cannot read this object: '1e30' is out of range" in (
+        status["message"])
+
+
 async def served_common_name(port: int, context: ssl.SSLContext) -> str:
     _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
     try:
