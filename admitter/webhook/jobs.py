@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from admitter.api.base import check_requests
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.contract import (
     ADMITTED_WORKLOAD_ANNOTATION,
@@ -72,6 +73,9 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
         problems += _admitted_mark_problems(new, old)
         problems += _suspend_problems(request)
         problems += _admitted_size_problems(new, old)
+    if old is None or _template_requests(old.get("spec") or {}) != _template_requests(
+            new.get("spec") or {}):
+        problems += _request_problems(new)
     queue = _queue(new)
     if queue is not None and (old is None or _queue(old) != queue or _contract_changed(new, old)):
         problems += await _queue_and_contract_problems(request, queue, lookup, policy)
@@ -124,6 +128,16 @@ def _admitted_size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
             f"the Job is admitted for pods requesting {_template_requests(before)}; their "
             f"requests cannot change to {_template_requests(after)} while admitted; {fix}"
         )
+
+
+def _request_problems(job: Job) -> Iterator[Problem]:
+    """Requests the Workload can carry: whole units except cpu (Kubernetes accepts memory
+    `500m` with a warning; admitter counts whole bytes), so the Job never waits silently."""
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    try:
+        check_requests(pod_requests(pod))
+    except ValueError as error:
+        yield "spec.template.spec.containers[].resources", str(error)
 
 
 def _template_requests(spec: Mapping[str, Any]) -> dict[str, str]:

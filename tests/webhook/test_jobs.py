@@ -316,3 +316,12 @@ async def test_a_queued_job_may_change_size_and_the_controller_is_not_bound():
     assert (await verdict_of(resized(queued, parallelism=10), queued)).allowed
     admitted = running(job(annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"}))
     assert (await verdict_of(resized(admitted, parallelism=10), admitted, CONTROLLER)).allowed
+
+
+@pytest.mark.parametrize("memory", ["500m", "1.5"])
+async def test_requests_the_workload_could_not_carry_are_denied(memory):
+    queued = job(suspend=True)
+    queued["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"memory": memory, "cpu": "500m"}}
+    message = await denial(queued)
+    assert "spec.template.spec.containers[].resources: memory must be a whole number" in message
