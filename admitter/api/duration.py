@@ -15,8 +15,10 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
-DURATION_PATTERN = r"^(\d+(\.\d+)?|(\d+(\.\d+)?(d|h|m|s))+)$"
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(d|h|m|s)")
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?|([0-9]+(\.[0-9]+)?(d|h|m|s))+)$"
+"""ASCII digits only: the API server reads the CRD pattern with RE2, and Python's `\\d` also
+matches other scripts' digits."""
 _TEXT = re.compile(DURATION_PATTERN)
 MAX_DURATION = 3650 * 86400.0
 """Ten years: no cycle, window or protected runtime spans longer, and timestamps a duration
