@@ -1,9 +1,9 @@
 """Durations as people write them in scenario files and annotations: `90s`, `15m`, `2d12h`, `0`.
 
 One canonical form, parsed and printed here only: whole units largest first, a fraction only
-on seconds and at most to the millisecond. Every value `parse_duration` accepts prints as text
-it accepts again (and the CRD pattern matches), so a Job's `min-runtime` cannot pass the
-webhook and then render into a Workload the API server rejects.
+on seconds, never a sign or an exponent. Every value `parse_duration` accepts prints as text
+it reads back to the same float (and the CRD pattern matches), so a Job's `min-runtime` cannot
+pass the webhook and then render into a Workload the API server rejects.
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ _TEXT = re.compile(DURATION_PATTERN)
 MAX_DURATION = 3650 * 86400.0
 """Ten years: no cycle, window or protected runtime spans longer, and timestamps a duration
 is added to stay far from datetime's year-9999 limit."""
-_MILLIS = 1000
-_MILLI = Decimal("0.001")
-"""Durations are kept to the millisecond: finer fractions cannot be printed back exactly."""
 _EXPECTED = "expected e.g. 90s, 15m, 2h, 2d12h"
 
 
@@ -48,17 +45,17 @@ def parse_duration(value: Any) -> float:
             f"{value!r} is not a duration admitter accepts: it must be between 0 and "
             f"{format_duration(MAX_DURATION)}"
         )
-    if seconds != seconds.quantize(_MILLI):
-        raise ValueError(f"{value!r} is more precise than 1ms, the finest unit admitter keeps")
     return float(seconds) + 0.0  # -0.0 becomes 0.0
 
 
 def format_duration(seconds: float) -> str:
-    """Canonical text: largest units first, `0s` for zero, fractions only on seconds."""
-    millis = round(seconds * _MILLIS)
-    if millis == 0:
+    """Canonical text: largest units first, `0s` for zero, fractions only on seconds, written
+    out in full (`0.0000001s`, never `1e-07s`)."""
+    exact = Decimal(repr(float(seconds)))  # the shortest decimal that reads back as `seconds`
+    if exact == 0:
         return "0s"
-    whole, fraction = divmod(millis, _MILLIS)
+    whole = int(exact)
+    fraction = exact - whole
     text = ""
     for unit, size in _UNITS.items():
         if unit == "s":
@@ -67,7 +64,7 @@ def format_duration(seconds: float) -> str:
         if count:
             text += f"{count}{unit}"
     if fraction:
-        text += f"{whole}.{fraction:03d}".rstrip("0") + "s"
+        text += f"{(whole + fraction).normalize():f}s"
     elif whole:
         text += f"{whole}s"
     return text
