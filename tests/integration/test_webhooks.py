@@ -317,8 +317,11 @@ def test_samples_are_accepted_by_the_crd_schemas(
         ("patch", "jobs", "--all-namespaces", True),
         ("delete", "jobs", "--all-namespaces", False),
         ("create", "pods", "--all-namespaces", False),
-        ("patch", "workloads.admitter.dev/status", "--all-namespaces", True),
-        ("update", "workloads.admitter.dev/status", "--all-namespaces", False),
+        # `resource/name` would be a Workload named status: subresources need the flag.
+        ("patch", "workloads.admitter.dev", "--subresource=status", True),
+        ("update", "workloads.admitter.dev", "--subresource=status", False),
+        ("patch", "clusterqueues.admitter.dev", "--subresource=status", True),
+        ("update", "localqueues.admitter.dev", "--subresource=status", False),
         ("update", "jobs", "--all-namespaces", False),
         ("delete", "workloads.admitter.dev", "--all-namespaces", False),
         ("create", "events.events.k8s.io", "--all-namespaces", False),
