@@ -27,6 +27,7 @@ from admitter.api.contract import (
 from admitter.api.convert import core_queue, effective_max_min_runtime
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import HOSTNAME_LABEL, Topology
+from admitter.api.workload import MAX_POD_COUNT
 from admitter.controller.translate import pod_requests
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.webhook.lookup import Lookup
@@ -76,6 +77,11 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
     if old is None or _template_requests(old.get("spec") or {}) != _template_requests(
             new.get("spec") or {}):
         problems += _request_problems(new)
+    if (new.get("spec") or {}).get("parallelism", 1) > MAX_POD_COUNT:
+        problems.append(("spec.parallelism", (
+            f"{new['spec']['parallelism']} pods is more than a Workload holds "
+            f"({MAX_POD_COUNT}); split the Job"
+        )))
     queue = _queue(new)
     if queue is not None and (old is None or _queue(old) != queue or _contract_changed(new, old)):
         problems += await _queue_and_contract_problems(request, queue, lookup, policy)

@@ -77,9 +77,12 @@ def _table(w: World, admitted_job: str, admitted_workload: str, queued_job: str)
         body = workload(f"forged-{secrets.token_hex(2)}", **kwargs)
         return (what, "POST", wls, body, field, json_type)
 
-    def job(what: str, field: str, queue: str = "default", **annotations: str) -> Case:
-        body = gpu_job(w.namespace, f"bad-{secrets.token_hex(2)}", gpus=1, queue=queue,
-                       suspend=False)
+    def job(what: str, field: str, queue: str = "default", pods: int = 1, memory: str = "1Gi",
+            **annotations: str) -> Case:
+        body = gpu_job(w.namespace, f"bad-{secrets.token_hex(2)}", pods=pods, gpus=1,
+                       queue=queue, suspend=False)
+        body["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {
+            "memory": memory}
         body["metadata"]["annotations"] = annotations
         return (what, "POST", jobs, body, field, json_type)
 
@@ -144,6 +147,8 @@ def _table(w: World, admitted_job: str, admitted_workload: str, queued_job: str)
         job("min-runtime 99999d", min_runtime, **{min_runtime: "99999d"}),
         job("min-runtime above the cap", min_runtime, **{min_runtime: "3h"}),
         job("an unknown topology level", required, **{required: "garbage"}),
+        job("100001 pods", "spec.parallelism", pods=100_001),
+        job("memory 500m", "resources", memory="500m"),
         job("resumable maybe", "admitter.dev/resumable", **{"admitter.dev/resumable": "maybe"}),
         patch("unsuspending a queued Job", queued_path, {"spec": {"suspend": False}},
               "spec.suspend"),

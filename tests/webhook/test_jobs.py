@@ -325,3 +325,10 @@ async def test_requests_the_workload_could_not_carry_are_denied(memory):
         "requests": {"memory": memory, "cpu": "500m"}}
     message = await denial(queued)
     assert "spec.template.spec.containers[].resources: memory must be a whole number" in message
+
+
+async def test_more_pods_than_a_workload_holds_are_denied():
+    huge = job(suspend=True)
+    huge["spec"]["parallelism"] = 100_001
+    assert "spec.parallelism: 100001 pods is more than a Workload holds (100000)" in (
+        await denial(huge))
