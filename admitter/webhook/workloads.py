@@ -53,7 +53,14 @@ def _topology_problems(
 ) -> Iterator[Problem]:
     wanted = [level for level in (required, preferred) if level is not None]
     level_sets = [_levels(topology) for topology in topologies]
-    if any(all(level in levels for level in wanted) for levels in level_sets):
+    holding = [levels for levels in level_sets if all(level in levels for level in wanted)]
+    if holding:
+        if required and preferred and all(
+                levels.index(preferred) < levels.index(required) for levels in holding):
+            yield "spec.topology.preferred", (
+                f"{preferred!r} is coarser than required {required!r}; the preferred level "
+                "must be the same or finer"
+            )
         return
     known = sorted({level for levels in level_sets for level in levels}) or ["none"]
     for strength, level in (("required", required), ("preferred", preferred)):

@@ -242,3 +242,12 @@ async def test_an_admitted_workloads_spec_is_frozen():
     assert "spec.podSets: cannot change while the Workload holds quota" in message
     pending = workload()
     assert await allowed(copy.deepcopy(grown) | {"status": {}}, pending)
+
+
+async def test_a_workload_preferring_a_coarser_level_than_it_requires_is_denied():
+    coarser = {"required": "topology.admitter.dev/rack", "preferred": "topology.admitter.dev/block"}
+    message = await denial(workload(topology=coarser))
+    assert "spec.topology.preferred: 'topology.admitter.dev/block' is coarser than required" in (
+        message)
+    finer = {"required": "topology.admitter.dev/block", "preferred": "kubernetes.io/hostname"}
+    assert await allowed(workload(topology=finer))
