@@ -74,14 +74,7 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
         problems += _admitted_mark_problems(new, old)
         problems += _suspend_problems(request)
         problems += _admitted_size_problems(new, old)
-    if old is None or _template_requests(old.get("spec") or {}) != _template_requests(
-            new.get("spec") or {}):
-        problems += _request_problems(new)
-    if (new.get("spec") or {}).get("parallelism", 1) > MAX_POD_COUNT:
-        problems.append(("spec.parallelism", (
-            f"{new['spec']['parallelism']} pods is more than a Workload holds "
-            f"({MAX_POD_COUNT}); split the Job"
-        )))
+    problems += _size_problems(new, old)
     queue = _queue(new)
     if queue is not None and (old is None or _queue(old) != queue or _contract_changed(new, old)):
         problems += await _queue_and_contract_problems(request, queue, lookup, policy)
@@ -136,14 +129,22 @@ def _admitted_size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
         )
 
 
-def _request_problems(job: Job) -> Iterator[Problem]:
-    """Requests the Workload can carry: whole units except cpu (Kubernetes accepts memory
-    `500m` with a warning; admitter counts whole bytes), so the Job never waits silently."""
-    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    try:
-        check_requests(pod_requests(pod))
-    except ValueError as error:
-        yield "spec.template.spec.containers[].resources", str(error)
+def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
+    """A size a Workload can carry: whole units except cpu (Kubernetes accepts memory `500m`
+    with a warning; admitter counts whole bytes) and at most MAX_POD_COUNT pods, so the Job
+    never waits silently. Checked when set, so older Jobs stay manageable."""
+    before, after = (old or {}).get("spec") or {}, new.get("spec") or {}
+    if old is None or _template_requests(before) != _template_requests(after):
+        pod = (after.get("template") or {}).get("spec") or {}
+        try:
+            check_requests(pod_requests(pod))
+        except ValueError as error:
+            yield "spec.template.spec.containers[].resources", str(error)
+    pods = after.get("parallelism", 1)
+    if (old is None or before.get("parallelism", 1) != pods) and pods > MAX_POD_COUNT:
+        yield "spec.parallelism", (
+            f"{pods} pods is more than a Workload holds ({MAX_POD_COUNT}); split the Job"
+        )
 
 
 def _template_requests(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -151,7 +152,7 @@ def _template_requests(spec: Mapping[str, Any]) -> dict[str, str]:
     pod = (spec.get("template") or {}).get("spec") or {}
     try:
         return {name: str(amount) for name, amount in sorted(pod_requests(pod).items())}
-    except (ValueError, TypeError, AttributeError):
+    except ValueError:
         return {"(unreadable)": repr(pod.get("containers"))[:200]}
 
 
