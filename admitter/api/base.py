@@ -94,6 +94,12 @@ whole except cpu."""
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 """Priorities are int32, as in a Kubernetes PriorityClass."""
 Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+MAX_OVER_QUOTA_WEIGHT = 1e6
+"""Weights only split surplus between siblings: a million to one is already all-or-nothing,
+and fair share multiplies and sums weights, which must stay finite (1e308 overflowed)."""
+MAX_K_VALUE = 1000.0
+"""kValue scales usage against weights in fair share: beyond a thousand, usage alone decides,
+and the products must stay finite."""
 
 
 class ApiModel(BaseModel):
@@ -156,3 +162,4 @@ class Resource(ApiModel):
     """The kind's name."""
     metadata: ObjectMeta
     """Standard object metadata."""
+

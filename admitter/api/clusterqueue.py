@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from admitter.api.base import (
+    MAX_OVER_QUOTA_WEIGHT,
     ApiModel,
     Condition,
     ObjectName,
@@ -19,12 +20,6 @@ from admitter.api.base import (
 )
 from admitter.api.duration import Duration
 from admitter.api.quantity import Quantity, format_quantity
-
-DEFAULT_MAX_MIN_RUNTIME = 8 * 3600.0
-"""Ai2's chosen cap on protected runtime; used when no queue on the path sets one."""
-MAX_OVER_QUOTA_WEIGHT = 1e6
-"""Weights only split surplus between siblings: a million to one is already all-or-nothing,
-and fair share multiplies and sums weights, which must stay finite (1e308 overflowed)."""
 
 
 class ResourceQuotaSpec(ApiModel):

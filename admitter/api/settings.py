@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from admitter.api.base import ApiModel
+from admitter.api.base import MAX_K_VALUE, ApiModel
 from admitter.api.duration import Duration
-
-MAX_K_VALUE = 1000.0
-"""kValue scales usage against weights in fair share: beyond a thousand, usage alone decides,
-and the products must stay finite."""
 
 
 class FairShareSettings(ApiModel):
@@ -19,8 +15,15 @@ class FairShareSettings(ApiModel):
     """Lookback window for funded GPU-time; 0 turns time-based fair share off."""
     half_life: Duration = 0.0
     """Usage decays by half every half-life inside the window; 0 means no decay."""
-    k_value: float = Field(default=1.0, ge=0, le=MAX_K_VALUE, allow_inf_nan=False)
+    k_value: float = Field(default=1.0, ge=0)
     """How strongly past over-use shrinks a queue's share of surplus; 0 ignores usage."""
+
+    @field_validator("k_value")
+    @classmethod
+    def _finite_k_value(cls, k_value: float) -> float:
+        if not k_value <= MAX_K_VALUE:  # also refuses nan
+            raise ValueError(f"must be at most {MAX_K_VALUE:g}, got {k_value}")
+        return k_value
 
 
 class Settings(ApiModel):

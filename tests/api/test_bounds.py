@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from admitter.api.base import check_label_key
-from admitter.api.clusterqueue import MAX_OVER_QUOTA_WEIGHT, ClusterQueue
+from admitter.api.base import MAX_OVER_QUOTA_WEIGHT, check_label_key
+from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.errors import InputError
 from admitter.api.quantity import QUANTITY_PATTERN
 from admitter.api.settings import Settings
