@@ -110,11 +110,6 @@ class Kube:
         return await self.request("PATCH", kind.path(namespace, name, subresource), patch,
                                   content_type=content_type)
 
-    async def replace_status(self, kind: Kind, obj: Obj) -> Obj:
-        meta = obj["metadata"]
-        return await self.request("PUT", kind.path(meta.get("namespace"), meta["name"],
-                                                   "status"), obj)
-
     async def watch(self, kind: Kind, resource_version: str,
                     query: dict[str, str] | None = None) -> AsyncIterator[Obj]:
         """Watch events from `resource_version`; raises ApiException(410) when it is too old."""

@@ -32,9 +32,8 @@ ENTRY = "admitter.commands.run"
 Triple = tuple[str, str, str]
 
 KUBE_VERBS = {"get": "get", "list": "list", "watch": "watch", "create": "create",
-              "patch": "patch", "replace_status": "update"}
+              "patch": "patch"}
 """Kube's request-making methods and the RBAC verb each one needs."""
-KUBE_SUBRESOURCE = {"replace_status": "status"}
 CLIENT_VERBS = {"read": "get", "list": "list", "create": "create", "patch": "patch",
                 "replace": "update", "delete": "delete"}
 """kubernetes_asyncio method prefixes (`list_cluster_custom_object`, `read_namespaced_lease`)."""
@@ -120,7 +119,7 @@ class Reader:
                                       "RBAC verb in KUBE_VERBS")
         if not call.args:
             raise UnattributedRequest(f"{module.name}:{call.lineno}: no kind argument")
-        subresource = KUBE_SUBRESOURCE.get(func.attr)
+        subresource = None
         for keyword in call.keywords:
             if keyword.arg == "subresource":
                 if not isinstance(keyword.value, ast.Constant):

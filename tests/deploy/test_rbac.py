@@ -73,9 +73,9 @@ def test_a_new_request_is_seen_through_constants_parameters_and_attributes():
                 await self.kube.create(kind, {})
             async def caller(self):
                 await self.label(kube.NODES)
-            await self.kube.replace_status(kube.WORKLOADS, {})
+                await self.kube.get(kube.WORKLOADS, "w", "ns")
     """) == {("batch", "jobs/scale", "patch"), ("", "nodes", "create"),
-             ("admitter.dev", "workloads/status", "update")}
+             ("admitter.dev", "workloads", "get")}
 
 
 @pytest.mark.parametrize(
