@@ -201,7 +201,7 @@ def hostile_world(local_cluster: LocalCluster, tmp: Path) -> Iterator[World]:
 
 
 def _wait_for_webhooks(world: World) -> None:
-    """Both hooks answer: a labelled ClusterQueue under a missing parent is refused by name."""
+    """The webhooks are called: a labelled ClusterQueue under a missing parent is refused."""
     probe = world.labelled(cluster_queue("probe", parent="missing"))
 
     def refused() -> bool:
