@@ -7,30 +7,42 @@ import re
 from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from admitter.api.quantity import Quantity
+from admitter.api.quantity import Quantity, format_quantity, to_base_units
 
 GROUP = "admitter.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
-_RESOURCE_NAME = re.compile(
+_QUALIFIED_NAME_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
-_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""Kubernetes' qualified name, the form of label keys and resource names: an optional
+DNS-subdomain prefix and `/`, then at most 63 letters, digits, `-`, `_`, `.`."""
+_QUALIFIED_NAME = re.compile(_QUALIFIED_NAME_PATTERN)
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_MAX = 253 + 1 + 63
+
+
+def _is_qualified_name(name: str) -> bool:
+    # fullmatch: `$` alone would let a trailing newline through.
+    prefix = name.rpartition("/")[0]
+    return len(prefix) <= 253 and _QUALIFIED_NAME.fullmatch(name) is not None
 
 
 def check_resource_name(name: str) -> str:
-    if len(name) > 253 or not _RESOURCE_NAME.match(name):
-        raise ValueError(f"{name!r} is not a resource name (e.g. nvidia.com/gpu, cpu, memory)")
+    if not _is_qualified_name(name):
+        raise ValueError(
+            f"{name[:_QUALIFIED_MAX]!r} is not a resource name (e.g. nvidia.com/gpu, cpu, memory)"
+        )
     return name
 
 
 def check_object_name(name: str) -> str:
-    if len(name) > 253 or not _DNS_NAME.match(name):
+    if len(name) > 253 or not _DNS_NAME.fullmatch(name):
         raise ValueError(
             f"{name!r} is not a valid name: lowercase letters, digits, '-' and '.', "
             "starting and ending with a letter or digit"
@@ -38,10 +50,55 @@ def check_object_name(name: str) -> str:
     return name
 
 
+def check_label_key(key: str) -> str:
+    """A Kubernetes label key, e.g. `topology.kubernetes.io/zone`."""
+    if not _is_qualified_name(key):
+        raise ValueError(
+            f"{key[:_QUALIFIED_MAX]!r} is not a label key: an optional DNS-subdomain prefix (at "
+            "most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit (e.g. topology.kubernetes.io/zone)"
+        )
+    return key
+
+
+def check_amount(resource: str, amount: Decimal) -> Decimal:
+    """An amount the core can count: cpu to the millicore, every other resource in whole
+    units (`nvidia.com/gpu` is an extended resource: whole GPUs only)."""
+    try:
+        to_base_units(resource, amount)
+    except ValueError as error:
+        raise ValueError(f"{error}; only cpu may be fractional (e.g. 500m)") from None
+    return amount
+
+
+def check_requests(amounts: dict[str, Decimal]) -> dict[str, Decimal]:
+    for resource, amount in amounts.items():
+        if amount < 0:
+            raise ValueError(f"{resource} must not be negative, got {format_quantity(amount)}")
+        check_amount(resource, amount)
+    return amounts
+
+
 ResourceName = Annotated[str, AfterValidator(check_resource_name)]
 ObjectName = Annotated[str, AfterValidator(check_object_name)]
-ResourceList = dict[ResourceName, Quantity]
-"""Amounts per resource, e.g. `{nvidia.com/gpu: 8, cpu: 96, memory: 1Ti}`."""
+LabelKey = Annotated[
+    str,
+    AfterValidator(check_label_key),
+    WithJsonSchema({"type": "string", "maxLength": _QUALIFIED_MAX,
+                    "pattern": _QUALIFIED_NAME_PATTERN}),
+]
+ResourceList = Annotated[dict[ResourceName, Quantity], AfterValidator(check_requests)]
+"""Amounts per resource, e.g. `{nvidia.com/gpu: 8, cpu: 96, memory: 1Ti}`: not negative,
+whole except cpu."""
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+"""Priorities are int32, as in a Kubernetes PriorityClass."""
+Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+MAX_OVER_QUOTA_WEIGHT = 1e6
+"""Weights only split surplus between siblings: a million to one is already all-or-nothing,
+and fair share multiplies and sums weights, which must stay finite (1e308 overflowed)."""
+MAX_K_VALUE = 1000.0
+"""kValue scales usage against weights in fair share: beyond a thousand, usage alone decides,
+and the products must stay finite."""
 
 
 class ApiModel(BaseModel):

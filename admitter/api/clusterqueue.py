@@ -6,9 +6,18 @@ from datetime import datetime
 from decimal import Decimal
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from admitter.api.base import ApiModel, Condition, ObjectName, Resource, ResourceName
+from admitter.api.base import (
+    MAX_OVER_QUOTA_WEIGHT,
+    ApiModel,
+    Condition,
+    ObjectName,
+    Priority,
+    Resource,
+    ResourceName,
+    check_amount,
+)
 from admitter.api.duration import Duration
 from admitter.api.quantity import Quantity, format_quantity
 
@@ -20,7 +29,9 @@ class ResourceQuotaSpec(ApiModel):
     """Deserved amount, handed out before any surplus; -1 means the parent's whole amount."""
     limit: Quantity = Decimal(-1)
     """Hard cap including borrowed capacity; -1 means no cap."""
-    over_quota_weight: float = Field(default=1.0, ge=0)
+    over_quota_weight: float = Field(
+        default=1.0, ge=0, le=MAX_OVER_QUOTA_WEIGHT, allow_inf_nan=False
+    )
     """Share of surplus relative to siblings of equal priority; 0 takes no surplus."""
 
     @model_validator(mode="after")
@@ -49,13 +60,28 @@ class ClusterQueueSpec(ApiModel):
 
     parent: ObjectName | None = None
     """Name of the parent ClusterQueue; absent for a root."""
-    priority: int = 0
+    priority: Priority = 0
     """Among siblings, higher priority receives surplus first; weight only splits equals."""
     resources: dict[ResourceName, ResourceQuotaSpec] = Field(default_factory=dict)
     """Knobs per resource (`nvidia.com/gpu`, `cpu`, `memory`, any extended resource)."""
     max_min_runtime: Duration | None = None
     """Longest protected min runtime a workload here may declare; inherited from the parent,
     8h when no queue on the path sets it."""
+
+    @field_validator("resources")
+    @classmethod
+    def _whole_amounts(
+        cls, resources: dict[str, ResourceQuotaSpec]
+    ) -> dict[str, ResourceQuotaSpec]:
+        for resource, knobs in resources.items():
+            for field in ("quota", "limit"):
+                amount = getattr(knobs, field)
+                if amount != -1:
+                    try:
+                        check_amount(resource, amount)
+                    except ValueError as error:
+                        raise ValueError(f"{resource}.{field}: {error}") from None
+        return resources
 
 
 class UsageBucket(ApiModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
@@ -36,6 +36,10 @@ QUANTITY_PATTERN = (
 )
 _PATTERN = re.compile(QUANTITY_PATTERN)
 MILLI = Decimal("0.001")
+MAX_QUANTITY = Decimal(2) ** 60
+"""1Ei, the largest amount admitter accepts of any resource. Kubernetes keeps a quantity in an
+int64 of its base unit (at most ~8Ei); 1Ei is far above any cluster (an exbibyte of memory)
+and leaves room to sum amounts over a queue tree and in millicores without losing digits."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -47,7 +51,7 @@ def _parse_text(value: str) -> Decimal:
         raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
     try:
         return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
-    except InvalidOperation as exc:
+    except ArithmeticError as exc:  # InvalidOperation, and Overflow for 1e99999999999
         raise ValueError(f"{value!r} is not a quantity") from exc
 
 
@@ -65,6 +69,8 @@ def parse_quantity(value: Any) -> Decimal:
         amount = _parse_text(value)
     else:
         raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
+    if not amount.is_finite() or abs(amount) > MAX_QUANTITY:
+        raise ValueError(f"{value!r} is out of range: admitter accepts quantities up to 1Ei")
     if amount != amount.quantize(MILLI, rounding="ROUND_CEILING"):
         raise ValueError(f"{value!r} is more precise than 1m, the finest unit admitter keeps")
     return amount.normalize() if amount != 0 else Decimal(0)

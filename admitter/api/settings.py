@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from admitter.api.base import ApiModel
+from admitter.api.base import MAX_K_VALUE, ApiModel
 from admitter.api.duration import Duration
 from admitter.core.decisions import CycleSettings
 
@@ -21,6 +21,13 @@ class FairShareSettings(ApiModel):
     """Usage decays by half every half-life inside the window; 0 means no decay."""
     k_value: float = Field(default=_CORE.fair_share.k_value, ge=0)
     """How strongly past over-use shrinks a queue's share of surplus; 0 ignores usage."""
+
+    @field_validator("k_value")
+    @classmethod
+    def _finite_k_value(cls, k_value: float) -> float:
+        if not k_value <= MAX_K_VALUE:  # also refuses nan
+            raise ValueError(f"must be at most {MAX_K_VALUE:g}, got {k_value}")
+        return k_value
 
 
 class Settings(ApiModel):

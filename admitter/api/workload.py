@@ -7,13 +7,25 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from admitter.api.base import ApiModel, Condition, ObjectName, Resource, ResourceList
+from admitter.api.base import (
+    ApiModel,
+    Condition,
+    LabelKey,
+    ObjectName,
+    Priority,
+    Resource,
+    ResourceList,
+)
 from admitter.api.duration import Duration
 
 CONDITION_QUOTA_RESERVED = "QuotaReserved"
 CONDITION_ADMITTED = "Admitted"
 CONDITION_EVICTED = "Evicted"
 CONDITION_FINISHED = "Finished"
+MAX_POD_COUNT = 100_000
+"""Kubernetes' own cap on an indexed Job's completions; no gang is larger."""
+MAX_POD_SETS = 8
+"""Kueue's limit on pod sets per Workload; a Job has one."""
 
 
 class PodSetSpec(ApiModel):
@@ -21,7 +33,7 @@ class PodSetSpec(ApiModel):
 
     name: str = Field(min_length=1)
     """Pod set name; `main` for a plain Job."""
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_POD_COUNT)
     """How many pods (the Job's parallelism)."""
     requests: ResourceList = Field(default_factory=dict)
     """Requests of one pod, summed over its containers."""
@@ -30,9 +42,9 @@ class PodSetSpec(ApiModel):
 class TopologyRequestSpec(ApiModel):
     """Where the gang must, or should, be kept together."""
 
-    required: str | None = None
+    required: LabelKey | None = None
     """Node label key of a Topology level: all pods in one domain of it."""
-    preferred: str | None = None
+    preferred: LabelKey | None = None
     """Node label key of a level tried first, falling back level by level."""
 
 
@@ -41,9 +53,9 @@ class WorkloadSpec(ApiModel):
 
     queue_name: ObjectName
     """The LocalQueue, in the workload's namespace, it was submitted to."""
-    pod_sets: list[PodSetSpec] = Field(min_length=1)
+    pod_sets: list[PodSetSpec] = Field(min_length=1, max_length=MAX_POD_SETS)
     """Pod sets admitted together, all or nothing."""
-    priority: int = 0
+    priority: Priority = 0
     """Orders workloads inside their queue only; 100 or more is non-preemptible."""
     priority_class_name: str | None = None
     """The PriorityClass the priority came from."""

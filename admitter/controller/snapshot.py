@@ -195,7 +195,28 @@ def core_queues(cluster_queues: dict[str, Obj]) -> list[Queue]:
             log.warning("ClusterQueue %s ignored: %s", cq["metadata"]["name"], error)
             continue
         queues.append(core_queue(cq["metadata"]["name"], spec, order))
-    return queues
+    return _rooted(queues)
+
+
+def _rooted(queues: list[Queue]) -> list[Queue]:
+    """The queues whose parent chain ends at a root. Two concurrent re-parentings can each
+    pass the webhook and close a cycle, and a parent can vanish: such queues (and any below
+    them) are left out, logged, instead of failing every pass."""
+    parents = {queue.name: queue.parent for queue in queues}
+    rooted: dict[str, bool] = {}
+    for name in parents:
+        chain: list[str] = []
+        current: str | None = name
+        while current in parents and current not in rooted and current not in chain:
+            chain.append(current)
+            current = parents[current]
+        # None: above a root; known: that verdict; else a missing parent or a cycle.
+        verdict = current is None or rooted.get(current, False)
+        rooted.update((member, verdict) for member in chain)
+    for name in sorted(name for name, ok in rooted.items() if not ok):
+        log.warning("ClusterQueue %s ignored: it is in a parent cycle or below a missing "
+                    "parent", name)
+    return [queue for queue in queues if rooted[queue.name]]
 
 
 def usage_records(name: str, cq: Obj) -> list[UsageRecord]:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from admitter.api.contract import QUEUE_LABEL, JobContract
-from admitter.api.duration import parse_duration
+from admitter.api.duration import format_duration, parse_duration
 from admitter.api.quantity import format_quantity, parse_quantity, to_base_units
 from admitter.core.model import Node, Phase, PodSet, Taint, TopologyRequest, Workload
 
@@ -69,7 +69,7 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
         "queueName": meta["labels"][QUEUE_LABEL],
         "podSets": [{"name": MAIN_POD_SET, "count": max(count, 1), "requests": requests}],
         "priority": priority,
-        "minRuntime": f"{contract.min_runtime:g}s",
+        "minRuntime": format_duration(contract.min_runtime),
         "resumable": contract.resumable,
     }
     if template["spec"].get("priorityClassName"):

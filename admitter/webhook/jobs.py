@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from admitter.api.base import check_requests
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.contract import (
     ADMITTED_WORKLOAD_ANNOTATION,
@@ -26,6 +27,8 @@ from admitter.api.contract import (
 from admitter.api.convert import core_queue, effective_max_min_runtime
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import HOSTNAME_LABEL, Topology
+from admitter.api.workload import MAX_POD_COUNT
+from admitter.controller.translate import pod_requests
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, Verdict, allow, deny_problems
@@ -70,6 +73,8 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
     if not is_controller:
         problems += _admitted_mark_problems(new, old)
         problems += _suspend_problems(request)
+        problems += _admitted_size_problems(new, old)
+    problems += _size_problems(new, old)
     queue = _queue(new)
     if queue is not None and (old is None or _queue(old) != queue or _contract_changed(new, old)):
         problems += await _queue_and_contract_problems(request, queue, lookup, policy)
@@ -103,6 +108,52 @@ def _queue_label_problems(new: Job, old: Job | None) -> Iterator[Problem]:
             f"the Job is admitted to LocalQueue {before!r} and cannot move to {after!r}; "
             f"set it back to {before!r}, or delete the Job and recreate it in {after!r}"
         )
+
+
+def _admitted_size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
+    """Quota is charged for the pods and requests the Job had when admitted: more parallelism
+    or bigger pods while admitted would run what nobody was charged for."""
+    if old is None or not is_admitted(old):
+        return
+    before, after = old.get("spec") or {}, new.get("spec") or {}
+    fix = "delete the Job and create it again with the new size to queue it for that"
+    if before.get("parallelism", 1) != after.get("parallelism", 1):
+        yield "spec.parallelism", (
+            f"the Job is admitted with parallelism {before.get('parallelism', 1)}; it cannot "
+            f"change to {after.get('parallelism', 1)} while admitted; {fix}"
+        )
+    if _template_requests(before) != _template_requests(after):
+        yield "spec.template.spec", (
+            f"the Job is admitted for pods requesting {_template_requests(before)}; their "
+            f"requests cannot change to {_template_requests(after)} while admitted; {fix}"
+        )
+
+
+def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
+    """A size a Workload can carry: whole units except cpu (Kubernetes accepts memory `500m`
+    with a warning; admitter counts whole bytes) and at most MAX_POD_COUNT pods, so the Job
+    never waits silently. Checked when set, so older Jobs stay manageable."""
+    before, after = (old or {}).get("spec") or {}, new.get("spec") or {}
+    if old is None or _template_requests(before) != _template_requests(after):
+        pod = (after.get("template") or {}).get("spec") or {}
+        try:
+            check_requests(pod_requests(pod))
+        except ValueError as error:
+            yield "spec.template.spec.containers[].resources", str(error)
+    pods = after.get("parallelism", 1)
+    if (old is None or before.get("parallelism", 1) != pods) and pods > MAX_POD_COUNT:
+        yield "spec.parallelism", (
+            f"{pods} pods is more than a Workload holds ({MAX_POD_COUNT}); split the Job"
+        )
+
+
+def _template_requests(spec: Mapping[str, Any]) -> dict[str, str]:
+    """One pod's requests as the controller charges them (text when a quantity is garbage)."""
+    pod = (spec.get("template") or {}).get("spec") or {}
+    try:
+        return {name: str(amount) for name, amount in sorted(pod_requests(pod).items())}
+    except ValueError:
+        return {"(unreadable)": repr(pod.get("containers"))[:200]}
 
 
 def _admitted_mark_problems(new: Job, old: Job | None) -> Iterator[Problem]:

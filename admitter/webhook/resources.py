@@ -1,9 +1,12 @@
 """Validation of admitter's own objects: the pydantic model first, then the references the
-CRD schema cannot check (a ClusterQueue's parent, a LocalQueue's leaf ClusterQueue).
+CRD schema cannot check (a ClusterQueue's parent, a LocalQueue's leaf ClusterQueue, a
+Workload's LocalQueue and levels).
 
-References are checked on CREATE and when they change, so deleting a parent later does not
-block unrelated edits of its children. Making a leaf that has workloads into a parent is
+References are checked on CREATE and when they change, so an edit elsewhere later does not
+block unrelated edits of an object. Making a leaf that has workloads into a parent is
 allowed (the controller stops admitting into it); pointing a LocalQueue at a parent is not.
+A ClusterQueue with children cannot be deleted (its subtree would lose its quota and its
+place); anything else may always be deleted, even an object that no longer validates.
 """
 
 from __future__ import annotations
@@ -18,37 +21,63 @@ from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.errors import InputError
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
+from admitter.api.workload import Workload
+from admitter.webhook.jobs import JobPolicy
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, Verdict, allow, deny, deny_problems
+from admitter.webhook.workloads import frozen_spec_problems, reference_problems
 
 KINDS: dict[str, type[Resource]] = {
-    kind.kind_name: kind for kind in (ClusterQueue, LocalQueue, Topology)
+    kind.kind_name: kind for kind in (ClusterQueue, LocalQueue, Topology, Workload)
 }
 """The kinds `validate_resource` checks; the webhook configuration registers exactly these."""
 
 Problem = tuple[str, str]
 
 
-async def validate_resource(request: AdmissionRequest, lookup: Lookup) -> Verdict:
+async def validate_resource(
+    request: AdmissionRequest, lookup: Lookup, policy: JobPolicy
+) -> Verdict:
     """Allow a valid object; deny with every problem and its field path otherwise."""
     kind = KINDS.get(request.kind)
     if kind is None:
         return allow()
     source = request.display_name
+    problems: list[Problem] = []
+    if request.operation == "DELETE":
+        if kind is ClusterQueue:
+            problems = list(_children_problems(request.name, await lookup.cluster_queues()))
+        return deny_problems(source, problems) if problems else allow()
+    old, old_spec = request.old_object, _spec(request.old_object)
+    if old is not None and old_spec == _spec(request.object):
+        # Metadata only (labels, finalizers, the garbage collector's edits): the API server
+        # checks those, and an object stored before a stricter rule must stay manageable.
+        return allow()
     try:
         resource = kind.model_validate(request.object)
     except ValidationError as error:
         return deny(str(InputError.from_validation(source, error)), 422)
-    old_spec = _spec(request.old_object)
-    problems: list[Problem] = []
     if isinstance(resource, ClusterQueue):
-        if request.old_object is None or old_spec.get("parent") != resource.spec.parent:
+        if old is None or old_spec.get("parent") != resource.spec.parent:
             problems += _parent_problems(resource, await lookup.cluster_queues())
     elif isinstance(resource, LocalQueue):
         target = resource.spec.cluster_queue
-        if request.old_object is None or old_spec.get("clusterQueue") != target:
+        if old is None or old_spec.get("clusterQueue") != target:
             problems += _leaf_problems(target, await lookup.cluster_queues())
+    elif isinstance(resource, Workload) and request.username not in policy.controller_usernames:
+        if old is not None:
+            problems += frozen_spec_problems(request.object, old)
+        problems += await reference_problems(resource, lookup, policy)
     return deny_problems(source, problems) if problems else allow()
+
+
+def _children_problems(name: str, existing: list[ClusterQueue]) -> Iterator[Problem]:
+    children = sorted(cq.metadata.name for cq in existing if cq.spec.parent == name)
+    if children:
+        yield "(delete)", (
+            f"ClusterQueue {name!r} is the parent of {_some(children)}; delete or re-parent "
+            "its children first, so no subtree is left without its quota"
+        )
 
 
 def _parent_problems(queue: ClusterQueue, existing: list[ClusterQueue]) -> Iterator[Problem]:

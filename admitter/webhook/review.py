@@ -70,13 +70,16 @@ def parse_review(body: Any) -> AdmissionRequest:
     request = body.get("request")
     if not isinstance(request, dict) or not request.get("uid"):
         raise ReviewError("the AdmissionReview has no request.uid")
-    new = request.get("object")
+    operation = request.get("operation", "")
+    # A DELETE carries the object being deleted as oldObject only; handlers see it as both.
+    new = request.get("oldObject" if operation == "DELETE" else "object")
     if not isinstance(new, dict):
-        raise ReviewError("the AdmissionReview has no request.object")
+        missing = "oldObject" if operation == "DELETE" else "object"
+        raise ReviewError(f"the AdmissionReview has no request.{missing}")
     return AdmissionRequest(
         uid=request["uid"],
         kind=(request.get("kind") or {}).get("kind", ""),
-        operation=request.get("operation", ""),
+        operation=operation,
         namespace=request.get("namespace") or "",
         name=request.get("name") or "",
         username=(request.get("userInfo") or {}).get("username", ""),

@@ -62,7 +62,7 @@ def build_app(
         return await validate_job(request, lookup, policy)
 
     async def validate_resources(request: AdmissionRequest) -> Verdict:
-        return await validate_resource(request, lookup)
+        return await validate_resource(request, lookup, policy)
 
     app = web.Application(client_max_size=MAX_BODY)
     app.router.add_post(MUTATE_JOBS_PATH, _endpoint("mutate-jobs", mutate))
@@ -106,6 +106,12 @@ def _endpoint(webhook: str, decide: Decide) -> Callable[[web.Request], Awaitable
             return web.json_response({"error": str(error)}, status=400)
         try:
             verdict = await decide(request)
+        except (ValueError, ArithmeticError) as error:
+            # Input no rule foresaw: still the object's fault, so a denial the user can act
+            # on, never a 500 that reads as admitter being down.
+            log.exception("%s: could not read %s", webhook, request.display_name)
+            verdict = deny(f"{request.display_name}: admitter cannot read this object: {error}",
+                           422)
         except Exception as error:
             # An answer with the reason beats a bare 500 that the API server reports as
             # "failed calling webhook"; the failure policy would reject the request anyway.

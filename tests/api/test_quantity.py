@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from admitter.api.quantity import (
+    MAX_QUANTITY,
     format_quantity,
     from_base_units,
     parse_quantity,
@@ -48,9 +49,15 @@ def test_base_units():
         to_base_units("nvidia.com/gpu", parse_quantity("0.5"))
 
 
-@given(st.integers(min_value=-1, max_value=2**62))
+@given(st.integers(min_value=-1, max_value=int(MAX_QUANTITY)))
 def test_canonical_form_round_trips_integers(value):
     assert parse_quantity(format_quantity(Decimal(value))) == value
+
+
+@pytest.mark.parametrize("bad", ["1e30", "2Ei", "-1e19", 10**40, float("inf"), float("nan")])
+def test_quantities_beyond_1ei_are_refused_with_the_value(bad):
+    with pytest.raises(ValueError, match="out of range: admitter accepts quantities up to 1Ei"):
+        parse_quantity(bad)
 
 
 @given(st.integers(min_value=0, max_value=10**9))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fake_api import FakeApi, SlowApi, add, job, reconciler, settled_pass, team
+from fake_api import FakeApi, SlowApi, add, cluster_queue, job, reconciler, settled_pass, team
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.controller.snapshot import Translations, build_view
+from admitter.controller.snapshot import Translations, build_view, core_queues
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
 
@@ -110,3 +110,24 @@ async def test_a_pod_bound_between_passes_moves_its_workload_in_the_next_view() 
     assert [w.placement for w in after.workloads if w.key == key] == [{"node-b": 1}]
     assert all(a is b for a, b in zip(before.nodes, after.nodes, strict=True)), \
         "an admitter pod changes no node's foreign usage: nodes are not translated again"
+
+
+async def test_queues_in_a_parent_cycle_or_under_a_missing_parent_are_left_out_not_fatal(
+        caplog) -> None:
+    """Two concurrent re-parentings can each pass the webhook (each saw the other's old
+    parent) and close a cycle; a parent can be deleted past the webhook. Passes go on: the
+    broken queues are left out and named, the rest of the tree keeps admitting."""
+    api = FakeApi()
+    controller = reconciler(api)
+    team(api, controller, 8, node_a=8)
+    for name, parent in (("a", "b"), ("b", "a"), ("under-a", "a"), ("lost", "deleted")):
+        queue = cluster_queue(name, 8)
+        queue["spec"]["parent"] = parent
+        add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, queue)
+    by_name = {cq["metadata"]["name"]: cq for cq in controller.caches.cluster_queues.items()}
+    assert [queue.name for queue in core_queues(by_name)] == ["team"]
+    await fill(api, controller, ["j1"])
+    assert admitted(api) == {"j1": "node-a"}
+    for name in ("a", "b", "under-a", "lost"):
+        assert f"ClusterQueue {name} ignored: it is in a parent cycle or below a missing" in (
+            caplog.text)

@@ -51,7 +51,7 @@ def test_workload_for_job_is_a_valid_owned_workload():
     spec = obj["spec"]
     assert spec["podSets"] == [{"name": "main", "count": 2,
                                 "requests": {GPU: 8, "cpu": 40, "memory": "200Gi"}}]
-    assert (spec["priority"], spec["minRuntime"], spec["resumable"]) == (50, "7200s", False)
+    assert (spec["priority"], spec["minRuntime"], spec["resumable"]) == (50, "2h", False)
     assert spec["topology"] == {"required": "rack"}
 
 

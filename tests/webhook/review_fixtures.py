@@ -10,6 +10,7 @@ from typing import Any
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
+from admitter.webhook.jobs import JobPolicy
 from admitter.webhook.names import CONTROLLER_USERNAME
 from admitter.webhook.review import AdmissionRequest, parse_review
 
@@ -17,6 +18,7 @@ NAMESPACE = "team-a"
 USER = "alice"
 CONTROLLER = CONTROLLER_USERNAME
 QUEUE_LABEL = "admitter.dev/queue-name"
+POLICY = JobPolicy(max_min_runtime=8 * 3600.0, controller_usernames=frozenset({CONTROLLER}))
 
 
 def job(
@@ -81,9 +83,10 @@ def review(
 
 
 def request(
-    obj: dict[str, Any], old: dict[str, Any] | None = None, user: str = USER
+    obj: dict[str, Any], old: dict[str, Any] | None = None, user: str = USER,
+    operation: str | None = None,
 ) -> AdmissionRequest:
-    return parse_review(review(obj, old, user))
+    return parse_review(review(obj, old, user, operation))
 
 
 def cluster_queue(

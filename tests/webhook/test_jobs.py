@@ -6,6 +6,7 @@ import json
 import pytest
 from review_fixtures import (
     CONTROLLER,
+    POLICY,
     QUEUE_LABEL,
     FakeLookup,
     changed,
@@ -26,7 +27,6 @@ from admitter.webhook.jobs import (
 )
 from admitter.webhook.review import review_response
 
-POLICY = JobPolicy(max_min_runtime=8 * 3600.0, controller_usernames=frozenset({CONTROLLER}))
 MIN_RUNTIME = "admitter.dev/min-runtime"
 REQUIRED = "admitter.dev/topology-required"
 LABEL_PATH = f"metadata.labels[{QUEUE_LABEL}]"
@@ -274,3 +274,61 @@ async def test_only_the_needed_objects_are_read():
     lookup = standard_lookup()
     await verdict_of(job(suspend=True), lookup=lookup)
     assert lookup.reads == ["LocalQueue"]
+
+
+@pytest.mark.parametrize("raw", ["-0", "1e-7", "inf", "nan", "-1s", "99999d", "٣s"])
+async def test_a_min_runtime_the_workload_could_not_carry_is_denied(raw):
+    message = await denial(job(suspend=True, annotations={MIN_RUNTIME: raw}))
+    assert f"metadata.annotations: annotation {MIN_RUNTIME}: {raw!r}" in message
+
+
+# ---- an admitted Job keeps the size it was charged for -------------------------------------
+
+
+def resized(obj, parallelism=None, gpus=None):
+    new = json.loads(json.dumps(obj))
+    if parallelism is not None:
+        new["spec"]["parallelism"] = parallelism
+    if gpus is not None:
+        container = new["spec"]["template"]["spec"]["containers"][0]
+        container["resources"] = {"requests": {"nvidia.com/gpu": gpus}}
+    return new
+
+
+@pytest.mark.parametrize(
+    "edit, field, said",
+    [
+        ({"parallelism": 10}, "spec.parallelism",
+         "admitted with parallelism 2; it cannot change to 10 while admitted"),
+        ({"gpus": 8}, "spec.template.spec",
+         "their requests cannot change to {'nvidia.com/gpu': '8'} while admitted"),
+    ],
+)
+async def test_an_admitted_job_cannot_grow_past_what_it_was_charged(edit, field, said):
+    admitted = resized(running(job(annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"})), gpus=1)
+    message = await denial(resized(admitted, **edit), admitted)
+    assert f"{field}: the Job is admitted" in message and said in message
+    assert "delete the Job and create it again with the new size" in message
+
+
+async def test_a_queued_job_may_change_size_and_the_controller_is_not_bound():
+    queued = job(suspend=True)
+    assert (await verdict_of(resized(queued, parallelism=10), queued)).allowed
+    admitted = running(job(annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"}))
+    assert (await verdict_of(resized(admitted, parallelism=10), admitted, CONTROLLER)).allowed
+
+
+@pytest.mark.parametrize("memory", ["500m", "1.5"])
+async def test_requests_the_workload_could_not_carry_are_denied(memory):
+    queued = job(suspend=True)
+    queued["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"memory": memory, "cpu": "500m"}}
+    message = await denial(queued)
+    assert "spec.template.spec.containers[].resources: memory must be a whole number" in message
+
+
+async def test_more_pods_than_a_workload_holds_are_denied():
+    huge = job(suspend=True)
+    huge["spec"]["parallelism"] = 100_001
+    assert "spec.parallelism: 100001 pods is more than a Workload holds (100000)" in (
+        await denial(huge))

@@ -4,6 +4,8 @@ import copy
 
 import pytest
 from review_fixtures import (
+    CONTROLLER,
+    POLICY,
     FakeLookup,
     cluster_queue,
     local_queue,
@@ -16,14 +18,14 @@ from admitter.webhook.resources import validate_resource
 
 
 async def denial(obj, old=None, lookup=None) -> str:
-    verdict = await validate_resource(request(obj, old), lookup or standard_lookup())
+    verdict = await validate_resource(request(obj, old), lookup or standard_lookup(), POLICY)
     assert not verdict.allowed, "expected a denial"
     assert verdict.code == 422
     return verdict.message
 
 
 async def allowed(obj, old=None, lookup=None) -> bool:
-    return (await validate_resource(request(obj, old), lookup or standard_lookup())).allowed
+    return (await validate_resource(request(obj, old), lookup or standard_lookup(), POLICY)).allowed
 
 
 # ---- the models --------------------------------------------------------------------------
@@ -130,6 +132,122 @@ async def test_retargeting_a_local_queue_is_checked_but_other_edits_are_not():
     assert lookup.reads == []
 
 
-async def test_other_kinds_pass_through():
-    workload = {"apiVersion": "admitter.dev/v1alpha1", "kind": "Workload"}
-    assert await allowed({**workload, "metadata": {"name": "w", "namespace": "team-a"}})
+# ---- bounds: a denial naming the field, never a failure ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "knobs, said",
+    [
+        ({"quota": "500m"}, "nvidia.com/gpu must be a whole number, got 500m"),
+        ({"quota": "1e30"}, "'1e30' is out of range: admitter accepts quantities up to 1Ei"),
+        ({"quota": 8, "overQuotaWeight": 1e308}, "overQuotaWeight: Input should be less than"),
+    ],
+)
+async def test_out_of_range_cluster_queue_knobs_are_denied_naming_the_field(knobs, said):
+    queue = cluster_queue("team-c", parent="research")
+    queue["spec"]["resources"]["nvidia.com/gpu"] = knobs
+    message = await denial(queue)
+    assert "spec.resources" in message and said in message
+
+
+async def test_a_topology_with_the_host_before_the_rack_is_denied():
+    message = await denial(topology("t", "kubernetes.io/hostname", "rack"))
+    assert "spec.levels: kubernetes.io/hostname is the narrowest level" in message
+
+
+async def test_a_metadata_edit_of_an_object_stored_before_a_rule_is_allowed():
+    old = cluster_queue("legacy")
+    old["spec"]["resources"]["nvidia.com/gpu"] = {"quota": "500m"}
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"team": "a"}
+    assert await allowed(new, old, FakeLookup())
+    new["spec"]["priority"] = 1
+    assert "whole number" in await denial(new, old, FakeLookup())
+
+
+# ---- deleting ClusterQueues --------------------------------------------------------------
+
+
+async def deletion(obj, user="alice"):
+    return await validate_resource(
+        request(obj, obj, user, operation="DELETE"), standard_lookup(), POLICY
+    )
+
+
+async def test_a_parent_cluster_queue_cannot_be_deleted_while_it_has_children():
+    verdict = await deletion(cluster_queue("research", parent="org"))
+    assert not verdict.allowed and verdict.code == 422
+    assert "ClusterQueue 'research' is the parent of team-a, team-b" in verdict.message
+    assert "delete or re-parent its children first" in verdict.message
+
+
+async def test_leaves_and_invalid_objects_may_always_be_deleted():
+    assert (await deletion(cluster_queue("team-b", parent="research"))).allowed
+    broken = topology("t", "kubernetes.io/hostname", "rack")
+    assert (await deletion(broken)).allowed
+    assert (await deletion(local_queue("default", "team-a"))).allowed
+
+
+# ---- Workloads ----------------------------------------------------------------------------
+
+
+def workload(queue="default", gpus=8, **spec):
+    return {
+        "apiVersion": "admitter.dev/v1alpha1", "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "team-a"},
+        "spec": {"queueName": queue,
+                 "podSets": [{"name": "main", "count": 2, "requests": {"nvidia.com/gpu": gpus}}],
+                 **spec},
+    }
+
+
+async def test_a_workload_on_an_existing_queue_within_its_cap_is_allowed():
+    topology_request = {"required": "topology.admitter.dev/rack"}
+    assert await allowed(workload(minRuntime="2h", topology=topology_request))
+
+
+@pytest.mark.parametrize(
+    "obj, said",
+    [
+        (workload(gpus=-64), "spec.podSets[0].requests: nvidia.com/gpu must not be negative"),
+        (workload(minRuntime="99999d"), "spec.minRuntime: '99999d' is not a duration admitter"),
+        (workload(minRuntime="3h"), "spec.minRuntime: 3h is above maxMinRuntime 2h of "
+                                    "ClusterQueue 'team-a'"),
+        (workload(queue="nope"), "spec.queueName: LocalQueue 'nope' does not exist in namespace "
+                                 "'team-a' (existing: default, shared)"),
+        (workload(topology={"required": "garbage"}),
+         "spec.topology.required: 'garbage' is not a level of any Topology"),
+        (workload(topology={"preferred": "ünïcode"}), "spec.topology.preferred: 'ünïcode' is not"),
+    ],
+)
+async def test_a_bad_workload_is_denied_naming_the_field(obj, said):
+    assert said in await denial(obj)
+
+
+async def test_the_controllers_workloads_skip_the_reference_checks_but_not_the_model():
+    unknown = workload(queue="deleted-since")
+    verdict = await validate_resource(request(unknown, user=CONTROLLER), FakeLookup(), POLICY)
+    assert verdict.allowed
+    negative = await validate_resource(request(workload(gpus=-1), user=CONTROLLER),
+                                       FakeLookup(), POLICY)
+    assert not negative.allowed
+
+
+async def test_an_admitted_workloads_spec_is_frozen():
+    old = workload()
+    old["status"] = {"admission": {"clusterQueue": "team-a", "admittedAt": "2026-01-01T00:00:00Z"}}
+    grown = copy.deepcopy(old)
+    grown["spec"]["podSets"][0]["count"] = 20
+    message = await denial(grown, old)
+    assert "spec.podSets: cannot change while the Workload holds quota" in message
+    pending = workload()
+    assert await allowed(copy.deepcopy(grown) | {"status": {}}, pending)
+
+
+async def test_a_workload_preferring_a_coarser_level_than_it_requires_is_denied():
+    coarser = {"required": "topology.admitter.dev/rack", "preferred": "topology.admitter.dev/block"}
+    message = await denial(workload(topology=coarser))
+    assert "spec.topology.preferred: 'topology.admitter.dev/block' is coarser than required" in (
+        message)
+    finer = {"required": "topology.admitter.dev/block", "preferred": "kubernetes.io/hostname"}
+    assert await allowed(workload(topology=finer))

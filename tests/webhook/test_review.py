@@ -37,6 +37,18 @@ def test_a_generated_name_is_shown_as_its_prefix():
     assert parse_review(body).display_name == "Job team-a/train-*"
 
 
+def test_a_delete_carries_the_deleted_object_as_both_objects():
+    gone = job()
+    body = review(gone, gone, operation="DELETE")
+    body["request"]["object"] = None
+    request = parse_review(body)
+    assert request.operation == "DELETE"
+    assert request.object == request.old_object == gone
+    body["request"]["oldObject"] = None
+    with pytest.raises(ReviewError, match=r"request\.oldObject"):
+        parse_review(body)
+
+
 @pytest.mark.parametrize(
     "body, complaint",
     [

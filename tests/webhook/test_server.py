@@ -91,20 +91,29 @@ async def test_healthz_answers_over_tls(server):
         assert response.status == 200 and await response.text() == "ok"
 
 
-async def test_a_failing_lookup_denies_with_the_reason(tmp_path):
-    class Broken(FakeLookup):
-        async def local_queues(self, namespace):
-            raise ConnectionError("API server unreachable")
+@pytest.mark.parametrize(
+    "error, code, said",
+    [
+        # The cluster is unreachable: admitter's failure, so a 500 that says to retry.
+        (ConnectionError("API server unreachable"), 500, "API server unreachable); retry later"),
+        # Input no rule foresaw: the object's fault, so a denial naming it, never a 500.
+        (ValueError("'1e30' is out of range"), 422,
+         "Job team-a/train: admitter cannot read this object: '1e30' is out of range"),
+    ],
+)
+async def test_a_handler_failure_is_answered_with_its_reason(tmp_path, error, code, said):
+    class Failing(FakeLookup):
+        async def local_queues(self, namespace, fresh=False):
+            raise error
 
     install_cert(tmp_path, "first")
-    runner, port = await serve(tmp_path, Broken())
+    runner, port = await serve(tmp_path, Failing())
     try:
         _, answer = await post(f"https://127.0.0.1:{port}", VALIDATE_JOBS_PATH, review(job()))
     finally:
         await runner.cleanup()
     status = answer["response"]["status"]
-    assert status["code"] == 500
-    assert "API server unreachable" in status["message"] and "retry later" in status["message"]
+    assert status["code"] == code and said in status["message"]
 
 
 async def served_common_name(port: int, context: ssl.SSLContext) -> str:
