@@ -51,6 +51,16 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
             "type": "string",
             "jsonPath": '.status.conditions[?(@.type=="Admitted")].status',
         },
+        {
+            "name": "Finished",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Finished")].status',
+        },
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="QuotaReserved")].reason',
+        },
         {"name": "Evictions", "type": "integer", "jsonPath": ".status.evictionCount"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from admitter.api.base import ApiModel
 from admitter.api.duration import Duration
+from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 
 
 class FairShareSettings(ApiModel):
@@ -30,6 +31,11 @@ class Settings(ApiModel):
     """Cluster default cap on a workload's protected min runtime."""
     pods_ready_timeout: Duration = 600.0
     """An admitted gang whose pods are not all running by then is evicted and requeued."""
+    non_preemptible_priority: int | None = NON_PREEMPTIBLE_PRIORITY
+    """Workloads whose priority is at least this are never preempted and run only inside
+    their queue's deserved quota (KAI's convention); null makes every priority preemptible.
+    Kueue's PriorityClass values (1000, 10000) are at or above the default: raise it (or set
+    null) so that such Jobs can still be preempted."""
     starvation_bound: Duration = 1800.0
     """After waiting this long, the head of the highest-ranked queue gets capacity reserved
     so a stream of small jobs cannot starve a large gang."""

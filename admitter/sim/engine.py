@@ -112,7 +112,8 @@ class Simulation:
         """Kept between cycles like the node model: what running workloads hold per queue."""
         fair_share = core_fair_share_settings(scenario)
         self._settings = CycleSettings(
-            fair_share, scenario.settings.starvation_bound, scenario.settings.pods_ready_timeout
+            fair_share, scenario.settings.starvation_bound, scenario.settings.pods_ready_timeout,
+            scenario.settings.non_preemptible_priority,
         )
         self._ledger = UsageLedger(fair_share, scenario.history)
         self.accounting = Accounting(tree, nodes)

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from admitter.api.base import GROUP, VERSION, Resource
@@ -30,6 +31,10 @@ class Lookup(Protocol):
     async def cluster_queues(self) -> list[ClusterQueue]: ...
 
     async def topologies(self) -> list[Topology]: ...
+
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Workload object as stored, or None when there is none."""
+        ...
 
 
 class ApiLookup:
@@ -55,6 +60,16 @@ class ApiLookup:
     async def topologies(self) -> list[Topology]:
         answer = await self._objects.list_cluster_custom_object(GROUP, VERSION, Topology.plural)
         return _parse(Topology, answer)
+
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = await self._objects.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "workloads", name)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
 
 
 class SharedReads:
@@ -96,6 +111,9 @@ class SharedReads:
 
     async def topologies(self) -> list[Topology]:
         return await self._shared(("Topology", ""), self._inner.topologies)
+
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._inner.workload(namespace, name)  # one Job's own: nothing to share
 
 
 def _parse(kind: type[_Kind], answer: dict[str, Any]) -> list[_Kind]:

@@ -56,7 +56,7 @@ def build_app(
     policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames))
 
     async def mutate(request: AdmissionRequest) -> Verdict:
-        return mutate_job(request)
+        return await mutate_job(request, lookup, policy)
 
     async def validate_jobs(request: AdmissionRequest) -> Verdict:
         return await validate_job(request, lookup, policy)
