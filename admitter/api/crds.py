@@ -65,7 +65,9 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
     "Topology": [
-        {"name": "Levels", "type": "string", "jsonPath": ".spec.levels[*].nodeLabel"},
+        # The API server prints only the first match of a path (`levels[*].nodeLabel` showed
+        # the coarsest level alone); the whole list prints as JSON.
+        {"name": "Levels", "type": "string", "jsonPath": ".spec.levels"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
 }
