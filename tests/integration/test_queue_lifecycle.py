@@ -29,18 +29,21 @@ from admitter_world import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL
+from admitter.api.settings import Settings
 from admitter.cli import main
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import IN_USE_FINALIZER
 from admitter.controller.translate import workload_name
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
+from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
+from admitter.testing.webhooks import admitter_webhooks
 from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
 
 pytestmark = pytest.mark.integration
 LEVELS = [BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL]
-ADMIN = "admitter-admin"  # the launcher's identity: the controller's, and here the user's too
+ADMIN = ADMIN_USERNAME  # the launcher's identity: the controller's, and here the user's too
 
 
 def _free_port() -> int:
@@ -367,3 +370,28 @@ async def _shows_status(local_cluster: LocalCluster, api: Kube, namespace: str, 
     assert (rows["quick"]["ADMITTED"], rows["quick"]["REASON"]) == ("True", "Finished")
     assert rows["waits"]["REASON"] in ("QuotaReserved", "QuotaExceeded"), \
         "admitted once the quick one finished, or still waiting for the quota it held"
+
+
+async def test_the_demos_webhooks_are_admitters_own_registered_by_url(
+        local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
+    """`make demo` runs the real path: Jobs created running come back suspended."""
+    name = f"demo-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, 8), local_queue(namespace, name, "demo"))
+    try:
+        async with admitter_webhooks(api.api, Settings(), tmp_path / "demo-certs",
+                                     [ADMIN_USERNAME]) as port:
+            created = await api.create(kube.JOBS, gpu_job(namespace, "demo", queue="demo",
+                                                           suspend=False))
+            assert created["spec"]["suspend"] is True
+            with pytest.raises(ApiException) as denied:
+                await api.create(kube.JOBS, gpu_job(namespace, "lost", queue="nope"))
+            assert "LocalQueue 'nope' does not exist" in _denial(denied.value)
+            validating = await api.request(
+                "GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+                f"{WEBHOOK_CONFIGURATION}")
+            assert {h["clientConfig"]["url"] for h in validating["webhooks"]} == {
+                f"https://127.0.0.1:{port}/validate-jobs",
+                f"https://127.0.0.1:{port}/validate-admitter"}
+    finally:
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            local_cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found")
