@@ -284,6 +284,7 @@ class Reconciler:
         still going leaves its report to the pass that batch's end wakes (each report is
         complete in itself)."""
         if self.reports is not None and not self.reports.done():
+            self.status.begin()  # what was due waits for the batch's end, not a timer
             if not self.report_owed:
                 self.report_owed = True
                 self.reports.add_done_callback(lambda _: self.wakeup.set())

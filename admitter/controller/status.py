@@ -68,7 +68,7 @@ class StatusWriter:
         self.kube = client
         self.window = window
         self._written: dict[str, tuple[Any, float]] = {}
-        self._explained: dict[str, float] = {}
+        self._explained: dict[tuple[str, str], float] = {}
         """Workload uid and queue → when this process last wrote its pending reason there."""
         self.next_due = math.inf
         """When the earliest write held back by a limit may go out."""
@@ -172,7 +172,7 @@ class StatusWriter:
         changed messages, queue heads first in each. What a Workload shows is never
         rewritten."""
         first, reasons, messages = [], [], []
-        explained: dict[str, float] = {}
+        explained: dict[tuple[str, str], float] = {}
         for decision in pending:
             wl = workloads.get(decision.key)
             if wl is None:
@@ -229,6 +229,6 @@ class StatusWriter:
         return updated
 
 
-def _explaining(wl: Obj, decision: Pending) -> str:
+def _explaining(wl: Obj, decision: Pending) -> tuple[str, str]:
     """What an explanation was about: the Workload in its queue (a move starts afresh)."""
-    return f"{wl['metadata'].get('uid', decision.key)}@{wl['spec']['queueName']}"
+    return wl["metadata"].get("uid", decision.key), wl["spec"]["queueName"]

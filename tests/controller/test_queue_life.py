@@ -6,7 +6,18 @@ from __future__ import annotations
 
 import math
 
-from fake_api import CLOCK, FakeApi, add, cluster_queue, job, local_queue, node, reconciler
+from fake_api import (
+    CLOCK,
+    FakeApi,
+    SlowApi,
+    add,
+    cluster_queue,
+    job,
+    local_queue,
+    node,
+    reconciler,
+    team,
+)
 from fake_api import settled_pass as one_pass
 from fake_api import workload as workload_object
 
@@ -271,3 +282,21 @@ async def test_allocation_shows_zero_and_a_change_held_back_by_the_interval_is_s
     assert writer.next_due == CLOCK + QUEUE_WRITE_INTERVAL, "held back, and scheduled"
     assert await show(busy, CLOCK + QUEUE_WRITE_INTERVAL) == {"nvidia.com/gpu": 4}
     assert writer.next_due == math.inf
+
+
+async def test_a_report_left_to_the_running_batch_wakes_the_loop_when_that_batch_ends():
+    api = SlowApi()
+    controller = reconciler(api)
+    team(api, controller, 8, node_a=8)
+    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    await controller.reconcile()  # creates the Workload; its report's writes wait
+    assert controller.reports is not None and not controller.reports.done()
+    controller.status.next_due = CLOCK  # something held back earlier
+    controller.wakeup.clear()
+    await controller.reconcile()
+    assert controller.report_owed and controller.status.next_due == math.inf, \
+        "no timer while the batch runs: the loop would spin"
+    assert not controller.wakeup.is_set()
+    api.open.set()
+    await controller.reports
+    assert controller.wakeup.is_set(), "the batch's end wakes a pass to report what is due"
