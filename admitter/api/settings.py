@@ -32,7 +32,7 @@ class Settings(ApiModel):
     pods_ready_timeout: Duration = 600.0
     """An admitted gang whose pods are not all running by then is evicted and requeued."""
     non_preemptible_priority: int | None = NON_PREEMPTIBLE_PRIORITY
-    """Workloads whose priority is at least this are never preempted and run only inside
+    """Funded workloads whose priority is at least this are never preempted and run only inside
     their queue's deserved quota (KAI's convention); null makes every priority preemptible.
     Kueue's PriorityClass values (1000, 10000) are at or above the default: raise it (or set
     null) so that such Jobs can still be preempted."""

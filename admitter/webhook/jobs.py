@@ -215,7 +215,7 @@ async def _queue_and_contract_problems(
 def _closed_queue_problem(local_queue: LocalQueue,
                           cluster_queues: list[ClusterQueue]) -> str | None:
     """Why a LocalQueue takes no new Jobs: it, or a ClusterQueue on its path, is being deleted
-    (held by admitter's finalizer until its admitted Workloads are gone) or missing."""
+    (held by admitter's finalizer until its admitted Workloads are gone)."""
     name = local_queue.metadata.name
     if local_queue.metadata.deletion_timestamp is not None:
         return (f"LocalQueue {name!r} is being deleted (it waits for its admitted Workloads "
@@ -227,8 +227,7 @@ def _closed_queue_problem(local_queue: LocalQueue,
         seen.add(target)
         cq = by_name.get(target)
         if cq is None:
-            return (f"LocalQueue {name!r} points to ClusterQueue {target!r}, which does not "
-                    "exist; ask an admin to fix the LocalQueue, or name another one")
+            return None  # the controller says why the Job waits (admins may be mid-change)
         if cq.metadata.deletion_timestamp is not None:
             return (f"LocalQueue {name!r} feeds ClusterQueue {target!r}, which is being "
                     "deleted (it waits for its admitted Workloads to finish) and takes no "

@@ -9,11 +9,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import re
 import secrets
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from admitter_world import (
@@ -29,7 +29,6 @@ from admitter_world import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL
-from admitter.api.settings import Settings
 from admitter.cli import main
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
@@ -38,7 +37,6 @@ from admitter.controller.translate import workload_name
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
-from admitter.testing.webhooks import admitter_webhooks
 from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
 
 pytestmark = pytest.mark.integration
@@ -305,15 +303,17 @@ async def test_a_queue_default_min_runtime_is_written_onto_jobs_that_declare_non
         assert wl["spec"]["minRuntime"] == "2700s"
 
 
-def _table(local_cluster: LocalCluster, *args: str) -> list[dict[str, str]]:
-    """`kubectl get` as rows of column → cell; columns start where the header's names do
-    (a name may hold one space, `GPU ALLOCATED`; columns are two or more apart)."""
-    lines = local_cluster.kubectl("get", *args).stdout.splitlines()
-    starts = [m.start() for m in re.finditer(r"(?:^|(?<=  ))\S", lines[0])]
-    bounds = list(zip(starts, [*starts[1:], None], strict=True))
-    header = [lines[0][a:b].strip() for a, b in bounds]
-    return [{name: line[a:b].strip() for name, (a, b) in zip(header, bounds, strict=True)}
-            for line in lines[1:]]
+async def _table(api: Kube, path: str) -> dict[str, dict[str, Any]]:
+    """What `kubectl get` prints, as the API server computes it from the printer columns (a
+    Table): row name → column name → cell (None where kubectl prints `<none>`)."""
+    response = await api.api.call_api(
+        path, "GET", header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"], _preload_content=False)
+    async with response:
+        table = json.loads(await response.read())
+    names = [column["name"] for column in table["columnDefinitions"]]
+    rows = [dict(zip(names, row["cells"], strict=True)) for row in table["rows"]]
+    return {row["Name"]: row for row in rows}
 
 
 async def test_kubectl_get_shows_zero_allocation_every_level_and_each_workloads_reason(
@@ -331,21 +331,18 @@ async def test_kubectl_get_shows_zero_allocation_every_level_and_each_workloads_
         stack.callback(local_cluster.kubectl, "delete", "topology", levels_name)
         await stack.enter_async_context(
             controller_with_webhooks(local_cluster, api, namespace, tmp_path))
-        await _shows_status(local_cluster, api, namespace, name, levels_name)
+        await _shows_status(api, namespace, name, levels_name)
 
 
-async def _shows_status(local_cluster: LocalCluster, api: Kube, namespace: str, name: str,
-                        levels_name: str) -> None:
+async def _shows_status(api: Kube, namespace: str, name: str, levels_name: str) -> None:
     """`kubectl get` of queue `name`, Topology `levels_name` and two Workloads."""
-    async def idle_shown() -> dict[str, str] | None:
-        rows = {r["NAME"]: r for r in _table(local_cluster, "clusterqueues")}
-        row = rows.get(name)
-        return row if row and row["GPU ALLOCATED"] != "<none>" else None
+    async def idle_shown() -> dict[str, Any] | None:
+        row = (await _table(api, kube.CLUSTER_QUEUES.path())).get(name)
+        return row if row and row["Admitted"] is not None else None  # status written
 
-    assert (await eventually(idle_shown, "the idle queue's status", 60))[
-        "GPU ALLOCATED"] == "0"
-    [topology] = _table(local_cluster, "topologies", levels_name)
-    assert json.loads(topology["LEVELS"]) == [{"nodeLabel": level} for level in LEVELS]
+    assert (await eventually(idle_shown, "the idle queue's status", 60))["GPU Allocated"] == "0"
+    topology = (await _table(api, kube.TOPOLOGIES.path()))[levels_name]
+    assert json.loads(topology["Levels"]) == [{"nodeLabel": level} for level in LEVELS]
     await apply_all(api, gpu_job(namespace, "quick", queue="shown", runtime="3s"))
 
     async def quick_admitted() -> bool:
@@ -355,43 +352,18 @@ async def _shows_status(local_cluster: LocalCluster, api: Kube, namespace: str, 
     await eventually(quick_admitted, "the quick Job to be admitted", 60)
     await apply_all(api, gpu_job(namespace, "waits", queue="shown", runtime="1h"))
 
-    async def reasons_shown() -> dict[str, dict[str, str]] | None:
-        rows = {r["NAME"]: r for r in _table(local_cluster, "workloads", "-n", namespace)}
-        by_job: dict[str, dict[str, str]] = {}
+    async def reasons_shown() -> dict[str, dict[str, Any]] | None:
+        rows = await _table(api, kube.WORKLOADS.path(namespace))
+        by_job: dict[str, dict[str, Any]] = {}
         for job_name in ("quick", "waits"):
             wl = await _workload_of(api, namespace, job_name)
             if wl is None or wl["metadata"]["name"] not in rows:
                 return None
             by_job[job_name] = rows[wl["metadata"]["name"]]
-        done = by_job["quick"]["FINISHED"] == "True"
-        return by_job if done and by_job["waits"]["REASON"] != "<none>" else None
+        done = by_job["quick"]["Finished"] == "True"
+        return by_job if done and by_job["waits"]["Reason"] is not None else None
 
     rows = await eventually(reasons_shown, "a finished and a waiting Workload", 90)
-    assert (rows["quick"]["ADMITTED"], rows["quick"]["REASON"]) == ("True", "Finished")
-    assert rows["waits"]["REASON"] in ("QuotaReserved", "QuotaExceeded"), \
+    assert (rows["quick"]["Admitted"], rows["quick"]["Reason"]) == ("True", "Finished")
+    assert rows["waits"]["Reason"] in ("QuotaReserved", "QuotaExceeded"), \
         "admitted once the quick one finished, or still waiting for the quota it held"
-
-
-async def test_the_demos_webhooks_are_admitters_own_registered_by_url(
-        local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
-    """`make demo` runs the real path: Jobs created running come back suspended."""
-    name = f"demo-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 8), local_queue(namespace, name, "demo"))
-    try:
-        async with admitter_webhooks(api.api, Settings(), tmp_path / "demo-certs",
-                                     [ADMIN_USERNAME]) as port:
-            created = await api.create(kube.JOBS, gpu_job(namespace, "demo", queue="demo",
-                                                           suspend=False))
-            assert created["spec"]["suspend"] is True
-            with pytest.raises(ApiException) as denied:
-                await api.create(kube.JOBS, gpu_job(namespace, "lost", queue="nope"))
-            assert "LocalQueue 'nope' does not exist" in _denial(denied.value)
-            validating = await api.request(
-                "GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
-                f"{WEBHOOK_CONFIGURATION}")
-            assert {h["clientConfig"]["url"] for h in validating["webhooks"]} == {
-                f"https://127.0.0.1:{port}/validate-jobs",
-                f"https://127.0.0.1:{port}/validate-admitter"}
-    finally:
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            local_cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found")

@@ -92,13 +92,16 @@ def deleting(obj: dict) -> dict:
     ([deleting(cluster_queue("org")), cluster_queue("team-a", parent="org"),
       local_queue("default", "team-a")],
      "LocalQueue 'default' feeds ClusterQueue 'org', which is being deleted"),
-    ([local_queue("default", "team-a")],
-     "LocalQueue 'default' points to ClusterQueue 'team-a', which does not exist"),
-], ids=["local-queue", "cluster-queue", "ancestor", "missing"])
+], ids=["local-queue", "cluster-queue", "ancestor"])
 async def test_new_jobs_to_a_queue_being_deleted_are_denied_with_the_reason(objects, says):
     verdict = await validate_job(request(job(suspend=True)), FakeLookup(objects), POLICY)
     assert not verdict.allowed
     assert f"metadata.labels[{QUEUE_LABEL}]: {says}" in verdict.message
+
+
+async def test_a_local_queue_whose_cluster_queue_is_missing_is_left_to_the_controller():
+    lookup = FakeLookup([local_queue("default", "team-a")])  # its reason: QueueClosed
+    assert (await validate_job(request(job(suspend=True)), lookup, POLICY)).allowed
 
 
 async def test_jobs_already_in_a_queue_being_deleted_may_still_change():
