@@ -28,6 +28,7 @@ from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import HOSTNAME_LABEL, Topology
 from admitter.controller.translate import workload_name
+from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
@@ -55,6 +56,8 @@ class JobPolicy:
     """Cluster default cap on min runtime, used when no queue on the path sets one."""
     controller_usernames: frozenset[str]
     """Identities allowed to unsuspend and to mark Jobs admitted: admitter's own."""
+    non_preemptible_priority: int | None = NON_PREEMPTIBLE_PRIORITY
+    """The settings' threshold: a Job at or above it is warned that it is never preempted."""
 
 
 async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
@@ -117,7 +120,26 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
         problems += await _moving_admitted_workload_problems(request, lookup)
     if queue is not None and (joining or (old is not None and _contract_changed(new, old))):
         problems += await _queue_and_contract_problems(request, queue, lookup, policy, joining)
-    return deny_problems(request.display_name, problems) if problems else allow()
+    if problems:
+        return deny_problems(request.display_name, problems)
+    warning = await _never_preempted_warning(new, lookup, policy) if old is None else None
+    return allow(warnings=[warning] if warning else None)
+
+
+async def _never_preempted_warning(job: Job, lookup: Lookup, policy: JobPolicy) -> str | None:
+    """A Kueue-style priority (1000, 10000) at or above the threshold turns preemption off
+    for the Job: say so when it is created rather than let it happen silently."""
+    threshold = policy.non_preemptible_priority
+    template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    name = template.get("priorityClassName")
+    if threshold is None or not name:
+        return None
+    value = await lookup.priority_value(name)
+    if value is None or value < threshold:
+        return None
+    return (f"PriorityClass {name!r} has value {value}, at or above nonPreemptiblePriority "
+            f"{threshold}: if funded, this Job is never preempted and runs only inside its "
+            "queue's deserved quota (an admin can raise the threshold in admitter's settings)")
 
 
 def is_admitted(job: Job | None) -> bool:

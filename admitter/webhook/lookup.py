@@ -19,6 +19,7 @@ from admitter.api.topology import Topology
 log = logging.getLogger(__name__)
 
 _Kind = TypeVar("_Kind", bound=Resource)
+_Read = TypeVar("_Read")
 
 
 class Lookup(Protocol):
@@ -36,6 +37,10 @@ class Lookup(Protocol):
         """The Workload object as stored, or None when there is none."""
         ...
 
+    async def priority_value(self, priority_class: str) -> int | None:
+        """The PriorityClass's value, or None when there is no such class."""
+        ...
+
 
 class ApiLookup:
     """Reads straight from the API server, so a queue created a moment ago is already seen.
@@ -46,6 +51,7 @@ class ApiLookup:
 
     def __init__(self, api: client.ApiClient) -> None:
         self._objects = client.CustomObjectsApi(api)
+        self._scheduling = client.SchedulingV1Api(api)
 
     async def local_queues(self, namespace: str, fresh: bool = False) -> list[LocalQueue]:
         answer = await self._objects.list_namespaced_custom_object(
@@ -71,6 +77,16 @@ class ApiLookup:
             raise
         return found
 
+    async def priority_value(self, priority_class: str) -> int | None:
+        try:
+            found = await self._scheduling.read_priority_class(priority_class)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        value: int = found.value
+        return value
+
 
 class SharedReads:
     """A Lookup whose concurrent identical reads share one request to `inner`.
@@ -86,14 +102,13 @@ class SharedReads:
         self._inner = inner
         self._in_flight: dict[tuple[str, str], asyncio.Future[Any]] = {}
 
-    async def _shared(self, key: tuple[str, str],
-                      read: Callable[[], Awaitable[list[_Kind]]]) -> list[_Kind]:
+    async def _shared(self, key: tuple[str, str], read: Callable[[], Awaitable[_Read]]) -> _Read:
         flight = self._in_flight.get(key)
         if flight is None or flight.done():
             flight = asyncio.ensure_future(read())
             self._in_flight[key] = flight
             flight.add_done_callback(lambda done: self._forget(key, done))
-        found: list[_Kind] = await asyncio.shield(flight)
+        found: _Read = await asyncio.shield(flight)
         return found
 
     def _forget(self, key: tuple[str, str], done: asyncio.Future[Any]) -> None:
@@ -114,6 +129,10 @@ class SharedReads:
 
     async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._inner.workload(namespace, name)  # one Job's own: nothing to share
+
+    async def priority_value(self, priority_class: str) -> int | None:
+        return await self._shared(("PriorityClass", priority_class),
+                                  lambda: self._inner.priority_value(priority_class))
 
 
 def _parse(kind: type[_Kind], answer: dict[str, Any]) -> list[_Kind]:

@@ -53,7 +53,8 @@ def build_app(
     controller_usernames: Iterable[str] = (CONTROLLER_USERNAME,),
 ) -> web.Application:
     """The routes, with the Job rules bound to `settings` and the controller's identities."""
-    policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames))
+    policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames),
+                       settings.non_preemptible_priority)
 
     async def mutate(request: AdmissionRequest) -> Verdict:
         return await mutate_job(request, lookup, policy)

@@ -29,6 +29,7 @@ from admitter_world import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL
+from admitter.api.settings import Settings
 from admitter.cli import main
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
@@ -37,6 +38,7 @@ from admitter.controller.translate import workload_name
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
+from admitter.testing.webhooks import admitter_webhooks
 from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
 
 pytestmark = pytest.mark.integration
@@ -239,7 +241,8 @@ def _with_priority(job: Obj, priority_class: str) -> Obj:
 async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
         local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
     """Before: PriorityClass values of 1000 and 10000 (Kueue's usual ones) were all at or
-    above 100, so nothing was ever preempted; the setting changes that."""
+    above 100, so nothing was ever preempted, silently; the creation now warns, and the
+    setting changes that."""
     await _priority_class(api, "kueue-low", 1000)
     await _priority_class(api, "kueue-high", 10000)
     name = f"whole-{secrets.token_hex(3)}"
@@ -256,7 +259,9 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
             return all(running(current[f"low-{i}"]) for i in range(2))
 
         await eventually(cluster_full, "two 32-GPU gangs to fill the cluster", 90)
-        await apply_all(api, urgent)
+        created = local_cluster.kubectl("create", "-f", "-", input=json.dumps(urgent))
+        assert "Warning: PriorityClass 'kueue-high' has value 10000, at or above " \
+               "nonPreemptiblePriority 100" in created.stderr, "not silently"
 
         async def urgent_explained() -> Obj | None:
             wl = await _workload_of(api, namespace, "urgent")
@@ -367,3 +372,28 @@ async def _shows_status(api: Kube, namespace: str, name: str, levels_name: str) 
     assert (rows["quick"]["Admitted"], rows["quick"]["Reason"]) == ("True", "Finished")
     assert rows["waits"]["Reason"] in ("QuotaReserved", "QuotaExceeded"), \
         "admitted once the quick one finished, or still waiting for the quota it held"
+
+
+async def test_the_demos_webhooks_are_admitters_own_registered_by_url(
+        local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
+    """`make demo` runs the real path: Jobs created running come back suspended."""
+    name = f"demo-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, 8), local_queue(namespace, name, "demo"))
+    try:
+        async with admitter_webhooks(api.api, Settings(), tmp_path / "demo-certs",
+                                     [ADMIN_USERNAME]) as port:
+            created = await api.create(kube.JOBS, gpu_job(namespace, "demo", queue="demo",
+                                                           suspend=False))
+            assert created["spec"]["suspend"] is True
+            with pytest.raises(ApiException) as denied:
+                await api.create(kube.JOBS, gpu_job(namespace, "lost", queue="nope"))
+            assert "LocalQueue 'nope' does not exist" in _denial(denied.value)
+            validating = await api.request(
+                "GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+                f"{WEBHOOK_CONFIGURATION}")
+            assert {h["clientConfig"]["url"] for h in validating["webhooks"]} == {
+                f"https://127.0.0.1:{port}/validate-jobs",
+                f"https://127.0.0.1:{port}/validate-admitter"}
+    finally:
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            local_cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found")

@@ -147,6 +147,10 @@ class FakeLookup:
     async def topologies(self) -> list[Topology]:
         return [Topology.model_validate(o) for o in self._of("Topology")]
 
+    async def priority_value(self, priority_class: str) -> int | None:
+        return next((o["value"] for o in self._of("PriorityClass")
+                     if o["metadata"]["name"] == priority_class), None)
+
     async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
         return next((o for o in self._of("Workload") if o["metadata"]["name"] == name
                      and o["metadata"]["namespace"] == namespace), None)

@@ -18,6 +18,7 @@ from review_fixtures import (
 
 from admitter.controller.translate import workload_name
 from admitter.webhook.jobs import SUSPEND_PATCH, JobPolicy, mutate_job, validate_job
+from admitter.webhook.review import review_response
 
 POLICY = JobPolicy(max_min_runtime=8 * 3600.0, controller_usernames=frozenset({"admitter"}))
 MIN_RUNTIME = "admitter.dev/min-runtime"
@@ -109,3 +110,36 @@ async def test_jobs_already_in_a_queue_being_deleted_may_still_change():
     old = job(suspend=True)
     new = changed(old, annotations={MIN_RUNTIME: "1h"})
     assert (await validate_job(request(new, old), lookup, POLICY)).allowed
+
+
+def prioritised(priority_class: str) -> dict:
+    obj = job(suspend=True, annotations={MIN_RUNTIME: "1h"})
+    obj["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+    return obj
+
+
+def with_priority_classes() -> FakeLookup:
+    lookup = standard_lookup()
+    for name, value in (("kueue-high", 10000), ("team-low", 10)):
+        lookup.objects.append({"kind": "PriorityClass", "metadata": {"name": name},
+                               "value": value})
+    return lookup
+
+
+async def test_a_job_whose_priority_is_never_preempted_is_warned_at_creation():
+    verdict = await validate_job(request(prioritised("kueue-high")), with_priority_classes(),
+                                 POLICY)
+    assert verdict.allowed
+    [warning] = verdict.warnings
+    assert "PriorityClass 'kueue-high' has value 10000, at or above nonPreemptiblePriority " \
+           "100" in warning and "never preempted" in warning
+    assert review_response("u", verdict)["response"]["warnings"] == [warning]
+
+
+@pytest.mark.parametrize("priority_class, threshold", [
+    ("team-low", 100), ("kueue-high", None), ("kueue-high", 100_000), ("absent", 100)])
+async def test_no_warning_below_the_threshold_or_without_one(priority_class, threshold):
+    policy = JobPolicy(POLICY.max_min_runtime, POLICY.controller_usernames, threshold)
+    verdict = await validate_job(request(prioritised(priority_class)), with_priority_classes(),
+                                 policy)
+    assert verdict.allowed and verdict.warnings == []
