@@ -62,7 +62,8 @@ def pending_due_ms(pending: int) -> float:
     workloads = {f"ns/w-{i}": {"metadata": {"name": f"w-{i}", "namespace": "ns",
                                             "uid": f"uid-{i}",
                                             "creationTimestamp": format_time(CLOCK - 60 - i)},
-                               "status": {}} for i in range(pending)}
+                               "spec": {"queueName": "default"}, "status": {}}
+                 for i in range(pending)}
     decisions = [Pending(f"ns/w-{i}", "team", "NoFit", ("no room",), i + 1, None)
                  for i in range(pending)]
     writer = StatusWriter(None, 0.0)  # type: ignore[arg-type]  # picks, never writes

@@ -146,6 +146,8 @@ class ObjectMeta(ApiModel):
     """Annotations."""
     creation_timestamp: datetime | None = None
     """Set by the API server; orders queues created at the same level."""
+    deletion_timestamp: datetime | None = None
+    """Set by the API server once deletion was asked for; finalizers may still hold it."""
 
 
 class Resource(ApiModel):

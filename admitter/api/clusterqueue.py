@@ -18,7 +18,7 @@ from admitter.api.base import (
     ResourceName,
     check_amount,
 )
-from admitter.api.duration import Duration
+from admitter.api.duration import Duration, format_duration
 from admitter.api.quantity import Quantity, format_quantity
 
 
@@ -67,6 +67,20 @@ class ClusterQueueSpec(ApiModel):
     max_min_runtime: Duration | None = None
     """Longest protected min runtime a workload here may declare; inherited from the parent,
     8h when no queue on the path sets it."""
+    default_min_runtime: Duration | None = None
+    """Min runtime given to a Job that declares none (the mutating webhook writes it onto the
+    Job's `admitter.dev/min-runtime` annotation); inherited from the parent, capped by the
+    effective `maxMinRuntime`. Without one on the path such Jobs are unfunded."""
+
+    @model_validator(mode="after")
+    def _default_within_cap(self) -> ClusterQueueSpec:
+        cap, default = self.max_min_runtime, self.default_min_runtime
+        if cap is not None and default is not None and default > cap:
+            raise ValueError(
+                f"defaultMinRuntime {format_duration(default)} is above maxMinRuntime "
+                f"{format_duration(cap)}; lower it to at most that"
+            )
+        return self
 
     @field_validator("resources")
     @classmethod

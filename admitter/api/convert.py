@@ -32,6 +32,7 @@ def core_cycle_settings(settings: Settings) -> CycleSettings:
         fair_share=core_fair_share_settings(settings.fair_share),
         starvation_bound=settings.starvation_bound,
         pods_ready_timeout=settings.pods_ready_timeout,
+        non_preemptible_priority=settings.non_preemptible_priority,
     )
 
 

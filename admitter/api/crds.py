@@ -51,11 +51,23 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
             "type": "string",
             "jsonPath": '.status.conditions[?(@.type=="Admitted")].status',
         },
+        {
+            "name": "Finished",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Finished")].status',
+        },
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="QuotaReserved")].reason',
+        },
         {"name": "Evictions", "type": "integer", "jsonPath": ".status.evictionCount"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
     "Topology": [
-        {"name": "Levels", "type": "string", "jsonPath": ".spec.levels[*].nodeLabel"},
+        # The API server prints only the first match of a path (`levels[*].nodeLabel` showed
+        # the coarsest level alone); the whole list prints as JSON.
+        {"name": "Levels", "type": "string", "jsonPath": ".spec.levels"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
 }

@@ -41,6 +41,11 @@ class Settings(ApiModel):
     """Cluster default cap on a workload's protected min runtime."""
     pods_ready_timeout: Duration = _CORE.pods_ready_timeout
     """An admitted gang whose pods are not all running by then is evicted and requeued."""
+    non_preemptible_priority: int | None = _CORE.non_preemptible_priority
+    """Funded workloads whose priority is at least this are never preempted and run only inside
+    their queue's deserved quota (KAI's convention); null makes every priority preemptible.
+    Kueue's PriorityClass values (1000, 10000) are at or above the default: raise it (or set
+    null) so that such Jobs can still be preempted."""
     starvation_bound: Duration = _CORE.starvation_bound
     """After waiting this long, the head of the highest-ranked queue gets capacity reserved
     so a stream of small jobs cannot starve a large gang."""

@@ -56,7 +56,8 @@ class WorkloadSpec(ApiModel):
     pod_sets: list[PodSetSpec] = Field(min_length=1, max_length=MAX_POD_SETS)
     """Pod sets admitted together, all or nothing."""
     priority: Priority = 0
-    """Orders workloads inside their queue only; 100 or more is non-preemptible."""
+    """Orders workloads inside their queue only; at or above the settings'
+    `nonPreemptiblePriority` (100 by default) it is never preempted."""
     priority_class_name: str | None = None
     """The PriorityClass the priority came from."""
     min_runtime: Duration = 0.0

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import datetime as dt
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--namespace", default=NAMESPACE, help=f"namespace of the Service (default {NAMESPACE})"
     )
     parser.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    parser.add_argument("--host", action="append", default=[],
+                        help="one more name or IP the certificate is valid for (repeatable), "
+                        "e.g. the HOST of `admitter run --webhook-url-host HOST:PORT`")
     parser.add_argument(
         "--patch",
         action="store_true",
@@ -65,9 +69,10 @@ def webhook_hosts(service: str, namespace: str) -> list[str]:
     return [service, base, f"{base}.svc", f"{base}.svc.cluster.local", "localhost", "127.0.0.1"]
 
 
-def mint(service: str, namespace: str, validity: dt.timedelta) -> WebhookCerts:
+def mint(service: str, namespace: str, validity: dt.timedelta,
+         extra_hosts: Sequence[str] = ()) -> WebhookCerts:
     ca = pki.new_ca(f"{service}-ca", validity)
-    hosts = webhook_hosts(service, namespace)
+    hosts = [*webhook_hosts(service, namespace), *extra_hosts]
     return WebhookCerts(ca, pki.serving_cert(ca, f"{service}.{namespace}.svc", hosts, validity))
 
 
@@ -156,7 +161,7 @@ async def _install_with_kubeconfig(args: argparse.Namespace, certs: WebhookCerts
 
 
 def run(args: argparse.Namespace) -> int:
-    certs = mint(args.service, args.namespace, dt.timedelta(days=args.days))
+    certs = mint(args.service, args.namespace, dt.timedelta(days=args.days), args.host)
     for path in write(certs, args.out):
         print(path)
     if not args.patch:

@@ -22,7 +22,8 @@ from admitter.controller.leader import lead
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
 from admitter.webhook.lookup import ApiLookup, SharedReads
-from admitter.webhook.names import CONTROLLER_USERNAME
+from admitter.webhook.names import CA_FILE, CONTROLLER_USERNAME
+from admitter.webhook.registration import register_url_webhooks
 from admitter.webhook.server import start_webhook_server
 from admitter.webhook.thread import WebhookThread
 
@@ -38,6 +39,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--webhook-cert-dir",
                         help="directory with tls.crt and tls.key; without it no webhook is "
                         "served (e.g. when running out of cluster for development)")
+    parser.add_argument("--webhook-url-host", metavar="HOST:PORT",
+                        help="register the webhooks with the API server at "
+                        "https://HOST:PORT/<path>, trusting ca.crt of --webhook-cert-dir: for a "
+                        "controller running outside the cluster (docs/webhooks.md)")
     parser.add_argument("--controller-username", action="append",
                         help="identity allowed to unsuspend Jobs (repeatable; default: "
                         "admitter's service account)")
@@ -64,6 +69,10 @@ def load_settings(path: str | None) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.webhook_url_host and not args.webhook_cert_dir:
+        raise InputError("--webhook-url-host", [(
+            "--webhook-cert-dir", "required: the webhooks are served with its tls.crt and "
+            "tls.key, and registered trusting its ca.crt (`admitter certs --out DIR`)")])
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings(args.config)
@@ -82,6 +91,9 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
         # Every replica serves the webhooks: the Service spreads calls over all of them.
         webhooks = WebhookThread(lambda: _serve_webhooks(args, settings))
         await webhooks.start()
+        if args.webhook_url_host:
+            await register_url_webhooks(client.api, args.webhook_url_host,
+                                        (Path(args.webhook_cert_dir) / CA_FILE).read_bytes())
     if args.leader_elect:
         leading = lead(client.api, args.lease_namespace, args.lease_name, args.identity,
                        reconciler.run)

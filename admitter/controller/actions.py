@@ -124,6 +124,15 @@ class Actions:
         suspended = None if job is None else await self.suspend_job(job)
         return updated, suspended
 
+    async def move_workload(self, wl: Obj, queue: str) -> Obj:
+        """A pending Workload follows its Job to another LocalQueue (the webhook lets only
+        Jobs whose Workload holds no quota move). Conditional on the version read: an
+        admission written meanwhile must not be moved under."""
+        meta = wl["metadata"]
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                 "spec": {"queueName": queue}}
+        return await self.kube.patch(kube.WORKLOADS, meta["name"], patch, meta["namespace"])
+
     async def suspend_job(self, job: Obj) -> Obj:
         meta = job["metadata"]
         return await self.kube.patch(kube.JOBS, meta["name"], {"spec": {"suspend": True}},
@@ -153,9 +162,10 @@ class Actions:
         reason = "Failed" if failed else "Succeeded"
         conditions = with_condition(_conditions(wl), "Finished", "True", reason,
                                     "the Job failed" if failed else "the Job completed", now)
-        for kind in ("Admitted", "QuotaReserved"):
-            conditions = with_condition(conditions, kind, "False", "Finished",
-                                        "finished; quota released", now)
+        # `Admitted` stays as it was (Kueue's way): `kubectl get wl` shows a finished
+        # Workload as admitted and finished, not as one that never ran.
+        conditions = with_condition(conditions, "QuotaReserved", "False", "Finished",
+                                    "finished; quota released", now)
         status = wl.get("status") or {}
         return await self.patch_workload_status(wl, {
             "admission": None, "conditions": conditions,

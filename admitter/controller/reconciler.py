@@ -33,6 +33,7 @@ from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
+from admitter.controller.queue_holds import QueueFinalizers, holdings
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import StatusWriter
 from admitter.controller.translate import (
@@ -64,12 +65,15 @@ class Reconciler:
         self.actions = Actions(client)
         self.events = EventRecorder(client, identity)
         self.status = StatusWriter(client, settings.fair_share.window)
+        self.queue_finalizers = QueueFinalizers(client, self._observe_queue)
         self.metrics = Metrics()
         self.translations = Translations()
         self.creations: asyncio.Task[None] | None = None
         """The batch of Workload creations in flight, if any."""
         self.reports: asyncio.Task[None] | None = None
         """The batch of pending-reason and queue-status writes in flight, if any."""
+        self.report_owed = False
+        """Whether a pass found that batch going and left its report to a later pass."""
         self.admitting = Admitting()
         self.wakeup = asyncio.Event()
         self.passes = 0
@@ -115,7 +119,9 @@ class Reconciler:
                 except Exception:
                     log.exception("reconcile pass crashed; the next pass starts from the API "
                                   "state")
-                wait = periodic_wait(result, self.settings.cycle, self.clock())
+                now = self.clock()
+                wait = min(periodic_wait(result, self.settings.cycle, now),
+                           max(self.status.next_due - now, 0.0))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wakeup.wait(), timeout=wait)
                 await asyncio.sleep(DEBOUNCE)
@@ -218,6 +224,9 @@ class Reconciler:
         annotations = job["metadata"].get("annotations") or {}
         if finished:
             return None if is_true(wl, "Finished") else self._finish(wl, job, now)
+        queue = (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+        if not admitted and queue and queue != wl["spec"]["queueName"]:
+            return self._observe_workload(self.actions.move_workload(wl, queue))
         if admitted and suspended:
             return self._observe_job(self.actions.start_job(job, wl))
         if not admitted and not suspended:
@@ -233,8 +242,20 @@ class Reconciler:
         self.caches.workloads.observe(await self.actions.finish(wl, job, now))
         self._record(wl, job, "Finished", "quota released", now)
 
+    def _observe_queue(self, queue: Obj) -> None:
+        informer = (self.caches.local_queues if queue["metadata"].get("namespace")
+                    else self.caches.cluster_queues)
+        informer.observe(queue)
+
     async def _observe_job(self, write: Coroutine[Any, Any, Obj]) -> None:
         self.caches.jobs.observe(await write)
+
+    async def _observe_workload(self, write: Coroutine[Any, Any, Obj]) -> None:
+        try:
+            self.caches.workloads.observe(await write)
+        except ApiException as error:
+            if not kube.is_conflict(error):
+                raise  # changed meanwhile: the next pass looks again
 
     # Decisions ------------------------------------------------------------------------
 
@@ -244,6 +265,8 @@ class Reconciler:
         out concurrently. What they change for operators to read is reported in the
         background too."""
         await kube.each([self._evict(view, e, now) for e in result.evictions])
+        self.queue_finalizers.sync(view.cluster_queues, view.local_queues, view.workloads,
+                                   result.admissions)
         for admission in result.admissions:
             wl = view.workloads[admission.key]
             status = admission_status(wl, admission, now)
@@ -256,24 +279,29 @@ class Reconciler:
 
     def report(self, view: View, result: CycleResult, now: float) -> None:
         """Start writing the pending reasons that changed and the queues' status, one batch
-        at a time: the next pass need not wait for them, and a pass that finds the previous
-        batch still going leaves its report to a later pass (each is complete in itself)."""
+        at a time: the next pass need not wait for them. What is due is decided here, so
+        `status.next_due` is known when the pass ends; a pass that finds the previous batch
+        still going leaves its report to the pass that batch's end wakes (each report is
+        complete in itself)."""
         if self.reports is not None and not self.reports.done():
+            self.status.begin()  # what was due waits for the batch's end, not a timer
+            if not self.report_owed:
+                self.report_owed = True
+                self.reports.add_done_callback(lambda _: self.wakeup.set())
             return
-        explain = self.status.pending_due(view.workloads, result.pending, now)
-        pending = [view.workloads[p.key] for p in result.pending if p.key in view.workloads]
-        self.reports = asyncio.create_task(self._report(view, result, explain, pending, now))
-        self.reports.add_done_callback(_log_failure)
-
-    async def _report(self, view: View, result: CycleResult, explain: list[tuple[Obj, Pending]],
-                      pending: list[Obj], now: float) -> None:
-        await kube.each([
+        self.report_owed = False
+        self.status.begin()
+        decisions = [*result.pending, *view.closed.values()]
+        explain = self.status.pending_due(view.workloads, decisions, now)
+        pending = [view.workloads[p.key] for p in decisions if p.key in view.workloads]
+        held = holdings(view.cluster_queues, view.workloads.values())
+        self.reports = asyncio.create_task(kube.each([
             *(self._explain(wl, p, now) for wl, p in explain),
-            self.status.cluster_queues(view.cluster_queues, result, view.snapshot.workloads,
-                                       now),
-            self.status.local_queues(self.caches.local_queues.items(),
-                                     self.caches.unfinished_workloads(), pending, now),
-        ])
+            *self.status.cluster_queue_writes(view.cluster_queues, result,
+                                              view.snapshot.workloads, held, now),
+            *self.status.local_queue_writes(view.local_queues.values(), pending, held, now),
+        ]))
+        self.reports.add_done_callback(_log_failure)
 
     async def _evict(self, view: View, eviction: Eviction, now: float) -> None:
         meta = view.workloads[eviction.key]["metadata"]
@@ -293,6 +321,7 @@ class Reconciler:
 
     async def _admit(self, wl: Obj, admission: Admission, status: dict[str, object],
                      now: float) -> None:
+        await self.queue_finalizers.held(admission.key)  # else the admission is not written
         job = self.caches.job_of(wl)
         updated, started = await self.actions.admit(wl, job, status)
         created = parse_time(wl["metadata"].get("creationTimestamp")) or now

@@ -13,15 +13,16 @@ from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_cycle_settings, core_queue
 from admitter.api.settings import Settings
 from admitter.controller.cache import Caches
-from admitter.controller.informer import Key
+from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
+from admitter.controller.queue_holds import QUEUE_CLOSED, closed_reason
 from admitter.controller.translate import (
     core_node,
     core_workload,
     job_owner,
     parse_time,
 )
-from admitter.core.decisions import Snapshot
+from admitter.core.decisions import Pending, Snapshot
 from admitter.core.model import (
     Node,
     Queue,
@@ -44,6 +45,10 @@ class View:
     workloads: dict[str, Obj]
     """Core workload key (`namespace/name`) → Workload object."""
     cluster_queues: dict[str, Obj]
+    local_queues: dict[Key, Obj]
+    closed: dict[str, Pending]
+    """Pending Workloads left out of the snapshot because their queue is missing or being
+    deleted, with the reason they wait."""
 
 
 @dataclass(slots=True)
@@ -151,9 +156,11 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     nodes = [translations.node(n, foreign.get(n["metadata"]["name"], {}))
              for n in caches.nodes.items()]
     bound = caches.bound_pods()
-    queue_of = {(lq["metadata"]["namespace"], lq["metadata"]["name"]):
-                lq["spec"].get("clusterQueue") or "" for lq in caches.local_queues.items()}
+    local_queues = {key_of(lq): lq for lq in caches.local_queues.items()}
+    queue_of = {key: lq["spec"].get("clusterQueue") or "" for key, lq in local_queues.items()}
     objects: dict[str, Obj] = {}
+    closed: dict[str, Pending] = {}
+    closed_by_queue: dict[Key, str | None] = {}
     found: list[tuple[Translation, Obj, Workload]] = []
     admitted: list[AdmittedPods] = []
     for wl in caches.unfinished_workloads(overlay):
@@ -162,7 +169,17 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
         job = caches.owned_job(namespace, translation.owner)
         if translation.owner is not None and job is None:
             continue  # orphaned: its Job is gone and the garbage collector follows
-        cq = queue_of.get((namespace, wl["spec"]["queueName"]), "")
+        place = (namespace, wl["spec"]["queueName"])
+        if not (wl.get("status") or {}).get("admission"):
+            if place not in closed_by_queue:
+                closed_by_queue[place] = closed_reason(local_queues, cluster_queues, *place)
+            why = closed_by_queue[place]
+            if why is not None:
+                key = f"{namespace}/{wl['metadata']['name']}"
+                objects[key] = wl
+                closed[key] = Pending(key, "", QUEUE_CLOSED, why, 0)
+                continue
+        cq = queue_of.get(place, "")
         core = translation.core_for(wl, cq, _pods_ready(wl, job, translation.expected_pods))
         found.append((translation, wl, core))
         if core.placement:
@@ -179,7 +196,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     usage = [record for name, cq in cluster_queues.items() for record in usage_records(name, cq)]
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
                         usage, core_cycle_settings(settings))
-    return View(snapshot, objects, cluster_queues)
+    return View(snapshot, objects, cluster_queues, local_queues, closed)
 
 
 def core_queues(cluster_queues: dict[str, Obj]) -> list[Queue]:

@@ -1,7 +1,13 @@
 """ClusterQueue, LocalQueue and pending-Workload status: what `kubectl get` and
 `kubectl describe` show. Writes are skipped when nothing visible changed, a queue's status is
 written at most once a second and its usage alone once a minute, and pending reasons are
-written only when they change, a bounded number per pass, so a busy cluster is not flooded."""
+written only when they change, a bounded number per pass, so a busy cluster is not flooded.
+
+What a limit holds back is not dropped: `next_due` says when it may go out, and the reconcile
+loop runs a pass by then, so a changed allocation or a Workload's first pending reason shows
+within about a second of the decision (the first reason once the Workload is EXPLAIN_AFTER
+old), whatever else happens on the cluster. Reasons that change again and messages wait for
+their refresh periods and for the periodic pass."""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from admitter.api.quantity import format_quantity, from_base_units
 from admitter.controller import kube
 from admitter.controller.actions import with_condition
 from admitter.controller.kube import Kube, Obj
+from admitter.controller.queue_holds import Holdings, active_condition
 from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, Pending
 from admitter.core.model import GPU, Phase, Workload
@@ -24,8 +31,9 @@ HOUR = 3600.0
 USAGE_WRITE_PERIOD = 60.0
 QUEUE_WRITE_INTERVAL = 1.0
 PENDING_WRITES_PER_PASS = 32
-EXPLAIN_AFTER = 5.0
-"""A Workload admitted within this long of its creation is never explained."""
+EXPLAIN_AFTER = 1.0
+"""A Workload admitted within this long of its creation is never explained (a burst of
+Jobs admitted over a few passes needs no reason each)."""
 REASON_REFRESH = 30.0
 MESSAGE_REFRESH = 60.0
 """A Workload's pending reason is rewritten at most every REASON_REFRESH seconds when the
@@ -60,16 +68,28 @@ class StatusWriter:
         self.kube = client
         self.window = window
         self._written: dict[str, tuple[Any, float]] = {}
-        self._explained: dict[str, float] = {}
-        """Workload uid → when this process last wrote its pending reason."""
+        self._explained: dict[tuple[str, str], float] = {}
+        """Workload uid and queue → when this process last wrote its pending reason there."""
+        self.next_due = math.inf
+        """When the earliest write held back by a limit may go out."""
+
+    def _defer(self, until: float) -> None:
+        self.next_due = min(self.next_due, until)
 
     def _due(self, key: str, visible: Any, now: float, refresh: float | None) -> bool:
+        """Whether to write `visible` under `key` now; a change held back by the write
+        interval is scheduled (`next_due`), a refresh alone waits for a later pass."""
         last = self._written.get(key)
         if last is None:
             return True
-        if now - last[1] < QUEUE_WRITE_INTERVAL:
+        changed = last[0] != visible
+        if not changed and (refresh is None or now - last[1] < refresh):
             return False
-        return last[0] != visible or (refresh is not None and now - last[1] >= refresh)
+        if now - last[1] < QUEUE_WRITE_INTERVAL:
+            if changed:
+                self._defer(last[1] + QUEUE_WRITE_INTERVAL)
+            return False
+        return True
 
     async def _write_queue(self, kind: kube.Kind, key: str, meta: Obj, body: Obj,
                            visible: Any, now: float) -> None:
@@ -77,12 +97,18 @@ class StatusWriter:
                               subresource="status")
         self._written[key] = (visible, now)
 
-    async def cluster_queues(self, cluster_queues: Mapping[str, Obj], result: CycleResult,
-                             running: Iterable[Workload], now: float) -> None:
-        held: dict[str, float] = {}
+    def begin(self) -> None:
+        """A new report: what it holds back sets `next_due` anew."""
+        self.next_due = math.inf
+
+    def cluster_queue_writes(self, cluster_queues: Mapping[str, Obj], result: CycleResult,
+                             running: Iterable[Workload], held: Holdings,
+                             now: float) -> list[Coroutine[Any, Any, None]]:
+        """The ClusterQueue status writes due now (decided now, sent by the caller)."""
+        gpus: dict[str, float] = {}
         for workload in running:
             if workload.phase is Phase.ADMITTED and workload.funded:
-                held[workload.queue] = held.get(workload.queue, 0.0) + workload.requests().get(
+                gpus[workload.queue] = gpus.get(workload.queue, 0.0) + workload.requests().get(
                     GPU, 0)
         fair = result.fair_share
         writes: list[Coroutine[Any, Any, None]] = []
@@ -90,55 +116,54 @@ class StatusWriter:
             queue = result.queues.get(name)
             if queue is None:
                 continue
+            listed = dict.fromkeys([GPU, *((cq.get("spec") or {}).get("resources") or {})], 0)
             maps = {
-                "allocated": quantities(queue.allocated),
+                "allocated": quantities({**listed, **queue.allocated}),
                 "fairShare": quantities({r: fair.share(name, r) for r in fair.resources}),
                 "deserved": quantities({r: fair.deserved(name, r) for r in fair.resources}),
             }
+            active = active_condition(cq, held.of(cq))
             visible = {**maps, "pendingWorkloads": queue.pending,
                        "admittedWorkloads": queue.admitted}
-            if not self._due(f"cq/{name}", visible, now, USAGE_WRITE_PERIOD):
+            if not self._due(f"cq/{name}", (visible, active), now, USAGE_WRITE_PERIOD):
                 continue
             status = cq.get("status") or {}
             accounted = parse_time(status.get("usageAccountedAt")) or now
-            buckets = charge(status.get("usage", []), held.get(name, 0.0), accounted, now,
+            buckets = charge(status.get("usage", []), gpus.get(name, 0.0), accounted, now,
                              self.window)
-            conditions = with_condition(status.get("conditions", []), "Active", "True",
-                                        "Ready", "admitting workloads", now)
+            conditions = with_condition(status.get("conditions", []), "Active", *active, now)
             cleared = {field: _with_removals(status.get(field) or {}, amounts)
                        for field, amounts in maps.items()}
             body = {**visible, **cleared, "conditions": conditions, "usage": buckets,
                     "usageAccountedAt": format_time(now),
                     "gpuHoursInWindow": round(sum(b["gpuSeconds"] for b in buckets) / HOUR, 3)}
             writes.append(self._write_queue(kube.CLUSTER_QUEUES, f"cq/{name}", cq["metadata"],
-                                            body, visible, now))
-        await kube.each(writes)
+                                            body, (visible, active), now))
+        return writes
 
-    async def local_queues(self, local_queues: Iterable[Obj], workloads: Iterable[Obj],
-                           pending: Iterable[Obj], now: float) -> None:
-        """Counts per LocalQueue: admitted Workloads, and `pending`, those the cycle left
-        waiting."""
-        counts: dict[tuple[str, str], list[int]] = {}
-
-        def count(wl: Obj, slot: int) -> None:
-            place = (wl["metadata"]["namespace"], wl["spec"]["queueName"])
-            counts.setdefault(place, [0, 0])[slot] += 1
-
+    def local_queue_writes(self, local_queues: Iterable[Obj], pending: Iterable[Obj],
+                           held: Holdings, now: float) -> list[Coroutine[Any, Any, None]]:
+        """Counts per LocalQueue: admitted Workloads (`held`), and `pending`, those the cycle
+        left waiting; and whether it is being deleted."""
+        waiting: dict[tuple[str, str], int] = {}
         for wl in pending:
-            count(wl, 0)
-        for wl in workloads:
-            if (wl.get("status") or {}).get("admission"):
-                count(wl, 1)
+            place = (wl["metadata"]["namespace"], wl["spec"]["queueName"])
+            waiting[place] = waiting.get(place, 0) + 1
         writes: list[Coroutine[Any, Any, None]] = []
         for lq in local_queues:
             meta = lq["metadata"]
-            waiting, admitted = counts.get((meta["namespace"], meta["name"]), [0, 0])
-            visible = {"pendingWorkloads": waiting, "admittedWorkloads": admitted}
+            admitted = held.of(lq)
+            visible = {"pendingWorkloads": waiting.get((meta["namespace"], meta["name"]), 0),
+                       "admittedWorkloads": len(admitted)}
+            active = active_condition(lq, admitted)
             key = f"lq/{meta['namespace']}/{meta['name']}"
-            if self._due(key, visible, now, None):
-                writes.append(self._write_queue(kube.LOCAL_QUEUES, key, meta, visible, visible,
-                                                now))
-        await kube.each(writes)
+            if self._due(key, (visible, active), now, None):
+                conditions = with_condition((lq.get("status") or {}).get("conditions", []),
+                                            "Active", *active, now)
+                writes.append(self._write_queue(kube.LOCAL_QUEUES, key, meta,
+                                                {**visible, "conditions": conditions},
+                                                (visible, active), now))
+        return writes
 
     def pending_due(self, workloads: Mapping[str, Obj],
                     pending: Iterable[Pending], now: float) -> list[tuple[Obj, Pending]]:
@@ -147,16 +172,15 @@ class StatusWriter:
         changed messages, queue heads first in each. What a Workload shows is never
         rewritten."""
         first, reasons, messages = [], [], []
-        explained: dict[str, float] = {}
+        explained: dict[tuple[str, str], float] = {}
         for decision in pending:
             wl = workloads.get(decision.key)
             if wl is None:
                 continue
-            meta = wl["metadata"]
-            uid = meta.get("uid", decision.key)
-            last = self._explained.get(uid)
+            explaining = _explaining(wl, decision)
+            last = self._explained.get(explaining)
             if last is not None:
-                explained[uid] = last
+                explained[explaining] = last
             shown = condition(wl, "QuotaReserved") or {}
             if shown.get("status") == "False" and shown.get("reason") == decision.reason:
                 if shown.get("message") != decision.message and (
@@ -165,9 +189,16 @@ class StatusWriter:
             elif last is not None:
                 if now - last >= REASON_REFRESH:
                     reasons.append((wl, decision))
-            elif now - (parse_time(meta.get("creationTimestamp")) or now) >= EXPLAIN_AFTER:
-                first.append((wl, decision))
+            else:
+                explain_at = (parse_time(wl["metadata"].get("creationTimestamp")) or now
+                              ) + EXPLAIN_AFTER
+                if explain_at <= now:
+                    first.append((wl, decision))
+                else:
+                    self._defer(explain_at)
         self._explained = explained  # forget Workloads no longer pending
+        if len(first) > PENDING_WRITES_PER_PASS:
+            self._defer(now + QUEUE_WRITE_INTERVAL)  # the rest of a burst, a batch at a time
 
         def heads_first(item: tuple[Obj, Pending]) -> tuple[int, str]:
             return item[1].position, item[1].key
@@ -194,5 +225,10 @@ class StatusWriter:
             if not kube.is_conflict(error):
                 raise
             return None
-        self._explained[meta.get("uid", decision.key)] = now
+        self._explained[_explaining(wl, decision)] = now
         return updated
+
+
+def _explaining(wl: Obj, decision: Pending) -> tuple[str, str]:
+    """What an explanation was about: the Workload in its queue (a move starts afresh)."""
+    return wl["metadata"].get("uid", decision.key), wl["spec"]["queueName"]

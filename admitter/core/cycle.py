@@ -103,6 +103,7 @@ class _Cycle:
                  tree: QueueTree | None, allocations: Allocations | None) -> None:
         self.snapshot = snapshot
         self.now = snapshot.now
+        self.non_preemptible_priority = snapshot.settings.non_preemptible_priority
         self.tree = QueueTree(snapshot.queues) if tree is None else tree
         self.nodes = {node.name: node for node in snapshot.nodes}
         # Input order must not matter: only `running` iterates in an order that shows (drain
@@ -146,7 +147,8 @@ class _Cycle:
         self.running = {w.key: w for w in admitted}
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
-        self.finder = RoomFinder(self.state, self.ledger, self.running, self.now)
+        self.finder = RoomFinder(self.state, self.ledger, self.running, self.now,
+                                 self.non_preemptible_priority)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
@@ -213,7 +215,7 @@ class _Cycle:
     def _try_entitled(self, workload: Workload) -> bool:
         if self._held_back(workload):
             return False
-        in_quota_only = not workload.preemptible
+        in_quota_only = not workload.preemptible(self.non_preemptible_priority)
         share = self.ledger.share_block(workload, deserved_only=in_quota_only)
         why: object = share
         if share is None:
@@ -356,8 +358,8 @@ class _Cycle:
             else:
                 self.borrowed = True
             return True
-        if workload.funded and workload.preemptible and self._make_room(
-                workload, False, None, borrowing=True) is None:
+        if workload.funded and workload.preemptible(self.non_preemptible_priority) and (
+                self._make_room(workload, False, None, borrowing=True) is None):
             return True
         self._no_idle(workload, placed.reason)
         return False

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from admitter.core.fairshare import FairShare
-from admitter.core.model import FairShareSettings, Node, PlainRecord, Queue, UsageRecord, Workload
+from admitter.core.model import (
+    NON_PREEMPTIBLE_PRIORITY,
+    FairShareSettings,
+    Node,
+    PlainRecord,
+    Queue,
+    UsageRecord,
+    Workload,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +29,8 @@ class CycleSettings:
     fair_share: FairShareSettings = field(default_factory=FairShareSettings)
     starvation_bound: float = 1800.0
     pods_ready_timeout: float = 600.0
+    non_preemptible_priority: int | None = NON_PREEMPTIBLE_PRIORITY
+    """Priorities at or above it are never preempted; None: every priority may be."""
 
 
 @dataclass(frozen=True, slots=True)

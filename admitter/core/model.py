@@ -16,7 +16,8 @@ UNLIMITED = -1
 """`quota: -1` means the parent's whole amount; `limit: -1` means no cap."""
 
 NON_PREEMPTIBLE_PRIORITY = 100
-"""Workloads at or above this priority are never evicted and only run inside deserved quota."""
+"""The default of `CycleSettings.non_preemptible_priority` (KAI's convention): workloads at or
+above it are never evicted and only run inside deserved quota."""
 
 Resources = dict[str, int]
 
@@ -153,9 +154,9 @@ class Workload:
     def funded(self) -> bool:
         return self.min_runtime > 0
 
-    @property
-    def preemptible(self) -> bool:
-        return self.priority < NON_PREEMPTIBLE_PRIORITY
+    def preemptible(self, non_preemptible_priority: int | None) -> bool:
+        """Whether it may ever be evicted; None as the threshold makes every priority so."""
+        return non_preemptible_priority is None or self.priority < non_preemptible_priority
 
     def requests(self) -> dict[str, int]:
         """Total requests over all pod sets (computed once; the cycle asks often)."""

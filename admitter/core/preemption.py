@@ -6,7 +6,8 @@ Three kinds of victim, never mixed up:
 - reclaim: workloads of other queues past their min runtime, while the victim's queue (and its
   ancestor where the two paths diverge) is above its fair share. The preemptor must itself stay
   within its fair share (the caller's share check runs on every level of its path).
-Non-preemptible workloads (priority ≥ 100, funded) are never victims.
+Non-preemptible workloads (funded, priority at least the settings' threshold) are never
+victims.
 
 Victims are ranked (unfunded, lowest priority, most over-served queue, most recently started,
 most recently submitted) and planned per topology domain, then released one by one on the
@@ -75,8 +76,9 @@ class RoomFinder:
     """
 
     def __init__(self, state: ClusterState, ledger: QuotaLedger, running: dict[str, Workload],
-                 now: float) -> None:
+                 now: float, non_preemptible_priority: int | None) -> None:
         self._state = state
+        self._non_preemptible_priority = non_preemptible_priority
         self._ledger = ledger
         self._running = running
         self._now = now
@@ -252,7 +254,7 @@ class RoomFinder:
         now = self._now
         for workload in self._running.values():
             funded = workload.min_runtime > 0  # `funded` and `protected_until`, inlined
-            if funded and not workload.preemptible:
+            if funded and not workload.preemptible(self._non_preemptible_priority):
                 continue
             started = workload.admitted_at
             if funded and started is not None and started + workload.min_runtime > now:

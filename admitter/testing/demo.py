@@ -1,7 +1,8 @@
 """`make demo`: the product working on an embedded default.
 
 Starts the local control plane (8 KWOK nodes × 8 GPUs in 4 racks and 2 blocks), installs the
-CRDs and the sample queue tree, runs the admitter controller, submits a mix of Jobs from two
+CRDs and the sample queue tree, runs the admitter controller with its webhooks registered in
+the API server (by URL, as `admitter run --webhook-url-host` does), submits a mix of Jobs from two
 teams (a rack-pinned gang, training jobs, an unfunded job, more demand than capacity) and shows
 `kubectl get cq`, the Workloads and the Jobs as they start, finish and get reclaimed.
 """
@@ -22,13 +23,17 @@ from admitter.controller.kube import JOBS, Kube, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.testing.cluster import LocalCluster
 from admitter.testing.nodes import GPU_RESOURCE, RACK_LABEL, SIMULATED_RUNTIME_ANNOTATION
+from admitter.testing.webhooks import admitter_webhooks
+
+ADMIN_USERNAME = "admitter-admin"
+"""The local control plane's admin: the demo's controller runs as it."""
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def demo_job(namespace: str, name: str, pods: int, gpus: int, runtime: str, min_runtime: str,
              required: str | None = None) -> Obj:
-    """A Job as a researcher writes it, suspended as admitter's mutating webhook leaves it."""
+    """A Job as a researcher writes it: admitter's mutating webhook suspends it."""
     annotations = {"admitter.dev/min-runtime": min_runtime}
     if required:
         annotations["admitter.dev/topology-required"] = required
@@ -38,7 +43,7 @@ def demo_job(namespace: str, name: str, pods: int, gpus: int, runtime: str, min_
                      "labels": {"admitter.dev/queue-name": "default"},
                      "annotations": annotations},
         "spec": {
-            "suspend": True, "parallelism": pods, "completions": pods,
+            "parallelism": pods, "completions": pods,
             "template": {
                 "metadata": {"annotations": {SIMULATED_RUNTIME_ANNOTATION: runtime}},
                 "spec": {"restartPolicy": "Never", "containers": [{
@@ -72,30 +77,40 @@ def install(cluster: LocalCluster) -> None:
 
 async def run(cluster: LocalCluster, seconds: float, console: Console) -> None:
     client = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
-    reconciler = Reconciler(client, Settings(cycle=2.0), "demo")
+    settings = Settings(cycle=2.0)
+    reconciler = Reconciler(client, settings, "demo")
     tasks = [asyncio.create_task(reconciler.run_informers()),
              asyncio.create_task(reconciler.run())]
     try:
-        for job in JOBS_TO_SUBMIT:
-            await client.create(JOBS, job)
-        console.print(f"submitted {len(JOBS_TO_SUBMIT)} Jobs (team-a, team-b); admitter decides")
-        began = time.monotonic()
-        while time.monotonic() - began < seconds:
-            await asyncio.sleep(10)
-            elapsed = time.monotonic() - began
-            console.print(Rule(f"t = {elapsed:.0f}s"))
-            console.print(kubectl(cluster, "get", "cq"))
-            console.print(kubectl(cluster, "get", "jobs", "-A", "-o", "custom-columns="
-                                  "NAMESPACE:.metadata.namespace,JOB:.metadata.name,"
-                                  "SUSPENDED:.spec.suspend,ACTIVE:.status.active,"
-                                  "SUCCEEDED:.status.succeeded"))
-        console.print(Rule("why Workloads wait or were evicted"))
-        console.print(kubectl(cluster, "get", "workloads", "-A"))
+        async with admitter_webhooks(client.api, settings, cluster.state_dir / "webhook-certs",
+                                     [ADMIN_USERNAME]) as port:
+            console.print(f"webhooks registered at https://127.0.0.1:{port}: the Jobs are "
+                          "created running, the mutating webhook suspends them")
+            await submit_and_watch(cluster, client, seconds, console)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await client.close()
+
+
+async def submit_and_watch(cluster: LocalCluster, client: Kube, seconds: float,
+                           console: Console) -> None:
+    for job in JOBS_TO_SUBMIT:
+        await client.create(JOBS, job)
+    console.print(f"submitted {len(JOBS_TO_SUBMIT)} Jobs (team-a, team-b); admitter decides")
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        await asyncio.sleep(10)
+        elapsed = time.monotonic() - began
+        console.print(Rule(f"t = {elapsed:.0f}s"))
+        console.print(kubectl(cluster, "get", "cq"))
+        console.print(kubectl(cluster, "get", "jobs", "-A", "-o", "custom-columns="
+                              "NAMESPACE:.metadata.namespace,JOB:.metadata.name,"
+                              "SUSPENDED:.spec.suspend,ACTIVE:.status.active,"
+                              "SUCCEEDED:.status.succeeded"))
+    console.print(Rule("why Workloads wait or were evicted"))
+    console.print(kubectl(cluster, "get", "workloads", "-A"))
 
 
 def main() -> int:

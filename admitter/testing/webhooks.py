@@ -7,6 +7,7 @@ certificate comes from `admitter.pki` and its CA goes into `caBundle`.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import ssl
 import tempfile
@@ -18,6 +19,12 @@ from typing import Any
 from aiohttp import web
 
 from admitter import pki
+from admitter.api.settings import Settings
+from admitter.commands.certs import mint, write
+from admitter.webhook.lookup import ApiLookup, SharedReads
+from admitter.webhook.names import NAMESPACE, SERVICE
+from admitter.webhook.registration import register_url_webhooks
+from admitter.webhook.server import start_webhook_server
 
 
 @asynccontextmanager
@@ -86,3 +93,21 @@ def admission_response(
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+@asynccontextmanager
+async def admitter_webhooks(api: Any, settings: Settings, cert_dir: Path,
+                            controller_usernames: Sequence[str]) -> AsyncIterator[int]:
+    """admitter's own webhooks served on a free 127.0.0.1 port and registered with the API
+    server by URL, as `admitter run --webhook-url-host` does; yields the port."""
+    certs = mint(SERVICE, NAMESPACE, dt.timedelta(days=1))
+    write(certs, cert_dir)
+    runner = await start_webhook_server(settings, SharedReads(ApiLookup(api)), cert_dir, 0,
+                                        host="127.0.0.1",
+                                        controller_usernames=controller_usernames)
+    try:
+        port: int = runner.addresses[0][1]
+        await register_url_webhooks(api, f"127.0.0.1:{port}", certs.ca.cert_pem)
+        yield port
+    finally:
+        await runner.cleanup()

@@ -25,13 +25,15 @@ from admitter.api.contract import (
     parse_contract,
 )
 from admitter.api.convert import core_queue, effective_max_min_runtime
+from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import HOSTNAME_LABEL, Topology
 from admitter.api.workload import MAX_POD_COUNT
-from admitter.controller.translate import pod_requests
+from admitter.controller.translate import pod_requests, workload_name
+from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.webhook.lookup import Lookup
-from admitter.webhook.review import AdmissionRequest, Verdict, allow, deny_problems
+from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
 
 CONTRACT_ANNOTATIONS = (
     MIN_RUNTIME_ANNOTATION,
@@ -56,13 +58,54 @@ class JobPolicy:
     """Cluster default cap on min runtime, used when no queue on the path sets one."""
     controller_usernames: frozenset[str]
     """Identities allowed to unsuspend and to mark Jobs admitted: admitter's own."""
+    non_preemptible_priority: int | None = NON_PREEMPTIBLE_PRIORITY
+    """The settings' threshold: a Job at or above it is warned that it is never preempted."""
 
 
-def mutate_job(request: AdmissionRequest) -> Verdict:
-    """Suspend a queued Job at creation so no pod starts before admitter admits it."""
-    if request.operation != "CREATE" or _queue(request.object) is None:
+async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
+    """Suspend a queued Job at creation so no pod starts before admitter admits it, and write
+    its queue's `defaultMinRuntime` onto it when it declares no min runtime (so the user sees
+    the contract the Job runs under)."""
+    queue = _queue(request.object)
+    if request.operation != "CREATE" or queue is None:
         return allow()
-    return allow() if _suspended(request.object) else allow(SUSPEND_PATCH)
+    patch = [] if _suspended(request.object) else list(SUSPEND_PATCH)
+    if MIN_RUNTIME_ANNOTATION not in _annotations(request.object):
+        default = await _default_min_runtime(request.namespace, queue, lookup, policy)
+        if default is not None:
+            patch += _add_annotation(request.object, MIN_RUNTIME_ANNOTATION,
+                                     format_duration(default))
+    return allow(patch)
+
+
+async def _default_min_runtime(namespace: str, queue: str, lookup: Lookup,
+                               policy: JobPolicy) -> float | None:
+    """The nearest `defaultMinRuntime` on the LocalQueue's ClusterQueue path, within the
+    effective cap; None when the queue or every default is missing."""
+    local_queue = next((lq for lq in await lookup.local_queues(namespace)
+                        if lq.metadata.name == queue), None)
+    if local_queue is None:
+        return None  # the validating webhook says why
+    cluster_queues = await lookup.cluster_queues()
+    specs = {cq.metadata.name: cq.spec for cq in cluster_queues}
+    name: str | None = local_queue.spec.cluster_queue
+    seen: set[str] = set()
+    while name is not None and name in specs and name not in seen:
+        seen.add(name)
+        default = specs[name].default_min_runtime
+        if default is not None:
+            cap = _effective_cap(cluster_queues, local_queue.spec.cluster_queue,
+                                 policy.max_min_runtime)
+            return min(default, cap)
+        name = specs[name].parent
+    return None
+
+
+def _add_annotation(job: Job, key: str, value: str) -> JsonPatch:
+    if "annotations" not in (job.get("metadata") or {}):
+        return [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
+    escaped = key.replace("~", "~0").replace("/", "~1")
+    return [{"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value}]
 
 
 async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
@@ -76,9 +119,31 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
         problems += _admitted_size_problems(new, old)
     problems += _size_problems(new, old)
     queue = _queue(new)
-    if queue is not None and (old is None or _queue(old) != queue or _contract_changed(new, old)):
-        problems += await _queue_and_contract_problems(request, queue, lookup, policy)
-    return deny_problems(request.display_name, problems) if problems else allow()
+    joining = queue is not None and (old is None or _queue(old) != queue)
+    if joining and old is not None and not problems:
+        problems += await _moving_admitted_workload_problems(request, lookup)
+    if queue is not None and (joining or (old is not None and _contract_changed(new, old))):
+        problems += await _queue_and_contract_problems(request, queue, lookup, policy, joining)
+    if problems:
+        return deny_problems(request.display_name, problems)
+    warning = await _never_preempted_warning(new, lookup, policy) if old is None else None
+    return allow(warnings=[warning] if warning else None)
+
+
+async def _never_preempted_warning(job: Job, lookup: Lookup, policy: JobPolicy) -> str | None:
+    """A Kueue-style priority (1000, 10000) at or above the threshold turns preemption off
+    for the Job: say so when it is created rather than let it happen silently."""
+    threshold = policy.non_preemptible_priority
+    template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    name = template.get("priorityClassName")
+    if threshold is None or not name:
+        return None
+    value = await lookup.priority_value(name)
+    if value is None or value < threshold:
+        return None
+    return (f"PriorityClass {name!r} has value {value}, at or above nonPreemptiblePriority "
+            f"{threshold}: if funded, this Job is never preempted and runs only inside its "
+            "queue's deserved quota (an admin can raise the threshold in admitter's settings)")
 
 
 def is_admitted(job: Job | None) -> bool:
@@ -156,6 +221,27 @@ def _template_requests(spec: Mapping[str, Any]) -> dict[str, str]:
         return {"(unreadable)": repr(pod.get("containers"))[:200]}
 
 
+async def _moving_admitted_workload_problems(request: AdmissionRequest,
+                                             lookup: Lookup) -> list[Problem]:
+    """A suspended Job whose Workload was admitted a moment ago (the controller starts the
+    Job right after) holds quota in its queue just as a running one does."""
+    old = request.old_object
+    if old is None or _queue(old) is None or not (old.get("metadata") or {}).get("uid"):
+        return []
+    name = workload_name(old)
+    workload = await lookup.workload(request.namespace, name)
+    admission = ((workload or {}).get("status") or {}).get("admission")
+    if not admission:
+        return []
+    before, after = _queue(old), _queue(request.object)
+    return [(_LABEL_PATH, (
+        f"the Job's Workload {name} is admitted to LocalQueue {before!r} (quota reserved in "
+        f"ClusterQueue {admission.get('clusterQueue')!r}) and the Job is about to start; it "
+        f"cannot move to {after!r}: set it back to {before!r}, or delete the Job and "
+        f"recreate it in {after!r}"
+    ))]
+
+
 def _admitted_mark_problems(new: Job, old: Job | None) -> Iterator[Problem]:
     before = _annotations(old).get(ADMITTED_WORKLOAD_ANNOTATION) if old is not None else None
     if _annotations(new).get(ADMITTED_WORKLOAD_ANNOTATION) != before:
@@ -173,7 +259,7 @@ def _suspend_problems(request: AdmissionRequest) -> Iterator[Problem]:
 
 
 async def _queue_and_contract_problems(
-    request: AdmissionRequest, queue: str, lookup: Lookup, policy: JobPolicy
+    request: AdmissionRequest, queue: str, lookup: Lookup, policy: JobPolicy, joining: bool
 ) -> list[Problem]:
     local_queues = {lq.metadata.name: lq for lq in await lookup.local_queues(request.namespace)}
     if queue not in local_queues:  # a denial must never rest on a shared, older read
@@ -188,10 +274,38 @@ async def _queue_and_contract_problems(
             f"LocalQueue {queue!r} does not exist in namespace {request.namespace!r}; "
             f"name one that does (existing: {existing})",
         ))
+    elif joining:
+        problem = _closed_queue_problem(local_queue, await lookup.cluster_queues())
+        if problem is not None:
+            problems.append((_LABEL_PATH, problem))
     problem = await _contract_problem(_annotations(request.object), local_queue, lookup, policy)
     if problem is not None:
         problems.append(("metadata.annotations", problem))
     return problems
+
+
+def _closed_queue_problem(local_queue: LocalQueue,
+                          cluster_queues: list[ClusterQueue]) -> str | None:
+    """Why a LocalQueue takes no new Jobs: it, or a ClusterQueue on its path, is being deleted
+    (held by admitter's finalizer until its admitted Workloads are gone)."""
+    name = local_queue.metadata.name
+    if local_queue.metadata.deletion_timestamp is not None:
+        return (f"LocalQueue {name!r} is being deleted (it waits for its admitted Workloads "
+                "to finish) and takes no new Jobs; name another LocalQueue")
+    by_name = {cq.metadata.name: cq for cq in cluster_queues}
+    target: str | None = local_queue.spec.cluster_queue
+    seen: set[str] = set()
+    while target is not None and target not in seen:
+        seen.add(target)
+        cq = by_name.get(target)
+        if cq is None:
+            return None  # the controller says why the Job waits (admins may be mid-change)
+        if cq.metadata.deletion_timestamp is not None:
+            return (f"LocalQueue {name!r} feeds ClusterQueue {target!r}, which is being "
+                    "deleted (it waits for its admitted Workloads to finish) and takes no "
+                    "new Jobs; name another LocalQueue")
+        target = cq.spec.parent
+    return None
 
 
 async def _contract_problem(

@@ -8,16 +8,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from admitter.api.base import GROUP, VERSION, Resource
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
+from admitter.api.workload import Workload
 
 log = logging.getLogger(__name__)
 
 _Kind = TypeVar("_Kind", bound=Resource)
+_Read = TypeVar("_Read")
 
 
 class Lookup(Protocol):
@@ -31,6 +34,14 @@ class Lookup(Protocol):
 
     async def topologies(self) -> list[Topology]: ...
 
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Workload object as stored, or None when there is none."""
+        ...
+
+    async def priority_value(self, priority_class: str) -> int | None:
+        """The PriorityClass's value, or None when there is no such class."""
+        ...
+
 
 class ApiLookup:
     """Reads straight from the API server, so a queue created a moment ago is already seen.
@@ -41,6 +52,7 @@ class ApiLookup:
 
     def __init__(self, api: client.ApiClient) -> None:
         self._objects = client.CustomObjectsApi(api)
+        self._scheduling = client.SchedulingV1Api(api)
 
     async def local_queues(self, namespace: str, fresh: bool = False) -> list[LocalQueue]:
         answer = await self._objects.list_namespaced_custom_object(
@@ -55,6 +67,26 @@ class ApiLookup:
     async def topologies(self) -> list[Topology]:
         answer = await self._objects.list_cluster_custom_object(GROUP, VERSION, Topology.plural)
         return _parse(Topology, answer)
+
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = await self._objects.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, Workload.plural, name)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
+
+    async def priority_value(self, priority_class: str) -> int | None:
+        try:
+            found = await self._scheduling.read_priority_class(priority_class)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        value: int = found.value
+        return value
 
 
 class SharedReads:
@@ -71,14 +103,13 @@ class SharedReads:
         self._inner = inner
         self._in_flight: dict[tuple[str, str], asyncio.Future[Any]] = {}
 
-    async def _shared(self, key: tuple[str, str],
-                      read: Callable[[], Awaitable[list[_Kind]]]) -> list[_Kind]:
+    async def _shared(self, key: tuple[str, str], read: Callable[[], Awaitable[_Read]]) -> _Read:
         flight = self._in_flight.get(key)
         if flight is None or flight.done():
             flight = asyncio.ensure_future(read())
             self._in_flight[key] = flight
             flight.add_done_callback(lambda done: self._forget(key, done))
-        found: list[_Kind] = await asyncio.shield(flight)
+        found: _Read = await asyncio.shield(flight)
         return found
 
     def _forget(self, key: tuple[str, str], done: asyncio.Future[Any]) -> None:
@@ -96,6 +127,13 @@ class SharedReads:
 
     async def topologies(self) -> list[Topology]:
         return await self._shared(("Topology", ""), self._inner.topologies)
+
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._inner.workload(namespace, name)  # one Job's own: nothing to share
+
+    async def priority_value(self, priority_class: str) -> int | None:
+        return await self._shared(("PriorityClass", priority_class),
+                                  lambda: self._inner.priority_value(priority_class))
 
 
 def _parse(kind: type[_Kind], answer: dict[str, Any]) -> list[_Kind]:

@@ -48,10 +48,12 @@ class Verdict:
     message: str = ""
     code: int = 200
     patch: JsonPatch = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Shown by kubectl as `Warning: ...` (the request still goes through)."""
 
 
-def allow(patch: JsonPatch | None = None) -> Verdict:
-    return Verdict(True, patch=patch or [])
+def allow(patch: JsonPatch | None = None, warnings: list[str] | None = None) -> Verdict:
+    return Verdict(True, patch=patch or [], warnings=warnings or [])
 
 
 def deny(message: str, code: int = 403) -> Verdict:
@@ -93,6 +95,8 @@ def review_response(uid: str, verdict: Verdict) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if not verdict.allowed:
         response["status"] = {"code": verdict.code, "message": verdict.message}
+    if verdict.warnings:
+        response["warnings"] = verdict.warnings
     if verdict.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(verdict.patch).encode()).decode()

@@ -53,10 +53,11 @@ def build_app(
     controller_usernames: Iterable[str] = (CONTROLLER_USERNAME,),
 ) -> web.Application:
     """The routes, with the Job rules bound to `settings` and the controller's identities."""
-    policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames))
+    policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames),
+                       settings.non_preemptible_priority)
 
     async def mutate(request: AdmissionRequest) -> Verdict:
-        return mutate_job(request)
+        return await mutate_job(request, lookup, policy)
 
     async def validate_jobs(request: AdmissionRequest) -> Verdict:
         return await validate_job(request, lookup, policy)

@@ -15,10 +15,11 @@ def test_settings_left_out_are_the_cycles_own_defaults():
 def test_every_knob_of_the_cycle_is_carried_over():
     settings = Settings.model_validate({
         "fairShare": {"window": "2d", "halfLife": "12h", "kValue": 0.5},
-        "starvationBound": "5m", "podsReadyTimeout": "90s"})
+        "starvationBound": "5m", "podsReadyTimeout": "90s", "nonPreemptiblePriority": 1000})
     converted = core_cycle_settings(settings)
     assert converted == CycleSettings(fair_share=FairShareSettings(2 * 86400.0, 43200.0, 0.5),
-                                      starvation_bound=300.0, pods_ready_timeout=90.0)
+                                      starvation_bound=300.0, pods_ready_timeout=90.0,
+                                      non_preemptible_priority=1000)
     # A knob added to the cycle but not to the conversion (nor above) keeps its default: caught.
     assert all(getattr(converted, f.name) != getattr(CycleSettings(), f.name)
                for f in fields(CycleSettings))

@@ -73,6 +73,10 @@ class FakeApi:
         self.objects[path] = merge(self.objects[path], patch)
         return self._stamp(self.objects[path])
 
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
+        self.writes.append(("GET", kind.path(namespace, name), None))
+        return copy.deepcopy(self.objects[kind.path(namespace, name)])
+
     def put(self, kind: Kind, obj: Obj) -> Obj:
         """An object created by someone else (a user, a Job's owner), as the cache sees it."""
         meta = obj["metadata"]

@@ -4,6 +4,7 @@ Workloads created directly take part while orphaned ones do not."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from fake_api import (
@@ -21,6 +22,7 @@ from fake_api import (
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
+from admitter.controller.queue_holds import Holdings
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.snapshot import Translations, build_view
 from admitter.controller.status import (
@@ -190,13 +192,16 @@ async def test_a_queue_status_is_written_when_it_changes_at_most_once_a_second()
     waiting = [workload("ns", f"w{i}", 8) for i in range(3)]
 
     async def show(pending: int, now: float) -> Obj:
-        await writer.local_queues([lq], [], waiting[:pending], now)
+        writer.begin()
+        await kube.each(writer.local_queue_writes([lq], waiting[:pending], Holdings(), now))
         shown: Obj = api.objects[kube.LOCAL_QUEUES.path("ns", "default")]["status"]
         return shown
 
     assert (await show(1, 0.0))["pendingWorkloads"] == 1
     assert (await show(1, 5.0))["pendingWorkloads"] == 1
+    assert writer.next_due == math.inf, "nothing held back"
     assert (await show(2, 5.5))["pendingWorkloads"] == 2
     assert (await show(3, 6.0))["pendingWorkloads"] == 2, "within a second of the last write"
+    assert writer.next_due == 6.5, "held back until the second is over, not forgotten"
     assert (await show(3, 6.5))["pendingWorkloads"] == 3
     assert api.count("PATCH", "localqueues/status") == 3

@@ -7,8 +7,12 @@ Requests leave the process three ways, and each is read where it is written:
   attribute set from one (`self.kind`, followed to the constructor's calls);
 - through kubernetes_asyncio's `CustomObjectsApi` (the webhooks' lookups): the method name
   gives the verb, the `<Kind>.plural` argument the resource;
+- through kubernetes_asyncio's typed APIs (`read_priority_class`): TYPED_REQUESTS maps each
+  method used to its triple; a typed request method not in it is an error;
 - through kubernetes_asyncio's `LeaseLock` (leader election): its own source names the
   Lease requests it makes.
+`admitter/webhook/registration.py` (`admitter run --webhook-url-host`) is left out: it runs
+only outside the cluster, with the kubeconfig of the admin who starts it (docs/webhooks.md).
 Anything the reader cannot attribute is an error, so new code cannot hide a request.
 """
 
@@ -19,8 +23,10 @@ import inspect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
+from kubernetes_asyncio import client as typed_client
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from admitter.api.base import GROUP, Resource
@@ -34,9 +40,16 @@ Triple = tuple[str, str, str]
 KUBE_VERBS = {"get": "get", "list": "list", "watch": "watch", "create": "create",
               "patch": "patch"}
 """Kube's request-making methods and the RBAC verb each one needs."""
-CLIENT_VERBS = {"read": "get", "list": "list", "create": "create", "patch": "patch",
+CLIENT_VERBS = {"read": "get", "get": "get", "list": "list", "create": "create", "patch": "patch",
                 "replace": "update", "delete": "delete"}
 """kubernetes_asyncio method prefixes (`list_cluster_custom_object`, `read_namespaced_lease`)."""
+TYPED_REQUESTS: dict[str, Triple] = {
+    "read_priority_class": ("scheduling.k8s.io", "priorityclasses", "get"),
+}
+"""Typed-API methods the code calls, with the request each makes."""
+ADMIN_ONLY = {"admitter.webhook.registration"}
+"""Modules whose requests run with an admin's credentials outside the cluster, not the
+ServiceAccount's."""
 KIND_CONSTANTS = {name: value for name, value in vars(kube).items()
                   if isinstance(value, kube.Kind)}
 RESOURCE_CLASSES: dict[str, type[Resource]] = {kind.__name__: kind for kind in KINDS.values()}
@@ -80,6 +93,8 @@ def run_modules() -> list[Module]:
     while todo:
         name = todo.pop()
         if name in seen:
+            continue
+        if name in ADMIN_ONLY:
             continue
         module = seen[name] = _load(name)
         for node in ast.walk(module.tree):
@@ -137,9 +152,19 @@ class Reader:
         name = _tail(expr)
         if name in KIND_CONSTANTS:
             return {KIND_CONSTANTS[name]}
+        if isinstance(expr, ast.IfExp):
+            return (self._kinds(module, expr.body, at, depth + 1)
+                    | self._kinds(module, expr.orelse, at, depth + 1))
         if isinstance(expr, ast.Name):
             function = module.enclosing(at, ast.FunctionDef | ast.AsyncFunctionDef)
             if function is not None:
+                assigned = [node.value for node in ast.walk(function)
+                            if isinstance(node, ast.Assign) and len(node.targets) == 1
+                            and _tail(node.targets[0]) == expr.id
+                            and isinstance(node.targets[0], ast.Name)]
+                if assigned:
+                    return set().union(*(self._kinds(module, value, at, depth + 1)
+                                         for value in assigned))
                 return self._argument_kinds(module, function, expr.id, depth)
         if isinstance(expr, ast.Attribute) and _tail(expr.value) == "self":
             return self._attribute_kinds(module, at, expr.attr, depth)
@@ -189,14 +214,33 @@ class Reader:
 
     def _client_call(self, call: ast.Call) -> set[Triple]:
         func = call.func
-        if not (isinstance(func, ast.Attribute) and func.attr.endswith("_custom_object")):
+        if not isinstance(func, ast.Attribute):
+            return set()
+        if func.attr in TYPED_REQUESTS:
+            return {TYPED_REQUESTS[func.attr]}
+        if func.attr in _typed_request_methods():
+            raise UnattributedRequest(f"line {call.lineno}: {func.attr} is a request of "
+                                      "kubernetes_asyncio's typed API missing in TYPED_REQUESTS")
+        if not func.attr.endswith("_custom_object"):
             return set()
         verb = CLIENT_VERBS[func.attr.split("_")[0]]
-        plural = call.args[-1] if call.args else None
-        if not (isinstance(plural, ast.Attribute) and plural.attr == "plural"
-                and _tail(plural.value) in RESOURCE_CLASSES):
+        plurals = [arg for arg in call.args if isinstance(arg, ast.Attribute)
+                   and arg.attr == "plural" and _tail(arg.value) in RESOURCE_CLASSES]
+        if len(plurals) != 1:
             raise UnattributedRequest(f"line {call.lineno}: the plural is not <Kind>.plural")
-        return {(GROUP, RESOURCE_CLASSES[_tail(plural.value)].plural, verb)}
+        return {(GROUP, RESOURCE_CLASSES[_tail(plurals[0].value)].plural, verb)}
+
+
+@cache
+def _typed_request_methods() -> frozenset[str]:
+    """Every request method of kubernetes_asyncio's typed APIs (`read_namespaced_pod`, …)."""
+    return frozenset(
+        method
+        for name, api in vars(typed_client).items()
+        if name.endswith("Api") and isinstance(api, type) and name != "CustomObjectsApi"
+        for method in vars(api)
+        if method.split("_")[0] in CLIENT_VERBS and not method.endswith("_with_http_info")
+    )
 
 
 def lease_requests() -> set[Triple]:

@@ -18,6 +18,11 @@ from admitter.api.topology import Topology
 from admitter.cli import build_parser
 from admitter.core.queue_tree import QueueTree
 from admitter.webhook import names
+from admitter.webhook.registration import (
+    service_client_config,
+    url_client_config,
+    webhook_configurations,
+)
 from admitter.webhook.resources import KINDS
 from admitter.webhook.server import build_app
 
@@ -213,3 +218,20 @@ def test_no_object_is_defined_twice(docs):
         (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs
     )
     assert [key for key, count in keys.items() if count > 1] == []
+
+
+def test_the_webhook_manifests_are_the_codes_configurations_pointed_at_the_service():
+    """`admitter run --webhook-url-host` registers the same webhooks by URL."""
+    manifests = list(yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()))
+    assert manifests == list(webhook_configurations(service_client_config))
+
+
+def test_url_configurations_differ_only_in_where_they_call():
+    by_service = webhook_configurations(service_client_config)
+    by_url = webhook_configurations(url_client_config("10.0.0.5:9443", b"PEM"))
+    for service, url in zip(by_service, by_url, strict=True):
+        for hook_s, hook_u in zip(service["webhooks"], url["webhooks"], strict=True):
+            path = hook_s["clientConfig"]["service"]["path"]
+            assert hook_u["clientConfig"] == {"url": f"https://10.0.0.5:9443{path}",
+                                              "caBundle": "UEVN"}
+            assert {**hook_u, "clientConfig": None} == {**hook_s, "clientConfig": None}

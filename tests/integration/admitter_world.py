@@ -112,10 +112,11 @@ async def in_process_controller(kubeconfig: Path, settings: Settings = FAST,
 class ControllerProcess:
     """`admitter run` as its own process, so it can be killed like a crashed pod."""
 
-    def __init__(self, kubeconfig: Path, log: Path, *extra: str) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, *extra: str,
+                 settings_yaml: str = "cycle: 1s\n") -> None:
         self.log = log
         settings = log.with_suffix(".settings.yaml")
-        settings.write_text("cycle: 1s\n")
+        settings.write_text(settings_yaml)
         command = [sys.executable, "-m", "admitter.cli", "run", "--kubeconfig", str(kubeconfig),
                    "--config", str(settings), "--metrics-address", "127.0.0.1:0", *extra]
         self._out = log.open("ab")

@@ -326,6 +326,9 @@ def test_samples_are_accepted_by_the_crd_schemas(
         ("delete", "workloads.admitter.dev", "--all-namespaces", False),
         ("create", "events.events.k8s.io", "--all-namespaces", False),
         ("delete", "clusterqueues.admitter.dev", "--all-namespaces", False),
+        ("patch", "clusterqueues.admitter.dev", "--all-namespaces", True),  # finalizer
+        ("patch", "localqueues.admitter.dev", "--all-namespaces", True),
+        ("patch", "topologies.admitter.dev", "--all-namespaces", False),
         ("create", "leases.coordination.k8s.io", f"--namespace={NAMESPACE}", True),
         ("create", "leases.coordination.k8s.io", "--namespace=default", False),
         ("patch", "validatingwebhookconfigurations/admitter-webhook", "", False),

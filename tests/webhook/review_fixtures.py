@@ -90,13 +90,16 @@ def request(
 
 
 def cluster_queue(
-    name: str, parent: str | None = None, max_min_runtime: str | None = None
+    name: str, parent: str | None = None, max_min_runtime: str | None = None,
+    default_min_runtime: str | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"resources": {"nvidia.com/gpu": {"quota": 8}}}
     if parent is not None:
         spec["parent"] = parent
     if max_min_runtime is not None:
         spec["maxMinRuntime"] = max_min_runtime
+    if default_min_runtime is not None:
+        spec["defaultMinRuntime"] = default_min_runtime
     return {
         "apiVersion": "admitter.dev/v1alpha1",
         "kind": "ClusterQueue",
@@ -146,6 +149,14 @@ class FakeLookup:
 
     async def topologies(self) -> list[Topology]:
         return [Topology.model_validate(o) for o in self._of("Topology")]
+
+    async def priority_value(self, priority_class: str) -> int | None:
+        return next((o["value"] for o in self._of("PriorityClass")
+                     if o["metadata"]["name"] == priority_class), None)
+
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return next((o for o in self._of("Workload") if o["metadata"]["name"] == name
+                     and o["metadata"]["namespace"] == namespace), None)
 
 
 def standard_lookup() -> FakeLookup:

@@ -1,0 +1,119 @@
+"""The webhook configurations, in one place: `deploy/webhooks.yaml` is them pointed at the
+in-cluster Service (a test keeps the two equal), and `admitter run --webhook-url-host` writes
+them pointed at a URL, for a controller running outside the cluster (a laptop, the local
+control plane of `make demo`), with the CA bundle of its serving certificate."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.api.contract import QUEUE_LABEL
+from admitter.webhook.names import (
+    MUTATE_JOBS_PATH,
+    NAMESPACE,
+    SERVICE,
+    VALIDATE_JOBS_PATH,
+    VALIDATE_RESOURCES_PATH,
+    WEBHOOK_CONFIGURATION,
+)
+
+SERVICE_PORT = 9443
+Obj = dict[str, Any]
+ClientConfig = Callable[[str], Obj]
+"""The `clientConfig` of the webhook served at a path."""
+
+
+def service_client_config(path: str) -> Obj:
+    return {"service": {"name": SERVICE, "namespace": NAMESPACE, "path": path,
+                        "port": SERVICE_PORT}}
+
+
+def url_client_config(host_port: str, ca_pem: bytes) -> ClientConfig:
+    """Calls to `https://HOST:PORT/<path>`, trusting `ca_pem`."""
+    bundle = base64.b64encode(ca_pem).decode()
+    return lambda path: {"url": f"https://{host_port}{path}", "caBundle": bundle}
+
+
+def _hook(name: str, path: str, client_config: ClientConfig, rules: list[Obj],
+          **extra: Any) -> Obj:
+    return {
+        "name": name,
+        "clientConfig": client_config(path),
+        "rules": rules,
+        **extra,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        **({"reinvocationPolicy": "Never"} if path == MUTATE_JOBS_PATH else {}),
+        "timeoutSeconds": 5,
+    }
+
+
+def webhook_configurations(client_config: ClientConfig) -> tuple[Obj, Obj]:
+    """The Mutating- and the ValidatingWebhookConfiguration, fail-closed (docs/webhooks.md)."""
+    # Unlabelled Jobs never reach admitter, so an outage cannot touch them.
+    queued = {"objectSelector": {"matchExpressions": [
+        {"key": QUEUE_LABEL, "operator": "Exists"}]}}
+
+    def jobs(*operations: str) -> Obj:
+        return {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": list(operations),
+                "resources": ["jobs"], "scope": "Namespaced"}
+
+    metadata = {"name": WEBHOOK_CONFIGURATION, "labels": {"app.kubernetes.io/name": "admitter"}}
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": [_hook("mutate-jobs.admitter.dev", MUTATE_JOBS_PATH, client_config,
+                           [jobs("CREATE")], **queued)],
+    }
+    resources = {"apiGroups": ["admitter.dev"], "apiVersions": ["v1alpha1"],
+                 "operations": ["CREATE", "UPDATE"],
+                 "resources": ["clusterqueues", "localqueues", "topologies", "workloads"]}
+    # A parent ClusterQueue cannot be deleted while it has children.
+    deletions = {"apiGroups": ["admitter.dev"], "apiVersions": ["v1alpha1"],
+                 "operations": ["DELETE"], "resources": ["clusterqueues"]}
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": [
+            _hook("validate-jobs.admitter.dev", VALIDATE_JOBS_PATH, client_config,
+                  [jobs("CREATE", "UPDATE")], **queued),
+            _hook("validate-resources.admitter.dev", VALIDATE_RESOURCES_PATH, client_config,
+                  [resources, deletions]),
+        ],
+    }
+    return mutating, validating
+
+
+async def register_url_webhooks(api: client.ApiClient, host_port: str, ca_pem: bytes) -> None:
+    """Create or replace both configurations, pointed at `https://HOST:PORT`; call it once the
+    server answers there (fail-closed webhooks that cannot be reached block queued Jobs)."""
+    mutating, validating = webhook_configurations(url_client_config(host_port, ca_pem))
+    registration = client.AdmissionregistrationV1Api(api)
+    for body, read, create, replace in (
+        (mutating, registration.read_mutating_webhook_configuration,
+         registration.create_mutating_webhook_configuration,
+         registration.replace_mutating_webhook_configuration),
+        (validating, registration.read_validating_webhook_configuration,
+         registration.create_validating_webhook_configuration,
+         registration.replace_validating_webhook_configuration),
+    ):
+        try:
+            current = await read(WEBHOOK_CONFIGURATION)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            creation: Any = body  # the client takes plain JSON as well as its models
+            await create(creation)
+            continue
+        version = current.metadata.resource_version
+        replacement: Any = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+        await replace(WEBHOOK_CONFIGURATION, replacement)
