@@ -305,7 +305,7 @@ async def test_a_queue_default_min_runtime_is_written_onto_jobs_that_declare_non
             return await _workload_of(api, namespace, "plain")
 
         wl = await eventually(funded_workload, "the Workload of the defaulted Job", 60)
-        assert wl["spec"]["minRuntime"] == "2700s"
+        assert wl["spec"]["minRuntime"] == "45m"
 
 
 async def _table(api: Kube, path: str) -> dict[str, dict[str, Any]]:
