@@ -23,9 +23,8 @@ from admitter.api.contract import (
     ContractError,
     parse_contract,
 )
-from admitter.api.convert import core_queue, effective_max_min_runtime
+from admitter.api.convert import cluster_levels, core_queue, effective_max_min_runtime
 from admitter.api.localqueue import LocalQueue
-from admitter.api.topology import HOSTNAME_LABEL, Topology
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, Verdict, allow, deny_problems
@@ -155,18 +154,16 @@ async def _contract_problem(
         cap = _effective_cap(
             await lookup.cluster_queues(), local_queue.spec.cluster_queue, policy.max_min_runtime
         )
-    level_sets: list[list[str] | None] = [None]
+    levels = None
     if TOPOLOGY_REQUIRED_ANNOTATION in annotations or TOPOLOGY_PREFERRED_ANNOTATION in annotations:
-        level_sets = [_levels(topology) for topology in await lookup.topologies()] or [None]
-    errors = []
-    for levels in level_sets:  # any one Topology that holds both levels will do
-        try:
-            parse_contract(annotations, max_min_runtime=cap, topology_levels=levels)
-        except ContractError as error:
-            errors.append(str(error))
-        else:
-            return None
-    return errors[0]
+        levels = cluster_levels({t.metadata.name: t.spec.label_keys()
+                                 for t in await lookup.topologies()})
+    try:
+        parse_contract(annotations, max_min_runtime=cap,
+                       topology_levels=None if levels is None else list(levels))
+    except ContractError as error:
+        return str(error)
+    return None
 
 
 def _effective_cap(cluster_queues: list[ClusterQueue], leaf: str, default: float) -> float:
@@ -178,12 +175,6 @@ def _effective_cap(cluster_queues: list[ClusterQueue], leaf: str, default: float
     except QueueTreeError:
         return default
     return effective_max_min_runtime(tree, leaf, default) if leaf in tree else default
-
-
-def _levels(topology: Topology) -> list[str]:
-    """The Topology's levels plus the host level: every node is a domain of its own."""
-    levels = topology.spec.label_keys()
-    return levels if HOSTNAME_LABEL in levels else [*levels, HOSTNAME_LABEL]
 
 
 def _contract_changed(new: Job, old: Job) -> bool:
