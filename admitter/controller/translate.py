@@ -15,6 +15,7 @@ from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION, QUEUE_LABEL, Job
 from admitter.api.duration import parse_duration
 from admitter.api.quantity import format_quantity, parse_quantity, to_base_units
 from admitter.core.model import (
+    ANYWHERE,
     Node,
     NodeSelection,
     NodeSelectorRequirement,
@@ -234,7 +235,10 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
 
 
 def _selection(pod_set: Obj) -> NodeSelection:
-    """A pod set's nodeSelector and required node affinity terms as the core matches them."""
+    """A pod set's nodeSelector and required node affinity terms as the core matches them
+    (the shared empty selection when it has neither: cheaper to key memos by)."""
+    if not pod_set.get("nodeSelector") and not pod_set.get("nodeSelectorTerms"):
+        return ANYWHERE
     return NodeSelection(
         tuple(sorted((pod_set.get("nodeSelector") or {}).items())),
         tuple(NodeSelectorTerm(_requirements(term.get("matchExpressions")),

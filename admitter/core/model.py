@@ -190,6 +190,12 @@ class PodSet:
         (resources and cordons aside)."""
         return tolerates_all(self.tolerations, node.taints) and self.selection.matches(node)
 
+    def selection_key(self) -> NodeSelection | None:
+        """The selection for memo keys: None for the shared empty one, since hashing a frozen
+        dataclass runs interpreted (docs/admission-cycle.md, Speed) and the cycle hashes every
+        pending workload's shape."""
+        return None if self.selection is ANYWHERE else self.selection
+
     def total(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items()}
 
@@ -245,7 +251,7 @@ class Workload:
                 total[resource] = total.get(resource, 0) + amount * pod_set.count
         object.__setattr__(self, "_total", total)
         object.__setattr__(self, "_shape", tuple(
-            [(p.count, tuple(sorted(p.requests.items())), p.tolerations, p.selection)
+            [(p.count, tuple(sorted(p.requests.items())), p.tolerations, p.selection_key())
              for p in self.pod_sets]))
 
     @property

@@ -148,7 +148,7 @@ class ClusterState:
 
     def selected(self, selection: NodeSelection) -> frozenset[int] | None:
         """Indices of the schedulable nodes `selection` matches; None for no selection."""
-        if selection == ANYWHERE:
+        if selection is ANYWHERE or selection == ANYWHERE:
             return None
         nodes = self._selected.get(selection)
         if nodes is None:
@@ -170,7 +170,8 @@ class ClusterState:
         return self._demands[signature]
 
     def _shape(self, pod_set: PodSet) -> Shape | None:
-        signature = (tuple(pod_set.requests.items()), pod_set.tolerations, pod_set.selection)
+        signature = (tuple(pod_set.requests.items()), pod_set.tolerations,
+                     pod_set.selection_key())
         if signature not in self._shapes:
             wanted = {r: q for r, q in pod_set.requests.items() if q > 0}
             self._shapes[signature] = None if any(
