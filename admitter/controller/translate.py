@@ -60,15 +60,13 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     starting: dict[str, Decimal] = {}
     for container in pod_spec.get("initContainers") or ():
         requests = _container_requests(container)
+        during = dict(sidecars)  # an init container starts beside the sidecars before it
+        _add(during, requests)
+        for resource, amount in during.items():
+            starting[resource] = max(starting.get(resource, Decimal(0)), amount)
         if container.get("restartPolicy") == "Always":
             _add(running, requests)
             _add(sidecars, requests)
-            during = dict(sidecars)
-        else:
-            during = dict(sidecars)
-            _add(during, requests)
-        for resource, amount in during.items():
-            starting[resource] = max(starting.get(resource, Decimal(0)), amount)
     for resource, amount in starting.items():
         running[resource] = max(running.get(resource, Decimal(0)), amount)
     _add(running, {r: parse_quantity(a) for r, a in (pod_spec.get("overhead") or {}).items()})
