@@ -27,14 +27,29 @@ from admitter.controller.kube import Kube, Obj
 from admitter.testing import (
     BLOCK_LABEL,
     HOSTNAME_LABEL,
-    KWOK_NODE_SELECTOR,
     RACK_LABEL,
     LocalCluster,
 )
+from admitter.testing.nodes import KWOK_NODE_SELECTOR
 from admitter.testing.waiting import eventually
 
 pytestmark = pytest.mark.integration
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+TOPOLOGY = f"""
+apiVersion: admitter.dev/v1alpha1
+kind: Topology
+metadata: {{name: default}}
+spec:
+  levels:
+  - {{nodeLabel: {BLOCK_LABEL}}}
+  - {{nodeLabel: {RACK_LABEL}}}
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def topology(local_cluster: LocalCluster, admitter_crds: None) -> None:
+    """The cluster's levels as many platform teams declare them: without the host level."""
+    local_cluster.kubectl("apply", "-f", "-", input=TOPOLOGY)
 
 
 @pytest.fixture
@@ -187,30 +202,11 @@ async def test_a_native_sidecars_cpu_is_counted(
     await assert_waits_without_quota(api, namespace, "large")
 
 
-@pytest.fixture
-def topology_without_host_level(local_cluster: LocalCluster, admitter_crds: None) -> Iterator[None]:
-    """A Topology listing block and rack only, first by name so the controller places by it."""
-    manifest = f"""
-apiVersion: admitter.dev/v1alpha1
-kind: Topology
-metadata: {{name: a-racks-only}}
-spec:
-  levels:
-  - {{nodeLabel: {BLOCK_LABEL}}}
-  - {{nodeLabel: {RACK_LABEL}}}
-"""
-    local_cluster.kubectl("apply", "-f", "-", input=manifest)
-    try:
-        yield
-    finally:
-        local_cluster.kubectl("delete", "topology", "a-racks-only")
-
-
 async def test_a_job_requiring_the_host_level_is_admitted(
-        api: Kube, namespace: str, queue: str, kubeconfig: Path,
-        topology_without_host_level: None) -> None:
-    """Every node is a host domain whether the Topology lists the level or not; the webhook
-    has always said so, and the controller now agrees instead of leaving the Job suspended."""
+        api: Kube, namespace: str, queue: str, kubeconfig: Path) -> None:
+    """Every node is a host domain whether the Topology lists the level or not (this one does
+    not); the webhook has always said so, and the controller agrees instead of leaving the
+    Job suspended without a Workload."""
     await apply_all(api, job(namespace, "per-host", queue, gpus=4, required=HOSTNAME_LABEL))
     async with in_process_controller(kubeconfig):
         [node] = await eventually(lambda: bound_nodes(api, namespace, "per-host"),
