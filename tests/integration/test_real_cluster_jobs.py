@@ -38,7 +38,7 @@ GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 TOPOLOGY = f"""
 apiVersion: admitter.dev/v1alpha1
 kind: Topology
-metadata: {{name: default}}
+metadata: {{name: a-racks-only}}
 spec:
   levels:
   - {{nodeLabel: {BLOCK_LABEL}}}
@@ -47,9 +47,15 @@ spec:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def topology(local_cluster: LocalCluster, admitter_crds: None) -> None:
-    """The cluster's levels as many platform teams declare them: without the host level."""
+def topology(local_cluster: LocalCluster, admitter_crds: None) -> Iterator[None]:
+    """The cluster's levels as many platform teams declare them, without the host level; first
+    by name, so the controller places by it, and deleted afterwards for the session's other
+    tests."""
     local_cluster.kubectl("apply", "-f", "-", input=TOPOLOGY)
+    try:
+        yield
+    finally:
+        local_cluster.kubectl("delete", "topology", "a-racks-only")
 
 
 @pytest.fixture
