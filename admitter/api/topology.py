@@ -32,8 +32,6 @@ class TopologySpec(ApiModel):
             if level.node_label in seen:
                 raise ValueError(f"node label {level.node_label!r} appears twice")
             seen.add(level.node_label)
-        if HOSTNAME_LABEL in [level.node_label for level in levels[:-1]]:
-            raise ValueError(f"{HOSTNAME_LABEL} is the finest level: list it last or not at all")
         return levels
 
     def label_keys(self) -> list[str]:

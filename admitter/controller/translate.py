@@ -135,12 +135,12 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
                                   ("preferred", contract.topology_preferred)) if v}
     workload_spec: Obj = {
         "queueName": meta["labels"][QUEUE_LABEL],
-        "podSets": [{"name": MAIN_POD_SET, "count": max(count, 1), "requests": requests,
-                     **placement_constraints(template["spec"], user_affinity(job))}],
+        "podSets": [{"name": MAIN_POD_SET, "count": max(count, 1), "requests": requests}],
         "priority": priority,
         "minRuntime": f"{contract.min_runtime:g}s",
         "resumable": contract.resumable,
     }
+    workload_spec["podSets"][0].update(placement_constraints(template["spec"], user_affinity(job)))
     if template["spec"].get("priorityClassName"):
         workload_spec["priorityClassName"] = template["spec"]["priorityClassName"]
     if topology:

@@ -5,11 +5,9 @@ name; the webhook, the controller and the scenario loader all ask `cluster_level
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
 from admitter.api.convert import cluster_levels, topology_levels
 from admitter.api.scenario import ClusterSpec
-from admitter.api.topology import TopologySpec
 from admitter.core.topology import HOSTNAME, with_host_level
 
 RACK = "topology.admitter.dev/rack"
@@ -35,7 +33,3 @@ def test_a_scenario_gets_the_same_levels() -> None:
         {"count": 1, "namePrefix": "n", "capacity": {"nvidia.com/gpu": 8}}]})
     assert topology_levels(cluster) == (RACK, HOSTNAME)
 
-
-def test_a_topology_with_the_host_level_above_another_is_invalid() -> None:
-    with pytest.raises(ValidationError, match="list it last or not at all"):
-        TopologySpec.model_validate({"levels": [{"nodeLabel": HOSTNAME}, {"nodeLabel": RACK}]})
