@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from admitter.api.clusterqueue import ClusterQueueSpec
@@ -14,6 +14,7 @@ from admitter.core.decisions import CycleSettings
 from admitter.core.model import FairShareSettings as CoreFairShareSettings
 from admitter.core.model import Node, Queue, ResourceQuota, Taint
 from admitter.core.queue_tree import QueueTree
+from admitter.core.topology import with_host_level
 
 
 def core_resources(amounts: Mapping[str, Decimal]) -> dict[str, int]:
@@ -69,9 +70,18 @@ def effective_max_min_runtime(tree: QueueTree, queue: str, default: float) -> fl
 
 
 def topology_levels(cluster: ClusterSpec) -> tuple[str, ...]:
-    """The scenario's levels with the host level appended: each node is its own domain."""
-    levels = tuple(cluster.topology)
-    return levels if HOSTNAME_LABEL in levels else (*levels, HOSTNAME_LABEL)
+    """The scenario's topology levels, by the rule the controller applies to a Topology."""
+    return with_host_level(cluster.topology)
+
+
+def cluster_levels(topologies: Mapping[str, Sequence[str]]) -> tuple[str, ...] | None:
+    """The levels Jobs may name, from every Topology's node-label keys by name: admitter keeps
+    one hierarchy, the first Topology's by name (the webhook and the controller both ask
+    here, so a level the webhook accepts is one the controller places by). None without any
+    Topology."""
+    if not topologies:
+        return None
+    return with_host_level(topologies[min(topologies)])
 
 
 def scenario_nodes(cluster: ClusterSpec) -> list[Node]:

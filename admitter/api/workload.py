@@ -28,15 +28,57 @@ MAX_POD_SETS = 8
 """Kueue's limit on pod sets per Workload; a Job has one."""
 
 
+class TolerationSpec(ApiModel):
+    """A core/v1 Toleration of the pod template (`tolerationSeconds` plays no part in fit)."""
+
+    key: str = ""
+    """Taint key; empty with `Exists` tolerates every taint."""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    """`Equal` compares the value, `Exists` any value."""
+    value: str = ""
+    """Taint value for `Equal`."""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    """Effect tolerated; empty tolerates every effect."""
+
+
+class NodeSelectorRequirementSpec(ApiModel):
+    """A core/v1 NodeSelectorRequirement."""
+
+    key: str = Field(min_length=1)
+    """Node label key (or `metadata.name` in `matchFields`)."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    """How the node's value is compared with `values`."""
+    values: list[str] = Field(default_factory=list)
+    """Values for In/NotIn; one integer for Gt/Lt; none for Exists/DoesNotExist."""
+
+
+class NodeSelectorTermSpec(ApiModel):
+    """A core/v1 NodeSelectorTerm: its requirements are ANDed."""
+
+    match_expressions: list[NodeSelectorRequirementSpec] = Field(default_factory=list)
+    """Requirements on node labels."""
+    match_fields: list[NodeSelectorRequirementSpec] = Field(default_factory=list)
+    """Requirements on node fields (`metadata.name`)."""
+
+
 class PodSetSpec(ApiModel):
-    """A group of identical pods."""
+    """A group of identical pods, with where kube-scheduler may put them."""
 
     name: str = Field(min_length=1)
     """Pod set name; `main` for a plain Job."""
     count: int = Field(ge=1, le=MAX_POD_COUNT)
     """How many pods (the Job's parallelism)."""
     requests: ResourceList = Field(default_factory=dict)
-    """Requests of one pod, summed over its containers."""
+    """Effective requests of one pod, as kube-scheduler counts them: containers and native
+    sidecars summed, at least each init container with the sidecars started before it, plus
+    the pod's overhead."""
+    tolerations: list[TolerationSpec] = Field(default_factory=list)
+    """The pod template's tolerations: only nodes whose blocking taints they tolerate count."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """The pod template's nodeSelector: only nodes with every one of these labels count."""
+    node_selector_terms: list[NodeSelectorTermSpec] = Field(default_factory=list)
+    """The pod template's own required node affinity (terms ORed; empty: none). admitter's
+    topology pin is kept apart, in the admission's `topologyDomain`."""
 
 
 class TopologyRequestSpec(ApiModel):

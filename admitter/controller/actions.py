@@ -16,6 +16,7 @@ from admitter.controller.translate import (
     format_time,
     is_true,
     parse_time,
+    user_affinity,
 )
 from admitter.core.decisions import Admission, Eviction, EvictionReason
 from admitter.core.model import GPU
@@ -85,10 +86,7 @@ class Actions:
 
     async def start_job(self, job: Obj, wl: Obj) -> Obj:
         """Inject the admission's domain as a required node affinity, then unsuspend."""
-        template = job["spec"]["template"]["spec"]
-        annotations = job["metadata"].get("annotations") or {}
-        original = (json.loads(annotations[ORIGINAL_AFFINITY_ANNOTATION])
-                    if ORIGINAL_AFFINITY_ANNOTATION in annotations else template.get("affinity"))
+        original = user_affinity(job)
         domain = wl["status"]["admission"].get("topologyDomain") or {}
         patch = {
             "metadata": {"annotations": {

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from admitter.api.contract import QUEUE_LABEL
+from admitter.api.convert import cluster_levels
 from admitter.controller import kube
 from admitter.controller.informer import Informer, Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
@@ -97,11 +98,11 @@ class Caches:
         return int(found.get("value", 0)) if found else 0
 
     def topology_levels(self) -> list[str] | None:
-        """Levels of the cluster's Topology (the first by name), or None when there is none."""
-        topologies = sorted(self.topologies.items(), key=lambda t: t["metadata"]["name"])
-        if not topologies:
-            return None
-        return [level["nodeLabel"] for level in topologies[0]["spec"]["levels"]]
+        """The levels Jobs may name (`cluster_levels`), or None without a Topology."""
+        levels = cluster_levels({
+            t["metadata"]["name"]: [level["nodeLabel"] for level in t["spec"]["levels"]]
+            for t in self.topologies.items()})
+        return None if levels is None else list(levels)
 
     def job_of(self, workload: Obj) -> Obj | None:
         """The Job that owns the Workload, if the cache holds it (the same Job: a Job

@@ -4,16 +4,29 @@ Workload/Node/ClusterQueue objects → the decision core's snapshot values."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from admitter.api.contract import QUEUE_LABEL, JobContract
+from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION, QUEUE_LABEL, JobContract
 from admitter.api.duration import format_duration, parse_duration
 from admitter.api.quantity import format_quantity, parse_quantity, to_base_units
-from admitter.core.model import Node, Phase, PodSet, Taint, TopologyRequest, Workload
+from admitter.core.model import (
+    ANYWHERE,
+    Node,
+    NodeSelection,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Phase,
+    PodSet,
+    Taint,
+    Toleration,
+    TopologyRequest,
+    Workload,
+)
 
 Obj = dict[str, Any]
 MAIN_POD_SET = "main"
@@ -36,22 +49,77 @@ def job_owner(obj: Obj) -> Obj | None:
 
 
 def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
-    """Effective requests of one pod: containers summed, at least the largest init container
-    (as kube-scheduler counts them); a limit stands in for a missing request."""
-    total: dict[str, Decimal] = {}
-    for container in pod_spec.get("containers", []):
-        for resource, amount in _container_requests(container).items():
-            total[resource] = total.get(resource, Decimal(0)) + amount
-    for container in pod_spec.get("initContainers", []):
-        for resource, amount in _container_requests(container).items():
-            total[resource] = max(total.get(resource, Decimal(0)), amount)
-    return total
+    """Effective requests of one pod, as kube-scheduler counts them: the containers and the
+    native sidecars (init containers with `restartPolicy: Always`, which keep running) summed,
+    at least what any init container needs beside the sidecars started before it, plus
+    `overhead`. A limit stands in for a missing request (the API server's defaulting)."""
+    running: dict[str, Decimal] = {}
+    for container in pod_spec.get("containers") or ():
+        _add(running, _container_requests(container))
+    sidecars: dict[str, Decimal] = {}
+    starting: dict[str, Decimal] = {}
+    for container in pod_spec.get("initContainers") or ():
+        requests = _container_requests(container)
+        during = dict(sidecars)  # an init container starts beside the sidecars before it
+        _add(during, requests)
+        for resource, amount in during.items():
+            starting[resource] = max(starting.get(resource, Decimal(0)), amount)
+        if container.get("restartPolicy") == "Always":
+            _add(running, requests)
+            _add(sidecars, requests)
+    for resource, amount in starting.items():
+        running[resource] = max(running.get(resource, Decimal(0)), amount)
+    _add(running, {r: parse_quantity(a) for r, a in (pod_spec.get("overhead") or {}).items()})
+    return running
+
+
+def _add(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None:
+    for resource, amount in amounts.items():
+        total[resource] = total.get(resource, Decimal(0)) + amount
 
 
 def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
     resources = container.get("resources") or {}
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
     return {name: parse_quantity(value) for name, value in merged.items()}
+
+
+def user_affinity(job: Obj) -> Obj | None:
+    """The pod template's affinity as the user wrote it: while admitted, the template also
+    carries admitter's topology pin, and the annotation keeps the user's own."""
+    annotations = job["metadata"].get("annotations") or {}
+    if ORIGINAL_AFFINITY_ANNOTATION in annotations:
+        original: Obj | None = json.loads(annotations[ORIGINAL_AFFINITY_ANNOTATION])
+        return original
+    affinity: Obj | None = job["spec"]["template"]["spec"].get("affinity")
+    return affinity
+
+
+def placement_constraints(pod_spec: Mapping[str, Any], affinity: Obj | None) -> Obj:
+    """The pod set fields that restrict nodes: tolerations, nodeSelector and the required
+    node affinity's terms, each only when present."""
+    constraints: Obj = {}
+    tolerations = [{k: t[k] for k in ("key", "operator", "value", "effect") if t.get(k)}
+                   for t in pod_spec.get("tolerations") or ()]
+    if tolerations:
+        constraints["tolerations"] = tolerations
+    if pod_spec.get("nodeSelector"):
+        constraints["nodeSelector"] = dict(pod_spec["nodeSelector"])
+    required = (((affinity or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = [{k: [_requirement(r) for r in term[k]]
+              for k in ("matchExpressions", "matchFields") if term.get(k)}
+             for term in required.get("nodeSelectorTerms") or ()]
+    if terms:
+        constraints["nodeSelectorTerms"] = terms
+    return constraints
+
+
+def _requirement(requirement: Mapping[str, Any]) -> Obj:
+    found: Obj = {"key": requirement["key"], "operator": requirement["operator"]}
+    if requirement.get("values"):
+        found["values"] = list(requirement["values"])
+    return found
 
 
 def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
@@ -72,6 +140,7 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
         "minRuntime": format_duration(contract.min_runtime),
         "resumable": contract.resumable,
     }
+    workload_spec["podSets"][0].update(placement_constraints(template["spec"], user_affinity(job)))
     if template["spec"].get("priorityClassName"):
         workload_spec["priorityClassName"] = template["spec"]["priorityClassName"]
     if topology:
@@ -127,7 +196,11 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
     admission = status.get("admission")
     pod_sets = tuple(
         PodSet(p["name"], p["count"],
-               {r: to_base_units(r, parse_quantity(a)) for r, a in p.get("requests", {}).items()})
+               {r: to_base_units(r, parse_quantity(a)) for r, a in p.get("requests", {}).items()},
+               tuple(Toleration(t.get("key", ""), t.get("operator") or "Equal",
+                                t.get("value", ""), t.get("effect", ""))
+                     for t in p.get("tolerations") or ()),
+               _selection(p))
         for p in spec["podSets"]
     )
     placements: list[dict[str, int]] = [{} for _ in pod_sets]
@@ -157,6 +230,23 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
         pods_ready=pods_ready,
         eligible_at=parse_time(status.get("requeueAt")) or 0.0,
     )
+
+
+def _selection(pod_set: Obj) -> NodeSelection:
+    """A pod set's nodeSelector and required node affinity terms as the core matches them
+    (the shared empty selection when it has neither: cheaper to key memos by)."""
+    if not pod_set.get("nodeSelector") and not pod_set.get("nodeSelectorTerms"):
+        return ANYWHERE
+    return NodeSelection(
+        tuple(sorted((pod_set.get("nodeSelector") or {}).items())),
+        tuple(NodeSelectorTerm(_requirements(term.get("matchExpressions")),
+                               _requirements(term.get("matchFields")))
+              for term in pod_set.get("nodeSelectorTerms") or ()))
+
+
+def _requirements(found: list[Obj] | None) -> tuple[NodeSelectorRequirement, ...]:
+    return tuple(NodeSelectorRequirement(r["key"], r["operator"], tuple(r.get("values") or ()))
+                 for r in found or ())
 
 
 def core_node(node: Obj, used: Mapping[str, int]) -> Node:

@@ -33,32 +33,39 @@ Ranked = tuple[tuple[int, ...], int, Domain]
 
 class Shape(NamedTuple):
     """One pod: requests as (resource index, amount) in index order, which is significance
-    order (GPU first), the taint classes whose nodes it may use, and an id for memos
-    (`ClusterState.demand` interns shapes)."""
+    order (GPU first), the taint classes whose nodes it may use, the node indices its node
+    selection admits (None: every node), and an id for memos (`ClusterState.demand` interns
+    shapes)."""
 
     request: tuple[tuple[int, int], ...]
     classes: tuple[int, ...]
+    nodes: frozenset[int] | None
     id: int
 
 
 class Demand(NamedTuple):
-    """A gang: (shape, count) per pod set; the resources and taint classes that rank domains
-    for it (bin-pack key); `id` identifies it in memos."""
+    """A gang: (shape, count) per pod set; the resources, taint classes and nodes that rank
+    domains for it (bin-pack key); `id` identifies it in memos."""
 
     pod_sets: tuple[tuple[Shape, int], ...]
     resources: tuple[int, ...]
     classes: tuple[int, ...]
+    nodes: frozenset[int] | None
     id: int
 
     @classmethod
     def of(cls, pod_sets: tuple[tuple[Shape, int], ...], id: int) -> Demand:
+        selected = [shape.nodes for shape, _ in pod_sets]
+        nodes = (None if any(s is None for s in selected)
+                 else frozenset().union(*[s for s in selected if s is not None]))
         return cls(pod_sets, tuple(sorted({r for shape, _ in pod_sets for r, _ in shape.request})),
-                   tuple(sorted({c for shape, _ in pod_sets for c in shape.classes})), id)
+                   tuple(sorted({c for shape, _ in pod_sets for c in shape.classes})), nodes, id)
 
 
 def _floor(leaf: Domain, shape: Shape) -> int:
     """Pods of `shape` that fit on one node: the minimum over resources of free // request."""
-    if leaf.taint_class not in shape.classes:
+    if leaf.taint_class not in shape.classes or (
+            shape.nodes is not None and leaf.node not in shape.nodes):
         return 0
     free = leaf.free[leaf.taint_class]
     fit = UNBOUNDED
@@ -94,13 +101,29 @@ def fits(domain: Domain, demand: Demand) -> bool:
     return True
 
 
-def free_key(domain: Domain, resources: tuple[int, ...], classes: tuple[int, ...]) -> tuple[
-        int, ...]:
-    """The domain's free amounts of `resources` on nodes of `classes`."""
+def free_key(domain: Domain, resources: tuple[int, ...], classes: tuple[int, ...],
+             nodes: frozenset[int] | None) -> tuple[int, ...]:
+    """The domain's free amounts of `resources` on nodes of `classes` (and among `nodes`, when
+    given: summed over those leaves, since the domain keeps sums per taint class only)."""
+    if nodes is not None:
+        total = [0] * len(resources)
+        for leaf in _leaves(domain):
+            if leaf.node in nodes and leaf.taint_class in classes:
+                free = leaf.free[leaf.taint_class]
+                for i, resource in enumerate(resources):
+                    total[i] += free[resource]
+        return tuple(total)
     if len(classes) == 1:
         free = domain.free[classes[0]]
         return tuple([free[r] for r in resources])
     return tuple([sum(domain.free[c][r] for c in classes) for r in resources])
+
+
+def _leaves(domain: Domain) -> Iterator[Domain]:
+    if domain.node >= 0:
+        yield domain
+    for child in domain.children:
+        yield from _leaves(child)
 
 
 def first_node(domain: Domain, shape: Shape) -> Ranked | None:
@@ -135,7 +158,8 @@ def best_domain(domain: Domain, key: int, depth: int, within: int,
     if domain.depth == depth:
         inside = domain.parent is None or not domain.parent.depth < within < depth
         if inside and fits(domain, demand):
-            best = free_key(domain, demand.resources, demand.classes), domain.order, domain
+            best = (free_key(domain, demand.resources, demand.classes, demand.nodes),
+                    domain.order, domain)
     elif domain.depth < depth and fits(domain, demand):
         for child in domain.children:
             child_memo = child.memo
@@ -147,18 +171,19 @@ def best_domain(domain: Domain, key: int, depth: int, within: int,
     return best
 
 
-def largest(tree: DomainTree, domain: Domain, classes: tuple[int, ...]) -> tuple[int, ...]:
-    """The largest free amount of each resource on any one node of `classes`."""
+def largest(tree: DomainTree, domain: Domain, shape: Shape) -> tuple[int, ...]:
+    """The largest free amount of each resource on any one node the shape may use."""
     if domain.node >= 0:
-        if domain.taint_class in classes:
+        if domain.taint_class in shape.classes and (
+                shape.nodes is None or domain.node in shape.nodes):
             return tuple(domain.free[domain.taint_class])
         return (0,) * len(domain.free[0])
-    key = tree.query_key(("largest", classes))
+    key = tree.query_key(("largest", shape.classes, -1 if shape.nodes is None else shape.id))
     result: tuple[int, ...] | None = domain.memo.get(key)
     if result is None:
         result = (0,) * len(domain.free[0])
         for child in domain.children:
-            result = tuple(map(max, result, largest(tree, child, classes)))
+            result = tuple(map(max, result, largest(tree, child, shape)))
         domain.memo[key] = result
     return result
 

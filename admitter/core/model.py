@@ -59,6 +59,9 @@ class Taint:
 
 @dataclass(frozen=True, slots=True)
 class Toleration:
+    """core/v1 Toleration; an empty key with `Exists` tolerates every taint, an empty effect
+    every effect."""
+
     key: str = ""
     operator: str = "Equal"
     value: str = ""
@@ -70,6 +73,93 @@ class Toleration:
         if self.operator == "Exists":
             return not self.key or self.key == taint.key
         return self.key == taint.key and self.value == taint.value
+
+
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that keep a pod off a node; PreferNoSchedule only scores, so fit ignores it."""
+
+
+def tolerates_all(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> bool:
+    """kube-scheduler's TaintToleration filter: every blocking taint has a toleration."""
+    for taint in taints:
+        if taint.effect in BLOCKING_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
+            return False
+    return True
+
+
+SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One core/v1 NodeSelectorRequirement: `key` is a label key, or `metadata.name` in a
+    term's `fields`."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, value: str | None) -> bool:
+        """Whether a node whose label (or field) `key` is `value` (None: absent) satisfies it.
+        Gt/Lt compare integers; a missing or non-integer value never matches them."""
+        operator = self.operator
+        if operator == "In":
+            return value is not None and value in self.values
+        if operator == "NotIn":
+            return value is None or value not in self.values
+        if operator == "Exists":
+            return value is not None
+        if operator == "DoesNotExist":
+            return value is None
+        if value is None or len(self.values) != 1:
+            return False
+        try:
+            have, bound = int(value), int(self.values[0])
+        except ValueError:
+            return False
+        return have > bound if operator == "Gt" else operator == "Lt" and have < bound
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements ANDed over the node's labels (`expressions`) and its name (`fields`);
+    a term with neither matches no node, as in Kubernetes."""
+
+    expressions: tuple[NodeSelectorRequirement, ...] = ()
+    fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if not self.expressions and not self.fields:
+            return False
+        for requirement in self.expressions:
+            if not requirement.matches(labels.get(requirement.key)):
+                return False
+        for requirement in self.fields:
+            if not requirement.matches(name if requirement.key == "metadata.name" else None):
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelection:
+    """Where the pods may land by the nodes' labels and names: every `selector` label (the
+    pod's nodeSelector) and, when there are `terms` (required node affinity), at least one
+    of them. The empty selection takes every node."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[NodeSelectorTerm, ...] = ()
+
+    def matches(self, node: Node) -> bool:
+        labels = node.labels
+        for key, value in self.selector:
+            if labels.get(key) != value:
+                return False
+        if not self.terms:
+            return True
+        return any(term.matches(node.name, labels) for term in self.terms)
+
+
+ANYWHERE = NodeSelection()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +176,26 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class PodSet:
-    """`count` identical pods, each asking for `requests`."""
+    """`count` identical pods, each asking for `requests` (the pod's effective request), that
+    kube-scheduler puts only on nodes whose blocking taints `tolerations` tolerate and that
+    `selection` matches."""
 
     name: str
     count: int
     requests: Resources
     tolerations: tuple[Toleration, ...] = ()
+    selection: NodeSelection = ANYWHERE
+
+    def admits(self, node: Node) -> bool:
+        """Whether kube-scheduler's taint and node-affinity filters let these pods on `node`
+        (resources and cordons aside)."""
+        return tolerates_all(self.tolerations, node.taints) and self.selection.matches(node)
+
+    def selection_key(self) -> NodeSelection | None:
+        """The selection for memo keys: None for the shared empty one, since hashing a frozen
+        dataclass runs interpreted (docs/admission-cycle.md, Speed) and the cycle hashes every
+        pending workload's shape."""
+        return None if self.selection is ANYWHERE else self.selection
 
     def total(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items()}
@@ -148,7 +252,8 @@ class Workload:
                 total[resource] = total.get(resource, 0) + amount * pod_set.count
         object.__setattr__(self, "_total", total)
         object.__setattr__(self, "_shape", tuple(
-            [(p.count, tuple(sorted(p.requests.items())), p.tolerations) for p in self.pod_sets]))
+            [(p.count, tuple(sorted(p.requests.items())), p.tolerations, p.selection_key())
+             for p in self.pod_sets]))
 
     @property
     def funded(self) -> bool:
@@ -163,8 +268,8 @@ class Workload:
         return self._total
 
     def shape(self) -> tuple[object, ...]:
-        """Pod counts, requests and tolerations per pod set, hashable: workloads with equal
-        shapes (and topology) fit in exactly the same places."""
+        """Pod counts, requests, tolerations and node selections per pod set, hashable:
+        workloads with equal shapes (and topology) fit in exactly the same places."""
         return self._shape
 
     def admitted(self, at: float, per_pod_set: tuple[Mapping[str, int], ...]) -> Workload:

@@ -4,7 +4,9 @@ A node offers its allocatable resources minus the pods admitter does not manage 
 minus every admitted workload's pods, bound or merely assumed, so two workloads admitted in one
 cycle never count the same free GPUs. Cordoned nodes offer nothing; nodes with a NoSchedule or
 NoExecute taint offer nothing to pods that do not tolerate it (nodes are grouped into taint
-classes so a pod set's usable nodes are a short tuple of class ids).
+classes so a pod set's usable nodes are a short tuple of class ids), and nodes its nodeSelector
+or required node affinity rejects offer nothing to a pod set (the nodes each distinct selection
+admits are computed once per snapshot).
 
 Preemption is simulated on the same state, KAI-style: `checkpoint()`, then `release()` victims
 and `assume()` the preemptor, then `rollback(cp)` to undo exactly or `commit()` to keep.
@@ -17,10 +19,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from admitter.core.fit import Demand, Shape
-from admitter.core.model import GPU, Node, PodSet, Taint, Toleration, Workload
+from admitter.core.model import (
+    ANYWHERE,
+    BLOCKING_EFFECTS,
+    GPU,
+    Node,
+    NodeSelection,
+    PodSet,
+    Taint,
+    Toleration,
+    Workload,
+    tolerates_all,
+)
 from admitter.core.topology import DomainTree
-
-BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 Holding = tuple[tuple[int, tuple[int, ...]], ...]
 """What one workload holds: (node index, amount per resource) for every node it uses."""
@@ -72,6 +83,7 @@ class ClusterState:
                 for resource, amount in enumerate(amounts):
                     raw[resource] -= amount
         schedulable = {i: n for i, n in enumerate(ordered) if not n.unschedulable}
+        self._schedulable = schedulable
         taint_sets = {i: _blocking(n.taints) for i, n in schedulable.items()}
         self.class_taints: tuple[tuple[Taint, ...], ...] = tuple(
             sorted({(), *taint_sets.values()}, key=lambda ts: [_taint_key(t) for t in ts]))
@@ -89,6 +101,7 @@ class ClusterState:
         self._log: list[tuple[str, Holding, int]] = []
         self._epoch = 0
         self._tolerated: dict[tuple[Toleration, ...], tuple[int, ...]] = {}
+        self._selected: dict[NodeSelection, frozenset[int]] = {}
         self._shapes: dict[tuple[object, ...], Shape | None] = {}
         self._demands: dict[tuple[object, ...], Demand | None] = {}
         self.commit()
@@ -129,10 +142,19 @@ class ClusterState:
         classes = self._tolerated.get(tolerations)
         if classes is None:
             classes = tuple(c for c, taints in enumerate(self.class_taints)
-                            if all(any(t.tolerates(taint) for t in tolerations)
-                                   for taint in taints))
+                            if tolerates_all(tolerations, taints))
             self._tolerated[tolerations] = classes
         return classes
+
+    def selected(self, selection: NodeSelection) -> frozenset[int] | None:
+        """Indices of the schedulable nodes `selection` matches; None for no selection."""
+        if selection is ANYWHERE or selection == ANYWHERE:
+            return None
+        nodes = self._selected.get(selection)
+        if nodes is None:
+            nodes = self._selected[selection] = frozenset(
+                i for i, node in self._schedulable.items() if selection.matches(node))
+        return nodes
 
     def demand(self, workload: Workload) -> Demand | None:
         """A gang as an interned `Demand` (its shapes share memo ids with every other gang's);
@@ -148,13 +170,15 @@ class ClusterState:
         return self._demands[signature]
 
     def _shape(self, pod_set: PodSet) -> Shape | None:
-        signature = (tuple(pod_set.requests.items()), pod_set.tolerations)
+        signature = (tuple(pod_set.requests.items()), pod_set.tolerations,
+                     pod_set.selection_key())
         if signature not in self._shapes:
             wanted = {r: q for r, q in pod_set.requests.items() if q > 0}
             self._shapes[signature] = None if any(
                 r not in self._resource_index for r in wanted) else Shape(
                 tuple(sorted((self._resource_index[r], q) for r, q in wanted.items())),
-                self.tolerated(pod_set.tolerations), len(self._shapes))
+                self.tolerated(pod_set.tolerations), self.selected(pod_set.selection),
+                len(self._shapes))
         return self._shapes[signature]
 
     def assumed(self, key: str) -> bool:

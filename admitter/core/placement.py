@@ -126,33 +126,48 @@ def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int
 
 def _no_node(state: ClusterState, shape: Shape) -> str:
     """Why no single node takes one pod of `shape`."""
-    if not any(state.class_sizes[c] for c in shape.classes):
-        return "every schedulable node has a taint the pods do not tolerate"
-    tolerated = "" if len(shape.classes) == len(state.class_taints) else " the pods tolerate"
-    big = largest(state.tree, state.tree.root, shape.classes)
+    selected = shape.nodes
+    if selected is not None and not selected:
+        return "no schedulable node matches the pods' nodeSelector and required node affinity"
+    if not any(state.class_sizes[c] for c in shape.classes) or (
+            selected is not None and not any(state.tree.leaves[i].taint_class in shape.classes
+                                             for i in selected)):
+        which = "schedulable node" if selected is None else "node the pods' selection matches"
+        return f"every {which} has a taint the pods do not tolerate"
+    usable = _usable(state, shape)
+    big = largest(state.tree, state.tree.root, shape)
     for resource, amount in shape.request:
         if big[resource] < amount:
-            return (f"no node{tolerated} offers {amount} {state.resources[resource]} per pod;"
+            return (f"no {usable} offers {amount} {state.resources[resource]} per pod;"
                     f" the largest node has {big[resource]}")
-    return f"no node{tolerated} offers {_pods(state, shape, 1)} at once"
+    return f"no {usable} offers {_pods(state, shape, 1)} at once"
+
+
+def _usable(state: ClusterState, shape: Shape) -> str:
+    """The nodes a shape may use, as a reason names them."""
+    if shape.nodes is not None:
+        return "node the pods' nodeSelector and affinity match"
+    return "node" if len(shape.classes) == len(state.class_taints) else "node the pods tolerate"
 
 
 def _short(state: ClusterState, shape: Shape, count: int, domains: list[Domain],
            noun: str | None) -> str:
     """Why no domain (`noun`, or the whole cluster) holds `count` pods: the first resource
     short of the gang's total, else fragmentation across nodes."""
+    where, has, fit = (("the cluster", "has", "fits") if shape.nodes is None
+                       else ("the nodes the pods may use", "have", "fit"))
     for resource, amount in shape.request:
-        most = max(free_key(d, (resource,), shape.classes)[0] for d in domains)
+        most = max(free_key(d, (resource,), shape.classes, shape.nodes)[0] for d in domains)
         total, name = amount * count, state.resources[resource]
         if most < total:
             if noun is None:
-                return (f"the cluster has {most} free {name}; {_count(count)} × {amount} "
+                return (f"{where} {has} {most} free {name}; {_count(count)} × {amount} "
                         f"need {total}")
             return (f"no {noun} has {total} free {name} for {_count(count)} × {amount}; "
                     f"the largest has {most}")
     best = max(capacity(d, shape) for d in domains)
     if noun is None:
-        return (f"free capacity is fragmented: the cluster fits {best} of "
+        return (f"free capacity is fragmented: {where} {fit} {best} of "
                 f"{_pods(state, shape, count)}")
     return (f"no {noun} fits {_pods(state, shape, count)}: free capacity is fragmented, "
             f"the best fits {best}")

@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from admitter.core.model import Node, PodSet
-from admitter.core.nodes import BLOCKING_EFFECTS
 
 Placement = tuple[Mapping[str, int], ...]
 """Pods per node, one mapping per pod set."""
@@ -106,7 +105,7 @@ class _Settler:
         """Fill the first nodes of the domain that take a pod, in name order. Free amounts
         only shrink within one settling, so a node that took no more pods of this shape
         never will: a cursor per shape skips it, and settling thousands of pods stays linear."""
-        group = (tuple(sorted(domain.items())), pod_set.tolerations)
+        group = (tuple(sorted(domain.items())), pod_set.tolerations, pod_set.selection)
         candidates = self._candidates.get(group)
         if candidates is None:
             candidates = sorted(n.name for n in self.nodes.values()
@@ -148,5 +147,4 @@ def _fits(free: Mapping[str, int], pod_set: PodSet) -> int:
 def _accepts(node: Node, pod_set: PodSet, domain: Mapping[str, str]) -> bool:
     if node.unschedulable or any(node.labels.get(k) != v for k, v in domain.items()):
         return False
-    return all(any(t.tolerates(taint) for t in pod_set.tolerations)
-               for taint in node.taints if taint.effect in BLOCKING_EFFECTS)
+    return pod_set.admits(node)

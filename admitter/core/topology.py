@@ -22,6 +22,16 @@ from admitter.core.model import Node
 HOSTNAME = "kubernetes.io/hostname"
 
 
+def with_host_level(label_keys: Sequence[str]) -> tuple[str, ...]:
+    """The levels a Topology's node-label keys (coarsest first) give placement: the keys with
+    the host level last, listed or not, since every node is a domain of its own. The one rule
+    the webhook, the controller, the scenario loader and the domain tree share, so a level one
+    accepts is never unknown to another."""
+    if HOSTNAME in label_keys[:-1]:
+        raise ValueError(f"{HOSTNAME} can only be the finest topology level")
+    return (*[key for key in label_keys if key != HOSTNAME], HOSTNAME)
+
+
 class Domain:
     """One domain: the root (level None), a label domain such as a rack, or a host leaf."""
 
@@ -62,10 +72,8 @@ class DomainTree:
     def __init__(self, levels: Sequence[str], nodes: Mapping[int, Node],
                  classes: Mapping[int, int], class_count: int,
                  offers: Mapping[int, Sequence[int]], resources: int) -> None:
-        if HOSTNAME in levels[:-1]:
-            raise ValueError(f"{HOSTNAME} can only be the finest topology level")
-        label_levels = [level for level in levels if level != HOSTNAME]
-        self.levels: tuple[str, ...] = (*label_levels, HOSTNAME)
+        self.levels: tuple[str, ...] = with_host_level(levels)
+        label_levels = self.levels[:-1]
         self.depth = {level: depth for depth, level in enumerate(self.levels)}
         """Level → depth of its domains (the root is at -1)."""
         self.root = Domain(None, None, -1, {}, None, class_count, resources)

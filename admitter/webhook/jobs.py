@@ -24,10 +24,9 @@ from admitter.api.contract import (
     ContractError,
     parse_contract,
 )
-from admitter.api.convert import core_queue, effective_max_min_runtime
+from admitter.api.convert import cluster_levels, core_queue, effective_max_min_runtime
 from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
-from admitter.api.topology import HOSTNAME_LABEL, Topology
 from admitter.api.workload import MAX_POD_COUNT
 from admitter.controller.translate import pod_requests, workload_name
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
@@ -320,18 +319,16 @@ async def _contract_problem(
         cap = _effective_cap(
             await lookup.cluster_queues(), local_queue.spec.cluster_queue, policy.max_min_runtime
         )
-    level_sets: list[list[str] | None] = [None]
+    levels = None
     if TOPOLOGY_REQUIRED_ANNOTATION in annotations or TOPOLOGY_PREFERRED_ANNOTATION in annotations:
-        level_sets = [_levels(topology) for topology in await lookup.topologies()] or [None]
-    errors = []
-    for levels in level_sets:  # any one Topology that holds both levels will do
-        try:
-            parse_contract(annotations, max_min_runtime=cap, topology_levels=levels)
-        except ContractError as error:
-            errors.append(str(error))
-        else:
-            return None
-    return errors[0]
+        levels = cluster_levels({t.metadata.name: t.spec.label_keys()
+                                 for t in await lookup.topologies()})
+    try:
+        parse_contract(annotations, max_min_runtime=cap,
+                       topology_levels=None if levels is None else list(levels))
+    except ContractError as error:
+        return str(error)
+    return None
 
 
 def _effective_cap(cluster_queues: list[ClusterQueue], leaf: str, default: float) -> float:
@@ -343,12 +340,6 @@ def _effective_cap(cluster_queues: list[ClusterQueue], leaf: str, default: float
     except QueueTreeError:
         return default
     return effective_max_min_runtime(tree, leaf, default) if leaf in tree else default
-
-
-def _levels(topology: Topology) -> list[str]:
-    """The Topology's levels plus the host level: every node is a domain of its own."""
-    levels = topology.spec.label_keys()
-    return levels if HOSTNAME_LABEL in levels else [*levels, HOSTNAME_LABEL]
 
 
 def _contract_changed(new: Job, old: Job) -> bool:

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from admitter.api.convert import cluster_levels
 from admitter.api.duration import format_duration
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
-from admitter.webhook.jobs import JobPolicy, _effective_cap, _levels
+from admitter.webhook.jobs import JobPolicy, _effective_cap
 from admitter.webhook.lookup import Lookup
 
 Problem = tuple[str, str]
@@ -51,24 +52,21 @@ async def reference_problems(
 def _topology_problems(
     required: str | None, preferred: str | None, topologies: list[Topology]
 ) -> Iterator[Problem]:
-    wanted = [level for level in (required, preferred) if level is not None]
-    level_sets = [_levels(topology) for topology in topologies]
-    holding = [levels for levels in level_sets if all(level in levels for level in wanted)]
-    if holding:
-        if required and preferred and all(
-                levels.index(preferred) < levels.index(required) for levels in holding):
-            yield "spec.topology.preferred", (
-                f"{preferred!r} is coarser than required {required!r}; the preferred level "
-                "must be the same or finer"
-            )
-        return
-    known = sorted({level for levels in level_sets for level in levels}) or ["none"]
+    """Levels of the one Topology the controller places by (`cluster_levels`)."""
+    levels = list(cluster_levels({t.metadata.name: t.spec.label_keys() for t in topologies})
+                  or ())
     for strength, level in (("required", required), ("preferred", preferred)):
-        if level is not None:
+        if level is not None and level not in levels:
             yield f"spec.topology.{strength}", (
-                f"{level!r} is not a level of any Topology that holds all requested levels "
-                f"(levels: {', '.join(known)})"
+                f"{level!r} is not a level of the cluster's Topology "
+                f"(levels: {', '.join(levels) or 'none'})"
             )
+    if (required in levels and preferred in levels
+            and levels.index(preferred) < levels.index(required)):
+        yield "spec.topology.preferred", (
+            f"{preferred!r} is coarser than required {required!r}; the preferred level "
+            "must be the same or finer"
+        )
 
 
 def frozen_spec_problems(new: dict[str, Any], old: dict[str, Any]) -> Iterator[Problem]:

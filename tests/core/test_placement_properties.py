@@ -13,14 +13,61 @@ from builders_nodes import BLOCK, CPU, LEVELS, RACK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from admitter.core.model import GPU, Node, PodSet, Taint, Toleration, TopologyRequest, Workload
+from admitter.core.model import (
+    ANYWHERE,
+    GPU,
+    Node,
+    NodeSelection,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodSet,
+    Taint,
+    Toleration,
+    TopologyRequest,
+    Workload,
+)
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, place
 from admitter.core.topology import HOSTNAME
 
 TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+TAINTS = st.sampled_from([(), (), (), (TAINT,), (Taint("dedicated", "infer", "NoExecute"),),
+                          (Taint("spot", "", "PreferNoSchedule"),),
+                          (TAINT, Taint("dedicated", "infer", "NoExecute"))])
 TOLERATE = (Toleration("nvidia.com/gpu", "Exists"),)
+TOLERATIONS = st.sampled_from([
+    (), TOLERATE, (Toleration("nvidia.com/gpu", "Equal", "present", "NoSchedule"),),
+    (Toleration("nvidia.com/gpu", "Equal", "absent"),), (Toleration(operator="Exists"),),
+    (Toleration("dedicated", "Equal", "infer", "NoExecute"), *TOLERATE),
+    (Toleration("dedicated", "Exists", effect="NoSchedule"),)])
+GPU_TYPE = "example.com/gpu-type"
 LEVEL = st.sampled_from([None, BLOCK, RACK, HOSTNAME])
+
+
+def _term(*expressions: NodeSelectorRequirement,
+          fields: tuple[NodeSelectorRequirement, ...] = ()) -> NodeSelectorTerm:
+    return NodeSelectorTerm(expressions, fields)
+
+
+def _is(key: str, operator: str, *values: str) -> NodeSelectorRequirement:
+    return NodeSelectorRequirement(key, operator, values)
+
+
+SELECTIONS = {
+    ANYWHERE: lambda n: True,
+    NodeSelection(((GPU_TYPE, "h100"),)): lambda n: n.labels.get(GPU_TYPE) == "h100",
+    NodeSelection(terms=(_term(_is(RACK, "In", "r1")),)): lambda n: n.labels.get(RACK) == "r1",
+    NodeSelection(((GPU_TYPE, "a100"),), (_term(_is(BLOCK, "DoesNotExist")),
+                                          _term(_is(RACK, "NotIn", "r1")))):
+        lambda n: n.labels.get(GPU_TYPE) == "a100" and (
+            BLOCK not in n.labels or n.labels.get(RACK) != "r1"),
+    NodeSelection(terms=(_term(_is(GPU_TYPE, "Exists"), _is("example.com/gpus", "Gt", "3")),)):
+        lambda n: GPU_TYPE in n.labels and int(n.labels["example.com/gpus"]) > 3,
+    NodeSelection(terms=(_term(fields=(_is("metadata.name", "In", "n0", "n3"),)),
+                         _term(_is("example.com/gpus", "Lt", "2")))):
+        lambda n: n.name in ("n0", "n3") or int(n.labels["example.com/gpus"]) < 2,
+}
+"""Selections with an independent statement of the nodes each one admits."""
 
 PROPERTY = settings(deadline=None, max_examples=150)
 
@@ -33,7 +80,10 @@ def nodes(draw: st.DrawFn) -> list[Node]:
         allocatable = {GPU: gpus}
         if draw(st.booleans()):
             allocatable[CPU] = draw(st.integers(0, 8)) * 1_000
-        labels = {HOSTNAME: f"host-{i}"}
+        labels = {HOSTNAME: f"host-{i}", "example.com/gpus": str(gpus)}
+        gpu_type = draw(st.sampled_from(["a100", "h100", None]))
+        if gpu_type:
+            labels[GPU_TYPE] = gpu_type
         block = draw(st.sampled_from(["b1", "b2", None]))
         if block:
             labels[BLOCK] = block
@@ -42,7 +92,7 @@ def nodes(draw: st.DrawFn) -> list[Node]:
             labels[RACK] = rack
         result.append(Node(
             f"n{i}", allocatable, labels, unschedulable=draw(st.integers(0, 9)) == 0,
-            taints=(TAINT,) if draw(st.integers(0, 4)) == 0 else (),
+            taints=draw(TAINTS),
             used={GPU: draw(st.integers(0, gpus))} if gpus else {}))
     return result
 
@@ -57,14 +107,22 @@ def workloads(draw: st.DrawFn, max_pod_sets: int = 2) -> list[Workload]:
             if draw(st.booleans()):
                 requests[CPU] = draw(st.integers(1, 4)) * 1_000
             pod_sets.append(PodSet(f"p{j}", draw(st.integers(1, 4)), requests,
-                                   TOLERATE if draw(st.booleans()) else ()))
+                                   draw(TOLERATIONS), draw(st.sampled_from(list(SELECTIONS)))))
         topology = TopologyRequest(draw(LEVEL), draw(LEVEL))
         result.append(Workload(f"w{i}", "q", tuple(pod_sets), float(i), topology=topology))
     return result
 
 
 def tolerated(node: Node, pod_set: PodSet) -> bool:
-    return all(any(t.tolerates(taint) for t in pod_set.tolerations) for taint in node.taints)
+    """The pods may go there: every NoSchedule/NoExecute taint tolerated, the selection met."""
+    for taint in node.taints:
+        if taint.effect == "PreferNoSchedule":
+            continue
+        if not any((t.key == taint.key or (not t.key and t.operator == "Exists"))
+                   and (t.operator == "Exists" or t.value == taint.value)
+                   and t.effect in ("", taint.effect) for t in pod_set.tolerations):
+            return False
+    return SELECTIONS[pod_set.selection](node)
 
 
 def free(node: Node, assumed: Sequence[tuple[Workload, Placement]]) -> dict[str, int]:

@@ -240,11 +240,18 @@ async def test_the_host_level_is_always_known():
     assert (await verdict_of(obj)).allowed
 
 
-async def test_a_level_of_any_topology_is_accepted():
+async def test_only_the_topology_the_controller_places_by_gives_levels():
+    """The controller keeps one hierarchy, the first Topology's by name: a level of another
+    would be accepted here and then never placed."""
     lookup = standard_lookup()
     lookup.objects.append(topology("pods", "example.com/pod"))
-    obj = job(suspend=True, annotations={REQUIRED: "example.com/pod"})
-    assert (await verdict_of(obj, lookup=lookup)).allowed
+    message = await denial(job(suspend=True, annotations={REQUIRED: "example.com/pod"}),
+                           lookup=lookup)
+    assert "use one of topology.admitter.dev/block, topology.admitter.dev/rack, " \
+        "kubernetes.io/hostname" in message
+    lookup.objects.append(topology("a-first", "example.com/pod"))
+    accepted = job(suspend=True, annotations={REQUIRED: "example.com/pod"})
+    assert (await verdict_of(accepted, lookup=lookup)).allowed
 
 
 async def test_a_topology_request_without_any_topology_is_denied():

@@ -216,7 +216,7 @@ async def test_a_workload_on_an_existing_queue_within_its_cap_is_allowed():
         (workload(queue="nope"), "spec.queueName: LocalQueue 'nope' does not exist in namespace "
                                  "'team-a' (existing: default, shared)"),
         (workload(topology={"required": "garbage"}),
-         "spec.topology.required: 'garbage' is not a level of any Topology"),
+         "spec.topology.required: 'garbage' is not a level of the cluster's Topology"),
         (workload(topology={"preferred": "ünïcode"}), "spec.topology.preferred: 'ünïcode' is not"),
     ],
 )
