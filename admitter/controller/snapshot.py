@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-from pydantic import ValidationError
 
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_queue
@@ -16,11 +14,13 @@ from admitter.controller.cache import Caches
 from admitter.controller.informer import Key
 from admitter.controller.kube import Obj
 from admitter.controller.translate import (
+    JOB_NAME_LABEL,
     core_node,
     core_workload,
     job_owner,
     parse_time,
 )
+from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.core.decisions import CycleSettings, Snapshot
 from admitter.core.model import (
     FairShareSettings,
@@ -45,6 +45,9 @@ class View:
     workloads: dict[str, Obj]
     """Core workload key (`namespace/name`) → Workload object."""
     cluster_queues: dict[str, Obj]
+    orphans: list[Obj] = field(default_factory=list)
+    """Unfinished Workloads made for a Job that is gone: left out of the snapshot, to be
+    finished."""
 
 
 def cycle_settings(settings: Settings) -> CycleSettings:
@@ -153,30 +156,47 @@ class Translations:
 
 
 def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
-               overlay: Mapping[Key, Obj] | None = None) -> View:
-    """`overlay` holds Workloads as decisions being written will make them."""
+               overlay: Mapping[Key, Obj] | None = None,
+               unreadable: Unreadable | None = None) -> View:
+    """`overlay` holds Workloads as decisions being written will make them. An object that
+    cannot be translated is left out and recorded in `unreadable`: a Node's capacity is then
+    not offered, a Workload waits."""
+    unreadable = unreadable if unreadable is not None else Unreadable()
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
-    queues = core_queues(cluster_queues)
+    queues = core_queues(cluster_queues, unreadable)
     foreign = caches.foreign_usage()
-    nodes = [translations.node(n, foreign.get(n["metadata"]["name"], {}))
-             for n in caches.nodes.items()]
+    nodes = []
+    for n in caches.nodes.items():
+        try:
+            nodes.append(translations.node(n, foreign.get(n["metadata"]["name"], {})))
+        except UNREADABLE_ERRORS as error:
+            unreadable.add("Node", n, error)
     bound = caches.bound_pods()
     queue_of = {(lq["metadata"]["namespace"], lq["metadata"]["name"]):
                 lq["spec"].get("clusterQueue") or "" for lq in caches.local_queues.items()}
     objects: dict[str, Obj] = {}
     found: list[tuple[Translation, Obj, Workload]] = []
     admitted: list[AdmittedPods] = []
+    orphans: list[Obj] = []
     for wl in caches.unfinished_workloads(overlay):
-        translation = translations.of(wl)
-        namespace = wl["metadata"]["namespace"]
-        job = caches.owned_job(namespace, translation.owner)
-        if translation.owner is not None and job is None:
-            continue  # orphaned: its Job is gone and the garbage collector follows
-        cq = queue_of.get((namespace, wl["spec"]["queueName"]), "")
-        core = translation.core_for(wl, cq, _pods_ready(wl, job, translation.expected_pods))
+        try:
+            translation = translations.of(wl)
+            namespace = wl["metadata"]["namespace"]
+            job = caches.owned_job(namespace, translation.owner)
+            if job is None and (translation.owner is not None
+                                or JOB_NAME_LABEL in (wl["metadata"].get("labels") or {})):
+                orphans.append(wl)
+                continue
+            cq = queue_of.get((namespace, wl["spec"]["queueName"]), "")
+            core = translation.core_for(wl, cq,
+                                        _pods_ready(wl, job, translation.expected_pods))
+            pods = translation.admitted_pods(wl, job, core, bound) if core.placement else None
+        except UNREADABLE_ERRORS as error:
+            unreadable.add("Workload", wl, error)
+            continue
         found.append((translation, wl, core))
-        if core.placement:
-            admitted.append(translation.admitted_pods(wl, job, core, bound))
+        if pods is not None:
+            admitted.append(pods)
     settled = settle(nodes, admitted)
     workloads: list[Workload] = []
     for translation, wl, core in found:
@@ -189,11 +209,13 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     usage = [record for name, cq in cluster_queues.items() for record in usage_records(name, cq)]
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
                         usage, cycle_settings(settings))
-    return View(snapshot, objects, cluster_queues)
+    return View(snapshot, objects, cluster_queues, orphans)
 
 
-def core_queues(cluster_queues: dict[str, Obj]) -> list[Queue]:
-    """ClusterQueues in creation order; one with an invalid spec is left out (logged)."""
+def core_queues(cluster_queues: dict[str, Obj],
+                unreadable: Unreadable | None = None) -> list[Queue]:
+    """ClusterQueues in creation order; one with an invalid spec is left out (logged, and
+    recorded in `unreadable`)."""
     ordered = sorted(cluster_queues.values(),
                      key=lambda cq: (cq["metadata"].get("creationTimestamp", ""),
                                      cq["metadata"]["name"]))
@@ -201,10 +223,11 @@ def core_queues(cluster_queues: dict[str, Obj]) -> list[Queue]:
     for order, cq in enumerate(ordered):
         try:
             spec = ClusterQueueSpec.model_validate(cq.get("spec") or {})
-        except ValidationError as error:
+            queues.append(core_queue(cq["metadata"]["name"], spec, order))
+        except UNREADABLE_ERRORS as error:  # a pydantic ValidationError is a ValueError
             log.warning("ClusterQueue %s ignored: %s", cq["metadata"]["name"], error)
-            continue
-        queues.append(core_queue(cq["metadata"]["name"], spec, order))
+            if unreadable is not None:
+                unreadable.add("ClusterQueue", cq, error)
     return queues
 
 

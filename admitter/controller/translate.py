@@ -12,11 +12,14 @@ from typing import Any
 
 from admitter.api.contract import QUEUE_LABEL, JobContract
 from admitter.api.duration import parse_duration
-from admitter.api.quantity import format_quantity, parse_quantity, to_base_units
+from admitter.api.quantity import format_quantity, from_base_units, kube_base_units
 from admitter.core.model import Node, Phase, PodSet, Taint, TopologyRequest, Workload
 
 Obj = dict[str, Any]
 MAIN_POD_SET = "main"
+JOB_NAME_LABEL = "admitter.dev/job-name"
+"""On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
+(its Job deleted with `--cascade=orphan`)."""
 
 
 def workload_name(job: Obj) -> str:
@@ -51,7 +54,19 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
 def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
     resources = container.get("resources") or {}
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(value) for name, value in merged.items()}
+    # Each container's amount rounded up as kube-scheduler counts it (a `500m` memory
+    # request is 1 byte): the API server accepts what admitter's own notation refuses.
+    return {name: from_base_units(name, kube_base_units(name, value))
+            for name, value in merged.items()}
+
+
+def pod_count(job_spec: Mapping[str, Any]) -> int:
+    """Pods a Job runs at once, which its Workload is charged for: its parallelism, at most
+    its completions, at least one."""
+    parallelism = job_spec.get("parallelism", 1)
+    completions = job_spec.get("completions")
+    count = min(parallelism, completions) if completions is not None else parallelism
+    return max(int(count), 1)
 
 
 def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
@@ -59,15 +74,13 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
     meta = job["metadata"]
     spec = job["spec"]
     template = spec["template"]
-    parallelism = spec.get("parallelism", 1)
-    completions = spec.get("completions")
-    count = min(parallelism, completions) if completions is not None else parallelism
+    count = pod_count(spec)
     requests = {r: format_quantity(a) for r, a in pod_requests(template["spec"]).items()}
     topology = {k: v for k, v in (("required", contract.topology_required),
                                   ("preferred", contract.topology_preferred)) if v}
     workload_spec: Obj = {
         "queueName": meta["labels"][QUEUE_LABEL],
-        "podSets": [{"name": MAIN_POD_SET, "count": max(count, 1), "requests": requests}],
+        "podSets": [{"name": MAIN_POD_SET, "count": count, "requests": requests}],
         "priority": priority,
         "minRuntime": f"{contract.min_runtime:g}s",
         "resumable": contract.resumable,
@@ -82,7 +95,7 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
         "metadata": {
             "name": workload_name(job),
             "namespace": meta["namespace"],
-            "labels": {"admitter.dev/job-name": meta["name"][:63]},
+            "labels": {JOB_NAME_LABEL: meta["name"][:63]},
             "ownerReferences": [{
                 "apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                 "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True,
@@ -127,7 +140,7 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
     admission = status.get("admission")
     pod_sets = tuple(
         PodSet(p["name"], p["count"],
-               {r: to_base_units(r, parse_quantity(a)) for r, a in p.get("requests", {}).items()})
+               {r: kube_base_units(r, a) for r, a in p.get("requests", {}).items()})
         for p in spec["podSets"]
     )
     placements: list[dict[str, int]] = [{} for _ in pod_sets]
@@ -162,7 +175,7 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
 def core_node(node: Obj, used: Mapping[str, int]) -> Node:
     """A Node object; `used` holds the requests of pods admitter does not manage."""
     status = node.get("status") or {}
-    allocatable = {r: to_base_units(r, parse_quantity(a))
+    allocatable = {r: kube_base_units(r, a)
                    for r, a in (status.get("allocatable") or {}).items() if r != "pods"}
     spec = node.get("spec") or {}
     taints = tuple(Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
