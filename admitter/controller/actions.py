@@ -80,13 +80,6 @@ class Actions:
         return await self.kube.patch(kube.WORKLOADS, meta["name"], patch, meta["namespace"],
                                      subresource="status")
 
-    async def admit(self, wl: Obj, job: Obj | None,
-                    status: Mapping[str, Any]) -> tuple[Obj, Obj | None]:
-        """Write `admission_status` to the Workload, then start its Job."""
-        updated = await self.patch_workload_status(wl, status)
-        started = None if job is None else await self.start_job(job, updated)
-        return updated, started
-
     async def start_job(self, job: Obj, wl: Obj) -> Obj:
         """Inject the admission's domain as a required node affinity, then unsuspend; on the
         version of the Job it was decided for, so a Job someone suspended meanwhile stays

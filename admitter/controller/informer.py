@@ -24,6 +24,8 @@ from admitter.controller.kube import CONNECTION_ERRORS, Kind, Kube, Obj
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
 """(namespace or "", name)."""
+_DELETED = "(deleted)"
+"""Stands for the version of an object the controller deleted: no watch event matches it."""
 DELIVERED_KEPT = 4
 """Versions per object remembered from the watch: a write of ours whose answer comes back
 after the watch delivered its version, and this many more, is recognised as old."""
@@ -126,10 +128,10 @@ class Informer:
         if kind == "DELETED":
             self._written.pop(key, None)
             self._delivered.pop(key, None)
-            gone = self.store.pop(key, None)
-            if gone is not None:
-                for watcher in self.watchers:
-                    watcher.changed(gone, None)
+            current = self.store.get(key)
+            if current is not None and _uid(current) in (None, _uid(obj)):
+                self._remove(key)
+            # else: the name was reused by an object made since (ours, already recorded)
         else:
             version = obj["metadata"]["resourceVersion"]
             delivered = self._delivered.setdefault(key, deque(maxlen=DELIVERED_KEPT))
@@ -156,8 +158,26 @@ class Informer:
             self._written[key] = version
         self._store(key, obj)
 
+    def forget(self, obj: Obj) -> None:
+        """Drop an object the controller just deleted; watch events for it are ignored until
+        the watch delivers its deletion (or the controller records a new object there)."""
+        key = key_of(obj)
+        self._written[key] = _DELETED
+        if key in self.store:
+            self._remove(key)
+
+    def _remove(self, key: Key) -> None:
+        gone = self.store.pop(key)
+        for watcher in self.watchers:
+            watcher.changed(gone, None)
+
     def _store(self, key: Key, obj: Obj) -> None:
         current = self.store.get(key)
         self.store[key] = obj
         for watcher in self.watchers:
             watcher.changed(current, obj)
+
+
+def _uid(obj: Obj) -> str | None:
+    uid: str | None = obj["metadata"].get("uid")
+    return uid

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,12 +211,12 @@ def is_not_found(error: ApiException) -> bool:
     return error.status == 404
 
 
-async def each(writes: list[Coroutine[Any, Any, None]]) -> None:
+async def each(writes: Sequence[Coroutine[Any, Any, object]]) -> None:
     """Run writes with at most WRITE_CONCURRENCY in flight; every write is attempted even when
     one fails, then the first failure is raised (the next pass retries from the API state)."""
     gate = asyncio.Semaphore(WRITE_CONCURRENCY)
 
-    async def gated(write: Coroutine[Any, Any, None]) -> None:
+    async def gated(write: Coroutine[Any, Any, object]) -> None:
         async with gate:
             await write
 

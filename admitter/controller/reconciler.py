@@ -241,15 +241,16 @@ class Reconciler:
             case Step.EVICT_CHANGED:
                 return self._evict_changed(wl, job, now)
             case Step.REPLACE_WORKLOAD:
-                return self.actions.delete_workload(wl)
+                return self._delete_workload(wl)
             case Step.CLEAR_START_TIME:
                 return self._observe_job(self.actions.clear_start_time(job))
             case Step.RESTORE:
                 return self._observe_job(self.actions.restore_job(job))
         return None
 
-    async def _isolated(self, step: str, obj: Obj, write: Coroutine[Any, Any, None]) -> None:
-        """One object's write; its failure is logged and counted, and affects no other."""
+    async def _isolated(self, step: str, obj: Obj, write: Coroutine[Any, Any, None]) -> bool:
+        """One object's write; its failure is logged and counted (False), and affects no
+        other."""
         try:
             await write
         except Exception as error:
@@ -257,6 +258,8 @@ class Reconciler:
             self.metrics.failed_writes.labels(step).inc()
             log.warning("%s of %s/%s failed, a later pass retries: %s", step,
                         meta.get("namespace"), meta.get("name"), error)
+            return False
+        return True
 
     async def _finish(self, wl: Obj, job: Obj | None, reason: str, message: str,
                       now: float) -> None:
@@ -273,6 +276,14 @@ class Reconciler:
         if suspended is not None:
             self.caches.jobs.observe(suspended)
         self.events.record(job, "Job", "Warning", JOB_CHANGED, message, now)
+        await self._delete_workload(updated)
+
+    async def _delete_workload(self, wl: Obj) -> None:
+        """Delete a Workload that no longer matches its Job, and drop it from the cache at
+        once: the same pass must not admit it again as it was."""
+        await self.actions.delete_workload(wl)
+        self.caches.workloads.forget(wl)
+        self._changed("DELETED", wl)  # its Job gets a new Workload in the next pass
 
     async def _observe_job(self, write: Coroutine[Any, Any, Obj]) -> None:
         self.caches.jobs.observe(await write)
@@ -389,14 +400,17 @@ class Reconciler:
 
     async def _admit(self, wl: Obj, admission: Admission, status: dict[str, object],
                      now: float) -> None:
+        """Write the admission to the Workload (the source of truth), then start its Job; a
+        Job that fails to start is started by a later pass (`converge_jobs`)."""
         job = self.caches.job_of(wl)
-        updated, started = await self.actions.admit(wl, job, status)
+        updated = await self.actions.patch_workload_status(wl, status)
+        self.caches.workloads.observe(updated)
         created = parse_time(wl["metadata"].get("creationTimestamp")) or now
         self.metrics.observe_admission(admission.queue, max(0.0, now - created))
-        self.caches.workloads.observe(updated)
-        if started is not None:
-            self.caches.jobs.observe(started)
         self._record(wl, job, "Admitted", admission.message, now)
+        if job is not None and not await self._isolated(
+                Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):
+            self.touched.add(key_of(job))
 
     async def _explain(self, wl: Obj, pending: Pending, now: float) -> None:
         """Write why the Workload waits; an Event only when the reason changed and was not
