@@ -112,6 +112,7 @@ def test_the_cluster_role_grants_exactly_what_the_controller_uses():
     watch = ["get", "list", "watch"]
     expected = (
         grants("batch", ["jobs"], [*watch, "patch", "update"])
+        | grants("batch", ["jobs/status"], ["patch"])
         | grants("admitter.dev", ["workloads"], [*watch, "create", "update", "patch", "delete"])
         | grants("admitter.dev", ["workloads/status"], ["get", "update", "patch"])
         | grants("admitter.dev", ["clusterqueues", "localqueues", "topologies"], watch)
