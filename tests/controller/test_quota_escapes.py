@@ -77,10 +77,9 @@ async def test_raising_parallelism_after_admission_evicts_and_charges_the_job_an
     assert renewed["status"]["admission"], "admitted again, charged for its 5 pods"
 
 
-async def test_an_evicted_job_loses_its_admitted_mark_and_start_time() -> None:
-    """The Job webhook lets an owner unsuspend a Job that carries the admitted mark, and
-    Kubernetes keeps status.startTime on a suspended Job; an evicted Job keeps neither."""
-    api = FakeApi()
+async def evicted_after_running(api: FakeApi) -> tuple[Reconciler, Obj, Obj]:
+    """A Job admitted, started (so it has a startTime) and evicted; the controller, the
+    Workload and the Job as the eviction left them."""
     controller = reconciler(api)
     team(api, controller, 8, node_a=8)
     wl = await admitted_job(api, controller, "train")
@@ -89,6 +88,14 @@ async def test_an_evicted_job_loses_its_admitted_mark_and_start_time() -> None:
     assert running is not None
     updated, suspended = await controller.actions.evict(wl, running, "Preempted", "test", 0.0)
     assert suspended is not None
+    return controller, updated, suspended
+
+
+async def test_an_evicted_job_loses_its_admitted_mark_and_start_time() -> None:
+    """The Job webhook lets an owner unsuspend a Job that carries the admitted mark, and
+    Kubernetes keeps status.startTime on a suspended Job; an evicted Job keeps neither."""
+    api = FakeApi()
+    controller, updated, suspended = await evicted_after_running(api)
     assert ADMITTED_WORKLOAD_ANNOTATION not in suspended["metadata"]["annotations"]
     controller.caches.workloads.observe(updated)
     controller.caches.jobs.observe(suspended)
@@ -144,13 +151,7 @@ class TemplateImmutableOnceStarted(FakeApi):
 
 async def test_a_job_that_ran_before_is_admitted_again_into_another_domain() -> None:
     api = TemplateImmutableOnceStarted()
-    controller = reconciler(api)
-    team(api, controller, 8, node_a=8)
-    wl = await admitted_job(api, controller, "train")
-    changed(api, controller, "train", status={"startTime": "2027-01-15T08:00:00Z"})
-    running = controller.caches.jobs.get("ns", "train")
-    assert running is not None
-    updated, _ = await controller.actions.evict(wl, running, "Preempted", "for a test", 0.0)
+    controller, updated, _ = await evicted_after_running(api)
     # Still suspended with its startTime when admitted again (the Job controller had not
     # caught up): the template patch must still land.
     rack_b = {**updated, "status": {**updated["status"], "admission": {
