@@ -10,6 +10,7 @@ from typing import Any
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_queue
 from admitter.api.settings import Settings
+from admitter.api.workload import WorkloadSpec
 from admitter.controller.cache import Caches
 from admitter.controller.informer import Key
 from admitter.controller.kube import Obj
@@ -133,6 +134,9 @@ class Translations:
         version = meta.get("resourceVersion")
         found = self._last.get(uid)
         if found is None or found.version != version:
+            # Once per version: the spec as the CRD allows it (one not made by admitter may
+            # be anything the schema lets through); raises ValueError if it is not.
+            WorkloadSpec.model_validate(wl["spec"])
             expected = sum(p["count"] for p in wl["spec"]["podSets"])
             found = Translation(version, job_owner(wl), expected)
         self._seen[uid] = found

@@ -4,8 +4,11 @@ through an informer or a pass, and holds up nothing else."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import math
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from fake_api import (
@@ -19,7 +22,7 @@ from fake_api import (
     team,
     workload,
 )
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.api.quantity import kube_base_units, parse_quantity, to_base_units
@@ -153,3 +156,99 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
     add(api, caches.workloads, kube.WORKLOADS, fixed)
     await settled_pass(controller)
     assert unreadable_gauge(controller, "Workload") == 0, "a fixed object is read again"
+
+
+QUANTITIES = st.sampled_from(["500m", "1e40", "-1", "0.5Ki", "0", "1E", "2Gi", "+.5e3"])
+STRINGS = st.text(max_size=8) | QUANTITIES
+
+
+def _like(original: object) -> st.SearchStrategy[Any]:
+    """Values of the original's JSON type: what the API server's typed schema lets through
+    in that place (a string may be any string, a number any number...)."""
+    if isinstance(original, bool):
+        return st.booleans()
+    if isinstance(original, int):
+        return st.integers(-(2**40), 2**40)
+    if isinstance(original, str):
+        return STRINGS
+    if isinstance(original, dict):
+        return st.dictionaries(st.text(min_size=1, max_size=5), STRINGS, max_size=3)
+    assert isinstance(original, list)
+    return st.lists(st.just(original[0]), max_size=3) if original else st.just([])
+
+
+def _paths(obj: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Every place in a JSON object a value could be replaced."""
+    found: list[tuple[object, ...]] = [prefix] if prefix else []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(obj, list):
+        for index, value in enumerate(obj):
+            found += _paths(value, (*prefix, index))
+    return found
+
+
+def _replaced(obj: Obj, path: tuple[object, ...], value: object) -> Obj:
+    """`obj` with the value at `path` replaced, or as it is if an earlier mutation took the
+    path away."""
+    out = copy.deepcopy(obj)
+    node: Any = out
+    try:
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+    except (KeyError, IndexError, TypeError):
+        return obj
+    return out
+
+
+def _kinds() -> list[tuple[str, Obj]]:
+    """A valid object of each kind a tenant (or an admin) writes; metadata names stay."""
+    wl = workload("ns", "mutant-wl", 1)
+    return [("pod", bare_pod("mutant-pod", {"memory": "1Gi", GPU: "1"})),
+            ("job", job("ns", "mutant-job", 1)), ("workload", wl),
+            ("node", node("mutant-node", 8))]
+
+
+def _at(obj: Obj, path: tuple[object, ...]) -> object:
+    node: Any = obj
+    for part in path:
+        node = node[part]
+    return node
+
+
+MUTATION = st.sampled_from([
+    (kind, path) for kind, obj in _kinds() for path in _paths(obj)
+    if path[0] != "metadata" or path[-1] not in ("name", "namespace")
+]).flatmap(lambda place: st.tuples(st.just(place),
+                                   _like(_at(dict(_kinds())[place[0]], place[1]))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(MUTATION, min_size=1, max_size=3))
+def test_no_mutated_object_stops_a_pass_or_the_good_jobs(
+        mutations: list[tuple[tuple[str, tuple[object, ...]], object]]) -> None:
+    async def run() -> None:
+        api = FakeApi()
+        controller = reconciler(api)
+        caches = controller.caches
+        team(api, controller, 8, node_a=8)
+        informers = {"pod": (caches.pods, kube.PODS), "job": (caches.jobs, kube.JOBS),
+                     "workload": (caches.workloads, kube.WORKLOADS),
+                     "node": (caches.nodes, kube.NODES)}
+        objects = dict(_kinds())
+        for (kind, path), value in mutations:
+            objects[kind] = _replaced(objects[kind], path, value)
+        for kind, obj in objects.items():
+            informer, resource = informers[kind]
+            try:
+                add(api, informer, resource, obj)
+            except (KeyError, TypeError, AttributeError):
+                continue  # no name left: the API server would not have stored it
+        add(api, caches.jobs, kube.JOBS, job("ns", "good", 4))
+        for _ in range(2):
+            await settled_pass(controller)
+        assert admitted(controller, "good")
+
+    asyncio.run(run())
