@@ -206,7 +206,9 @@ def _replaced(obj: Obj, path: tuple[object, ...], value: object) -> Obj:
 def _kinds() -> list[tuple[str, Obj]]:
     """A valid object of each kind a tenant (or an admin) writes; metadata names stay."""
     wl = workload("ns", "mutant-wl", 1)
-    return [("pod", bare_pod("mutant-pod", {"memory": "1Gi", GPU: "1"})),
+    # The pod runs beside the cluster's node: a pod bound to node-a asking more than it has
+    # would rightly take its room (the kubelet would fail it; here it would stay Running).
+    return [("pod", bare_pod("mutant-pod", {"memory": "1Gi", GPU: "1"}, node="elsewhere")),
             ("job", job("ns", "mutant-job", 1)), ("workload", wl),
             ("node", node("mutant-node", 8))]
 
