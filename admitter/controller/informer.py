@@ -162,9 +162,11 @@ class Informer:
         """Drop an object the controller just deleted; watch events for it are ignored until
         the watch delivers its deletion (or the controller records a new object there)."""
         key = key_of(obj)
+        current = self.store.get(key)
+        if current is None or _uid(current) != _uid(obj):
+            return  # the watch delivered the deletion already (and maybe a successor)
         self._written[key] = _DELETED
-        if key in self.store:
-            self._remove(key)
+        self._remove(key)
 
     def _remove(self, key: Key) -> None:
         gone = self.store.pop(key)

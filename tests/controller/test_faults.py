@@ -250,3 +250,27 @@ def test_the_event_recorder_forgets_what_can_no_longer_suppress_an_event() -> No
         return len(recorder._last)
 
     assert asyncio.run(run()) <= 2 * REPEAT_AFTER
+
+
+def test_an_object_deleted_by_the_controller_is_followed_again_once_its_deletion_is_seen(
+        ) -> None:
+    informer = Informer(None, kube.WORKLOADS, lambda *_: None)  # type: ignore[arg-type]
+
+    def wl(uid: str, version: str) -> Obj:
+        return {"metadata": {"name": "w", "namespace": "ns", "uid": uid,
+                             "resourceVersion": version}}
+
+    informer._apply({"type": "ADDED", "object": wl("old", "1")})
+    informer.forget(wl("old", "1"))
+    assert informer.get("ns", "w") is None
+    informer._apply({"type": "MODIFIED", "object": wl("old", "2")})
+    assert informer.get("ns", "w") is None, "an event from before the deletion"
+    informer._apply({"type": "DELETED", "object": wl("old", "3")})
+    informer._apply({"type": "ADDED", "object": wl("new", "4")})
+    assert informer.get("ns", "w") == wl("new", "4")
+
+    # The watch may deliver the deletion before the DELETE request returns.
+    informer._apply({"type": "DELETED", "object": wl("new", "5")})
+    informer.forget(wl("new", "4"))
+    informer._apply({"type": "ADDED", "object": wl("newer", "6")})
+    assert informer.get("ns", "w") == wl("newer", "6"), "never stuck ignoring the name"

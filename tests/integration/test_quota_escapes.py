@@ -85,16 +85,17 @@ async def test_a_fractional_memory_request_stops_nothing(
 
 async def test_raised_parallelism_is_evicted_and_admitted_again_into_a_rack(
         api: Kube, namespace: str, queue: str, kubeconfig: Path) -> None:
-    await apply_all(api, gpu_job(namespace, "train", pods=1, gpus=8, runtime="2h",
-                                 required=RACK_LABEL))
+    train = gpu_job(namespace, "train", pods=1, gpus=8, runtime="2h", required=RACK_LABEL)
+    train["spec"]["completions"] = 4  # immutable; parallelism is not
+    await apply_all(api, train)
     async with in_process_controller(kubeconfig):
         async def started() -> Obj | None:
             job = (await jobs(api, namespace))["train"]
             return job if running(job) and (job.get("status") or {}).get("startTime") else None
 
-        job = await eventually(started, "the Job to run (and get a startTime)", timeout=60)
-        await api.patch(kube.JOBS, "train", {"spec": {"parallelism": 2, "completions": 2}},
-                        namespace)
+        await eventually(started, "the Job to run (and get a startTime)", timeout=60)
+        (first,) = await workloads(api, namespace)
+        await api.patch(kube.JOBS, "train", {"spec": {"parallelism": 2}}, namespace)
 
         async def two_pods_charged_and_running() -> bool:
             current = (await jobs(api, namespace))["train"]
@@ -110,7 +111,7 @@ async def test_raised_parallelism_is_evicted_and_admitted_again_into_a_rack(
                          "the Job evicted, charged for 2 pods and running again", timeout=90)
     listed = await workloads(api, namespace)
     assert len(listed) == 1, "the Workload charged for one pod was replaced"
-    assert listed[0]["metadata"]["uid"] != job["metadata"]["uid"]
+    assert listed[0]["metadata"]["uid"] != first["metadata"]["uid"]
     events = await api.request("GET", kube.EVENTS.path(namespace))
     assert any(e["reason"] == "JobChanged" for e in events["items"])
 
