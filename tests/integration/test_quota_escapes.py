@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import is_true
+from admitter.controller.translate import condition, is_true
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL
 from admitter.testing.waiting import eventually
 
@@ -49,8 +49,8 @@ async def queue(api: Kube, namespace: str) -> AsyncIterator[str]:
             raise
     yield name
     for job in (await jobs(api, namespace)).values():
-        await api.delete(kube.JOBS, job["metadata"]["name"], namespace,
-                         {"propagationPolicy": "Background"})
+        await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),
+                          {"propagationPolicy": "Background"})
 
 
 def _admitted_workload(listed: list[Obj], job: Obj) -> Obj | None:
@@ -63,7 +63,7 @@ async def test_a_fractional_memory_request_stops_nothing(
         api: Kube, namespace: str, queue: str, kubeconfig: Path) -> None:
     """The API server accepts `memory: 500m` (with a warning); the pod is bound before the
     controller starts, so its first list holds it."""
-    nodes = await api.list(kube.NODES)
+    nodes = await api.request("GET", kube.NODES.path())
     odd_pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "odd", "namespace": namespace},
                "spec": {"nodeName": nodes["items"][0]["metadata"]["name"],
@@ -124,7 +124,8 @@ async def test_a_workload_left_behind_by_an_orphaning_delete_is_finished(
             return running((await jobs(api, namespace))["train"])
 
         await eventually(admitted, "the Job to run", timeout=60)
-        await api.delete(kube.JOBS, "train", namespace, {"propagationPolicy": "Orphan"})
+        await api.request("DELETE", kube.JOBS.path(namespace, "train"),
+                          {"propagationPolicy": "Orphan"})
 
         async def finished() -> Obj | None:
             listed = await workloads(api, namespace)
@@ -132,4 +133,4 @@ async def test_a_workload_left_behind_by_an_orphaning_delete_is_finished(
 
         wl = await eventually(finished, "the orphaned Workload to be finished", timeout=60)
     assert not (wl.get("status") or {}).get("admission"), "its quota released"
-    assert not wl["metadata"].get("ownerReferences")
+    assert condition(wl, "Finished")["reason"] == "JobGone"
