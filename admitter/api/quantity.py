@@ -41,6 +41,9 @@ MAX_QUANTITY = Decimal(2) ** 60
 int64 of its base unit (at most ~8Ei); 1Ei is far above any cluster (an exbibyte of memory)
 and leaves room to sum amounts over a queue tree and in millicores without losing digits."""
 
+_KUBE_MAX = Decimal(2) ** 63 / 1000
+"""Kubernetes keeps a quantity's milli-value in an int64; larger ones cannot be counted."""
+
 
 @functools.lru_cache(maxsize=4096)
 def _parse_text(value: str) -> Decimal:
@@ -101,6 +104,25 @@ def to_base_units(resource: str, amount: Decimal) -> int:
     if amount != amount.to_integral_value():
         raise ValueError(f"{resource} must be a whole number, got {format_quantity(amount)}")
     return int(amount)
+
+
+def kube_base_units(resource: str, value: Any) -> int:
+    """Integer base units of a quantity read from the API server, rounded up as Kubernetes
+    rounds it (`Quantity.Value()`/`MilliValue()`, what kube-scheduler counts): a memory
+    request of `500m` is 1 byte, a cpu request of `0.0001` is 1 millicore. Only what the API
+    server itself would refuse raises ValueError; objects it accepted are never refused for
+    being more precise than admitter's own notation (`parse_quantity` keeps that for user
+    input)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        raise ValueError(f"{value!r} is not a quantity (expected e.g. 8, 500m, 64Gi)")
+    if isinstance(value, str):
+        amount = _parse_text(value)
+    else:
+        amount = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    if not amount.is_finite() or abs(amount) >= _KUBE_MAX:
+        raise ValueError(f"{value!r} is not a quantity of at most 2^63-1 base units")
+    scaled = amount * 1000 if resource == "cpu" else amount
+    return int(scaled.to_integral_value(rounding="ROUND_CEILING"))
 
 
 def from_base_units(resource: str, amount: int) -> Decimal:

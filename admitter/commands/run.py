@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from admitter.api.errors import InputError
 from admitter.api.settings import Settings
 from admitter.controller.kube import Kube
-from admitter.controller.leader import lead
+from admitter.controller.leader import Elector
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
 from admitter.webhook.lookup import ApiLookup, SharedReads
@@ -50,6 +50,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         help="elect a leader on a Lease (default on)")
     parser.add_argument("--lease-namespace", default="admitter-system")
     parser.add_argument("--lease-name", default="admitter")
+    parser.add_argument("--lease-duration", type=int, default=15,
+                        help="seconds a leader holds the Lease without renewing it")
     parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
                         help="this replica's name in the Lease and in Events")
     parser.add_argument("--log-level", default="INFO")
@@ -82,7 +84,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _main(args: argparse.Namespace, settings: Settings) -> None:
     client = await Kube.from_kubeconfig(args.kubeconfig)
-    reconciler = Reconciler(client, settings, args.identity)
+    elector = Elector(client, args.lease_namespace, args.lease_name, args.identity,
+                      args.lease_duration)
+    # Hazard: every controller write asks the fence first; only Lease writes go without it.
+    reconciler = Reconciler(client.fenced(elector.leading) if args.leader_elect else client,
+                            settings, args.identity)
     host, _, port = args.metrics_address.rpartition(":")
     runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
                          host or "0.0.0.0", int(port))
@@ -94,11 +100,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
         if args.webhook_url_host:
             await register_url_webhooks(client.api, args.webhook_url_host,
                                         (Path(args.webhook_cert_dir) / CA_FILE).read_bytes())
-    if args.leader_elect:
-        leading = lead(client.api, args.lease_namespace, args.lease_name, args.identity,
-                       reconciler.run)
-    else:
-        leading = reconciler.run()
+    leading = elector.run(reconciler.run) if args.leader_elect else reconciler.run()
     tasks = [asyncio.create_task(reconciler.run_informers()), asyncio.create_task(leading)]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

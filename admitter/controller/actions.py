@@ -18,7 +18,7 @@ from admitter.controller.translate import (
     parse_time,
     user_affinity,
 )
-from admitter.core.decisions import Admission, Eviction, EvictionReason
+from admitter.core.decisions import Admission
 from admitter.core.model import GPU
 
 BACKOFF_BASE = 60.0
@@ -73,40 +73,55 @@ class Actions:
         self.kube = client
 
     async def patch_workload_status(self, wl: Obj, status: Mapping[str, Any]) -> Obj:
+        """Write status fields on the very version `wl` of the Workload the decision was made
+        on: a write decided on an older version (a deposed leader's, a stale cache's)
+        conflicts (409) instead of landing."""
         meta = wl["metadata"]
-        return await self.kube.patch(kube.WORKLOADS, meta["name"], {"status": status},
-                                     meta["namespace"], subresource="status")
-
-    async def admit(self, wl: Obj, job: Obj | None,
-                    status: Mapping[str, Any]) -> tuple[Obj, Obj | None]:
-        """Write `admission_status` to the Workload, then start its Job."""
-        updated = await self.patch_workload_status(wl, status)
-        started = None if job is None else await self.start_job(job, updated)
-        return updated, started
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
+        return await self.kube.patch(kube.WORKLOADS, meta["name"], patch, meta["namespace"],
+                                     subresource="status")
 
     async def start_job(self, job: Obj, wl: Obj) -> Obj:
-        """Inject the admission's domain as a required node affinity, then unsuspend."""
+        """Inject the admission's domain as a required node affinity, then unsuspend; on the
+        version of the Job it was decided for, so a Job someone suspended meanwhile stays
+        suspended.
+
+        Hazard: Kubernetes lets the pod template of a suspended Job change only while its
+        `status.startTime` is unset; a Job that ran before keeps it (the job controller does
+        not clear it), so it is cleared first, as Kueue does, or the patch fails with
+        `spec.template: field is immutable`."""
+        job = await self.clear_start_time(job)
         original = user_affinity(job)
         domain = wl["status"]["admission"].get("topologyDomain") or {}
+        meta = job["metadata"]
         patch = {
-            "metadata": {"annotations": {
+            "metadata": {"resourceVersion": meta["resourceVersion"], "annotations": {
                 ADMITTED_WORKLOAD_ANNOTATION: wl["metadata"]["name"],
                 ORIGINAL_AFFINITY_ANNOTATION: json.dumps(original),
             }},
             "spec": {"suspend": False,
                      "template": {"spec": {"affinity": pin_to_domain(original, domain)}}},
         }
-        meta = job["metadata"]
         return await self.kube.patch(kube.JOBS, meta["name"], patch, meta["namespace"])
 
-    async def evict(self, wl: Obj, job: Obj | None, decision: Eviction,
-                    now: float) -> tuple[Obj, Obj | None]:
+    async def clear_start_time(self, job: Obj) -> Obj:
+        """Unset a suspended Job's `status.startTime` (through `jobs/status`), which makes its
+        pod template mutable again; the Job as it is afterwards."""
+        if not job["spec"].get("suspend") or not (job.get("status") or {}).get("startTime"):
+            return job
+        meta = job["metadata"]
+        return await self.kube.patch(kube.JOBS, meta["name"], {"status": {"startTime": None}},
+                                     meta["namespace"], subresource="status")
+
+    async def evict(self, wl: Obj, job: Obj | None, reason: str, message: str, now: float,
+                    backoff: bool = False) -> tuple[Obj, Obj | None]:
+        """Release the Workload's quota and suspend its Job; `backoff`: the Workload waits
+        before it may be admitted again, the longer the more often it was evicted."""
         status = wl.get("status") or {}
         conditions = _conditions(wl)
-        conditions = with_condition(conditions, "Evicted", "True", decision.reason.value,
-                                    decision.message, now)
-        conditions = with_condition(conditions, "Admitted", "False", decision.reason.value,
-                                    f"evicted: {decision.message}", now)
+        conditions = with_condition(conditions, "Evicted", "True", reason, message, now)
+        conditions = with_condition(conditions, "Admitted", "False", reason,
+                                    f"evicted: {message}", now)
         conditions = with_condition(conditions, "QuotaReserved", "False", "Requeued",
                                     "waiting for admission again", now)
         count = int(status.get("evictionCount", 0)) + 1
@@ -115,7 +130,7 @@ class Actions:
             "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
             + charged_seconds(wl, now),
         }
-        if decision.reason is EvictionReason.PODS_READY_TIMEOUT:
+        if backoff:
             patch["requeueAt"] = format_time(now + min(BACKOFF_CAP,
                                                        BACKOFF_BASE * 2 ** (count - 1)))
         updated = await self.patch_workload_status(wl, patch)
@@ -132,12 +147,17 @@ class Actions:
         return await self.kube.patch(kube.WORKLOADS, meta["name"], patch, meta["namespace"])
 
     async def suspend_job(self, job: Obj) -> Obj:
+        """Suspend the Job and take its admitted mark away in the same write: with the mark
+        the Job webhook lets its owner unsuspend it, so an evicted Job that kept it could
+        run again without quota."""
         meta = job["metadata"]
-        return await self.kube.patch(kube.JOBS, meta["name"], {"spec": {"suspend": True}},
-                                     meta["namespace"])
+        patch = {"metadata": {"annotations": {ADMITTED_WORKLOAD_ANNOTATION: None}},
+                 "spec": {"suspend": True}}
+        return await self.kube.patch(kube.JOBS, meta["name"], patch, meta["namespace"])
 
     async def restore_job(self, job: Obj) -> Obj:
-        """Put back the template's own affinity once the Job is suspended and stopped."""
+        """Put back the template's own affinity once the Job is suspended and its template
+        mutable again (`clear_start_time`)."""
         annotations = job["metadata"].get("annotations") or {}
         original = json.loads(annotations.get(ORIGINAL_AFFINITY_ANNOTATION, "null"))
         # A JSON patch, because a merge patch would keep keys the original affinity lacks.
@@ -155,13 +175,17 @@ class Actions:
         return await self.kube.patch(kube.JOBS, meta["name"], ops, meta["namespace"],
                                      content_type=kube.JSON_PATCH)
 
-    async def finish(self, wl: Obj, job: Obj, now: float) -> Obj:
-        failed = is_true(job, "Failed")
-        reason = "Failed" if failed else "Succeeded"
-        conditions = with_condition(_conditions(wl), "Finished", "True", reason,
-                                    "the Job failed" if failed else "the Job completed", now)
-        # `Admitted` stays as it was (Kueue's way): `kubectl get wl` shows a finished
-        # Workload as admitted and finished, not as one that never ran.
+    async def delete_workload(self, wl: Obj) -> None:
+        """Delete this very Workload (uid and version as read), for a new one to be made."""
+        meta = wl["metadata"]
+        await self.kube.delete(kube.WORKLOADS, meta["name"], meta["namespace"], {
+            "preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}})
+
+    async def finish(self, wl: Obj, reason: str, message: str, now: float) -> Obj:
+        """Mark the Workload Finished and release its quota, charging the run so far.
+        `Admitted` stays as it was (Kueue's way): `kubectl get wl` shows a finished Workload
+        as admitted and finished, not as one that never ran."""
+        conditions = with_condition(_conditions(wl), "Finished", "True", reason, message, now)
         conditions = with_condition(conditions, "QuotaReserved", "False", "Finished",
                                     "finished; quota released", now)
         status = wl.get("status") or {}
@@ -170,6 +194,13 @@ class Actions:
             "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
             + charged_seconds(wl, now),
         })
+
+
+def finish_reason(job: Obj) -> tuple[str, str]:
+    """The Finished condition's reason and message for a Job that completed or failed."""
+    if is_true(job, "Failed"):
+        return "Failed", "the Job failed"
+    return "Succeeded", "the Job completed"
 
 
 def _escape(key: str) -> str:

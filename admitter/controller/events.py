@@ -21,6 +21,10 @@ class EventRecorder:
         self.kube = client
         self.identity = identity
         self._last: dict[tuple[str, str], tuple[str, float]] = {}
+        """(object, reason) → the message last recorded and when; entries older than
+        REPEAT_AFTER can suppress nothing and are pruned once per REPEAT_AFTER, so the map
+        holds only recent Events, not one per object ever seen."""
+        self._pruned_at = -REPEAT_AFTER
         self._gate = asyncio.Semaphore(kube.WRITE_CONCURRENCY)
         self.sending: set[asyncio.Task[None]] = set()
         """Events on their way to the API server."""
@@ -29,6 +33,7 @@ class EventRecorder:
                now: float, repeat_after: float = 0.0, per_reason: bool = False) -> None:
         """Send an Event unless the same reason and message (`per_reason`: the same reason,
         whatever its message) were recorded for this object within `repeat_after` seconds."""
+        self._prune(now)
         meta = obj["metadata"]
         key = (meta.get("uid", meta["name"]), reason)
         last = self._last.get(key)
@@ -36,12 +41,14 @@ class EventRecorder:
                 and now - last[1] < repeat_after):
             return
         self._last[key] = (message, now)
+        # Events on cluster-scoped objects (Nodes, ClusterQueues) live in "default".
+        namespace = meta.get("namespace") or "default"
         event = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
             "involvedObject": {
                 "apiVersion": obj.get("apiVersion", ""), "kind": kind, "name": meta["name"],
-                "namespace": meta["namespace"], "uid": meta.get("uid", ""),
+                "namespace": meta.get("namespace", ""), "uid": meta.get("uid", ""),
             },
             "type": event_type, "reason": reason, "message": message[:1024],
             "firstTimestamp": format_time(now), "lastTimestamp": format_time(now), "count": 1,
@@ -51,6 +58,13 @@ class EventRecorder:
         task = asyncio.create_task(self._send(event))
         self.sending.add(task)
         task.add_done_callback(self.sending.discard)
+
+    def _prune(self, now: float) -> None:
+        if now - self._pruned_at < REPEAT_AFTER:
+            return
+        self._pruned_at = now
+        self._last = {key: last for key, last in self._last.items()
+                      if now - last[1] < REPEAT_AFTER}
 
     async def _send(self, event: Obj) -> None:
         async with self._gate:

@@ -4,24 +4,31 @@ Each informer keeps the current objects of one kind in memory and calls `on_chan
 every event so the reconciler can schedule a cycle. A watch that ends is resumed from the last
 resourceVersion seen (bookmarks keep it fresh); a 410 Gone means that version was compacted
 away, so the informer lists again and replaces its store, as client-go's reflector does.
+An API server that cannot be reached is tried again with backoff, forever: an informer never
+ends while the process runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller.kube import Kind, Kube, Obj
+from admitter.controller.kube import CONNECTION_ERRORS, Kind, Kube, Obj
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
 """(namespace or "", name)."""
+_DELETED = "(deleted)"
+"""Stands for the version of an object the controller deleted: no watch event matches it."""
+DELIVERED_KEPT = 4
+"""Versions per object remembered from the watch: a write of ours whose answer comes back
+after the watch delivered its version, and this many more, is recognised as old."""
 
 
 def key_of(obj: Obj) -> Key:
@@ -53,6 +60,11 @@ class Informer:
         self.resource_version = ""
         self.relists = 0
         self.watchers: list[StoreWatcher] = []
+        self._written: dict[Key, str] = {}
+        """Objects the controller wrote itself and recorded at once (`observe`): the version
+        written, until the watch delivers it."""
+        self._delivered: dict[Key, deque[str]] = {}
+        """Per object, the last few versions the watch delivered."""
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.store.get((namespace, name))
@@ -78,8 +90,11 @@ class Informer:
                     self.resource_version = ""
                     continue
                 log.warning("%s watch failed: %s", self.kind.plural, error)
-            except (OSError, TimeoutError, aiohttp.ClientError) as error:
-                log.warning("%s watch interrupted: %s", self.kind.plural, error)
+            except CONNECTION_ERRORS as error:
+                log.warning("%s watch interrupted: %r", self.kind.plural, error)
+            except Exception:  # a bug must not end the cache: log it, list again
+                log.exception("%s: informer failed, listing again", self.kind.plural)
+                self.resource_version = ""
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
 
@@ -92,6 +107,8 @@ class Informer:
             fresh[key_of(item)] = item
         gone = [obj for key, obj in self.store.items() if key not in fresh]
         self.store = fresh
+        self._written.clear()  # the list is at least as new as every write that returned
+        self._delivered.clear()
         for watcher in self.watchers:
             watcher.replaced(fresh.values())
         self.resource_version = listed["metadata"]["resourceVersion"]
@@ -107,29 +124,62 @@ class Informer:
         self.resource_version = obj["metadata"]["resourceVersion"]
         if kind == "BOOKMARK":
             return
+        key = key_of(obj)
         if kind == "DELETED":
-            gone = self.store.pop(key_of(obj), None)
-            if gone is not None:
-                for watcher in self.watchers:
-                    watcher.changed(gone, None)
+            self._written.pop(key, None)
+            self._delivered.pop(key, None)
+            current = self.store.get(key)
+            if current is not None and _uid(current) in (None, _uid(obj)):
+                self._remove(key)
+            # else: the name was reused by an object made since (ours, already recorded)
         else:
-            self.observe(obj)
+            version = obj["metadata"]["resourceVersion"]
+            delivered = self._delivered.setdefault(key, deque(maxlen=DELIVERED_KEPT))
+            delivered.append(version)
+            written = self._written.get(key)
+            if written is None or written == version:
+                self._written.pop(key, None)
+                self._store(key, obj)
+            # else: a version older than our own write, which the store already holds
         self.on_change(kind, obj)
 
     def observe(self, obj: Obj) -> None:
-        """Record an object unless the store holds a newer version: our own writes are
+        """Record an object the controller just wrote (or read), unless the watch already
+        delivered that version (the store then holds it or a newer one). Our own writes are
         recorded at once, so the watch may deliver older versions after them, and a cycle
-        acting on one (an admitted Workload seen as pending) would admit into its room."""
-        current = self.store.get(key_of(obj))
-        if current is None or _newer(obj, current):
-            self.store[key_of(obj)] = obj
-            for watcher in self.watchers:
-                watcher.changed(current, obj)
+        acting on one (an admitted Workload seen as pending) would admit into its room; they
+        are skipped until the watch reaches the version written. resourceVersions are
+        opaque (Kubernetes promises no order), so "older" means "delivered before ours"."""
+        key = key_of(obj)
+        version = obj["metadata"].get("resourceVersion")
+        if version is not None and version in self._delivered.get(key, ()):
+            return
+        if version is not None:
+            self._written[key] = version
+        self._store(key, obj)
+
+    def forget(self, obj: Obj) -> None:
+        """Drop an object the controller just deleted; watch events for it are ignored until
+        the watch delivers its deletion (or the controller records a new object there)."""
+        key = key_of(obj)
+        current = self.store.get(key)
+        if current is None or _uid(current) != _uid(obj):
+            return  # the watch delivered the deletion already (and maybe a successor)
+        self._written[key] = _DELETED
+        self._remove(key)
+
+    def _remove(self, key: Key) -> None:
+        gone = self.store.pop(key)
+        for watcher in self.watchers:
+            watcher.changed(gone, None)
+
+    def _store(self, key: Key, obj: Obj) -> None:
+        current = self.store.get(key)
+        self.store[key] = obj
+        for watcher in self.watchers:
+            watcher.changed(current, obj)
 
 
-def _newer(candidate: Obj, current: Obj) -> bool:
-    try:
-        return int(candidate["metadata"]["resourceVersion"]) >= int(
-            current["metadata"]["resourceVersion"])
-    except (KeyError, ValueError):
-        return True
+def _uid(obj: Obj) -> str | None:
+    uid: str | None = obj["metadata"].get("uid")
+    return uid

@@ -9,17 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Coroutine
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.base import GROUP, VERSION
 
+log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 WRITE_CONCURRENCY = 16
+REQUEST_TIMEOUT = 30.0
+"""Seconds a request may take in all: without a bound, a request to an API server that was
+stopped mid-answer (or a path cut) hangs forever and holds up whatever awaits it."""
+WATCH_TIMEOUT = 300
+"""Seconds the API server keeps a watch open; the client gives up 30 s after that."""
+ATTEMPTS = 4
+"""Tries of a request that could not reach the API server (connection refused or reset,
+timed out), waiting 0.25, 0.5, 1 s between them; then the error is raised to the caller,
+which retries later (the next pass, the informer's backoff)."""
+PAGE_SIZE = 500
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
+"""What a request raises when the API server cannot be reached or does not answer."""
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -58,11 +73,26 @@ WORKLOADS = Kind(_ADMITTER, "workloads", True)
 TOPOLOGIES = Kind(_ADMITTER, "topologies", False)
 
 
-class Kube:
-    """JSON requests against one API server."""
+class NotLeading(ApiException):
+    """A write refused before it was sent: this replica cannot prove it holds the lease."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self) -> None:
+        super().__init__(status=0, reason="not the leader: write refused")
+
+
+class Kube:
+    """JSON requests against one API server.
+
+    `fence`, when set, is asked before every write: a replica that cannot prove it leads
+    sends none (another replica may be leading by now)."""
+
+    def __init__(self, api: client.ApiClient, fence: Callable[[], bool] | None = None) -> None:
         self.api = api
+        self.fence = fence
+
+    def fenced(self, fence: Callable[[], bool]) -> Kube:
+        """The same connection, writing only while `fence()` holds."""
+        return Kube(self.api, fence)
 
     @classmethod
     async def from_kubeconfig(cls, path: str | None) -> Kube:
@@ -79,11 +109,28 @@ class Kube:
     async def request(self, method: str, path: str, body: Any = None,
                       query: dict[str, str] | None = None,
                       content_type: str = "application/json") -> Obj:
+        """One request, tried again (ATTEMPTS) when the API server cannot be reached."""
+        failures = 0
+        while True:
+            if method != "GET" and self.fence is not None and not self.fence():
+                raise NotLeading()
+            try:
+                return await self._request(method, path, body, query, content_type)
+            except CONNECTION_ERRORS as error:
+                failures += 1
+                if failures == ATTEMPTS:
+                    raise
+                log.info("%s %s: %r; trying again", method, path, error)
+                await asyncio.sleep(0.25 * 2 ** (failures - 1))
+
+    async def _request(self, method: str, path: str, body: Any, query: dict[str, str] | None,
+                       content_type: str) -> Obj:
         response = await self.api.call_api(
             path, method,
             query_params=list((query or {}).items()),
             header_params={"Accept": "application/json", "Content-Type": content_type},
             body=body, auth_settings=["BearerToken"], _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
         )
         async with response:
             data = await response.read()
@@ -96,7 +143,17 @@ class Kube:
         return await self.request("GET", kind.path(namespace, name))
 
     async def list(self, kind: Kind, query: dict[str, str] | None = None) -> Obj:
-        return await self.request("GET", kind.path(), query=query)
+        """Every object of a kind, fetched PAGE_SIZE at a time (one consistent snapshot:
+        every page is read at the first page's resourceVersion); a continue token that
+        expired raises ApiException(410), as a watch from a compacted version does."""
+        params = {**(query or {}), "limit": str(PAGE_SIZE)}
+        listed = await self.request("GET", kind.path(), query=params)
+        items: list[Obj] = listed.get("items") or []
+        while token := (listed.get("metadata") or {}).get("continue"):
+            listed = await self.request("GET", kind.path(), query={**params, "continue": token})
+            items.extend(listed.get("items") or [])
+        listed["items"] = items
+        return listed
 
     async def create(self, kind: Kind, obj: Obj) -> Obj:
         namespace = obj["metadata"].get("namespace")
@@ -107,15 +164,21 @@ class Kube:
         return await self.request("PATCH", kind.path(namespace, name, subresource), patch,
                                   content_type=content_type)
 
+    async def delete(self, kind: Kind, name: str, namespace: str | None = None,
+                     options: Obj | None = None) -> Obj:
+        return await self.request("DELETE", kind.path(namespace, name), options)
+
     async def watch(self, kind: Kind, resource_version: str,
                     query: dict[str, str] | None = None) -> AsyncIterator[Obj]:
         """Watch events from `resource_version`; raises ApiException(410) when it is too old."""
         params = {**(query or {}), "watch": "true", "resourceVersion": resource_version,
-                  "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
+                  "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_TIMEOUT)}
         response = await self.api.call_api(
             kind.path(), "GET", query_params=list(params.items()),
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
             _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(total=WATCH_TIMEOUT + 30,
+                                                   sock_connect=REQUEST_TIMEOUT),
         )
         async with response:
             if not 200 <= response.status <= 299:
@@ -136,12 +199,16 @@ def is_conflict(error: ApiException) -> bool:
     return error.status == 409
 
 
-async def each(writes: list[Coroutine[Any, Any, None]]) -> None:
+def is_not_found(error: ApiException) -> bool:
+    return error.status == 404
+
+
+async def each(writes: Sequence[Coroutine[Any, Any, object]]) -> None:
     """Run writes with at most WRITE_CONCURRENCY in flight; every write is attempted even when
     one fails, then the first failure is raised (the next pass retries from the API state)."""
     gate = asyncio.Semaphore(WRITE_CONCURRENCY)
 
-    async def gated(write: Coroutine[Any, Any, None]) -> None:
+    async def gated(write: Coroutine[Any, Any, object]) -> None:
         async with gate:
             await write
 

@@ -36,6 +36,12 @@ class Metrics:
                                "Wall time of one admission cycle",
                                buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
                                registry=r)
+        self.unreadable = Gauge("admitter_unreadable_objects",
+                                "Objects read from the API server that could not be understood "
+                                "and are ignored until they change", ["kind"], registry=r)
+        self.failed_writes = Counter("admitter_failed_writes",
+                                     "Writes for one object that failed; a later pass retries",
+                                     ["step"], registry=r)
 
     def observe_admission(self, queue: str, waited: float) -> None:
         self.admitted.labels(queue).inc()

@@ -18,6 +18,7 @@ from admitter.api.quantity import to_base_units
 from admitter.controller.informer import Key, StoreWatcher, key_of
 from admitter.controller.kube import Obj
 from admitter.controller.translate import job_owner, pod_requests
+from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 
 _TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
@@ -35,7 +36,10 @@ class PodIndex:
     """`bound`: (namespace, Job) → pods per node, admitter's Jobs only; `foreign`: node →
     requests of every other running pod. Both are read, never written, by passes."""
 
-    def __init__(self) -> None:
+    def __init__(self, unreadable: Unreadable | None = None) -> None:
+        self.unreadable = unreadable or Unreadable()
+        """Pods whose requests cannot be read: not counted (kube-scheduler would not place
+        them either), reported by the passes."""
         self.bound: dict[Key, dict[str, int]] = {}
         self.foreign: dict[str, dict[str, int]] = {}
         self._managed: set[Key] = set()
@@ -64,15 +68,22 @@ class PodIndex:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or (pod.get("status") or {}).get("phase") in _TERMINAL_POD_PHASES:
             return
-        owner = job_owner(pod)
-        job = None if owner is None else (pod["metadata"]["namespace"], str(owner["name"]))
-        requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
+        # Hazard: this runs inside the pod informer, on any tenant's pod; an error raised
+        # here would end the informer, so a pod that cannot be read is only reported.
+        try:
+            owner = job_owner(pod)
+            job = None if owner is None else (pod["metadata"]["namespace"], str(owner["name"]))
+            requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
+        except UNREADABLE_ERRORS as error:
+            self.unreadable.add("Pod", pod, error)
+            return
         running = self._running[key] = _Running(node, job, requests)
         if job is not None:
             self._by_job.setdefault(job, set()).add(key)
         self._apply(running, 1)
 
     def _forget(self, key: Key) -> None:
+        self.unreadable.discard("Pod", key)
         running = self._running.pop(key, None)
         if running is None:
             return

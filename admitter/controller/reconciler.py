@@ -17,18 +17,14 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.contract import (
-    ADMITTED_WORKLOAD_ANNOTATION,
-    QUEUE_LABEL,
-    ContractError,
-    parse_contract,
-)
+from admitter.api.contract import QUEUE_LABEL, ContractError, parse_contract
 from admitter.api.convert import effective_max_min_runtime
 from admitter.api.settings import Settings
 from admitter.controller import kube
-from admitter.controller.actions import Actions, admission_status
+from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting
 from admitter.controller.cache import Caches
+from admitter.controller.converge import JOB_CHANGED, Step, converge_step, queue_of
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
@@ -44,8 +40,9 @@ from admitter.controller.translate import (
     workload_for_job,
     workload_name,
 )
+from admitter.controller.unreadable import UNREADABLE_ERRORS
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import Admission, CycleResult, Eviction, Pending
+from admitter.core.decisions import Admission, CycleResult, Eviction, EvictionReason, Pending
 from admitter.core.queue_tree import QueueTree
 
 log = logging.getLogger(__name__)
@@ -68,6 +65,10 @@ class Reconciler:
         self.queue_finalizers = QueueFinalizers(client, self._observe_queue)
         self.metrics = Metrics()
         self.translations = Translations()
+        self.unreadable = self.caches.pod_index.unreadable
+        """Objects skipped because they cannot be understood, reported after every pass."""
+        self._orphans_checked: dict[str, float] = {}
+        """Orphan candidates whose Job was looked up (uid → when), at most once a sweep."""
         self.creations: asyncio.Task[None] | None = None
         """The batch of Workload creations in flight, if any."""
         self.reports: asyncio.Task[None] | None = None
@@ -109,6 +110,7 @@ class Reconciler:
     async def run(self) -> None:
         """Reconcile forever (the leader's loop)."""
         await self.caches.wait_synced()
+        self._swept_at = -math.inf  # a new leader checks every Job at once
         try:
             while True:
                 result: CycleResult | None = None
@@ -141,12 +143,14 @@ class Reconciler:
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
         view = build_view(self.caches, self.settings, now, self.translations,
-                          self.admitting.overlay)
+                          self.admitting.overlay, self.unreadable)
+        await self.finish_orphans(view.orphans, now)
         began = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, view.snapshot)
         elapsed = time.perf_counter() - began
         self.metrics.observe_cycle(result, elapsed, view.cluster_queues)
         await self.apply(view, result, now)
+        self.report_unreadable(now)
         self.passes += 1
         self.waiting = bool(result.pending or result.evictions)
         return result
@@ -160,11 +164,7 @@ class Reconciler:
         previous batch is still going and nothing was looked at."""
         if self.creations is not None and not self.creations.done():
             return False
-        missing = [
-            job for job in jobs
-            if self.caches.workloads.get(job["metadata"]["namespace"], workload_name(job)) is None
-            and not (is_true(job, "Complete") or is_true(job, "Failed"))
-        ]
+        missing = [job for job in jobs if self._lacks_workload(job)]
         if not missing:
             return True
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
@@ -174,12 +174,24 @@ class Reconciler:
         self.creations.add_done_callback(_log_failure)
         return True
 
+    def _lacks_workload(self, job: Obj) -> bool:
+        try:
+            return (self.caches.workloads.get(job["metadata"]["namespace"],
+                                              workload_name(job)) is None
+                    and not (is_true(job, "Complete") or is_true(job, "Failed")))
+        except UNREADABLE_ERRORS as error:
+            self.unreadable.add("Job", job, error)
+            return False
+
     async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
         try:
             workload = self._workload_for(job, tree)
         except ContractError as error:
             self.events.record(job, "Job", "Warning", "InvalidContract", str(error), now,
                                REPEAT_AFTER)
+            return
+        except UNREADABLE_ERRORS as error:
+            self.unreadable.add("Job", job, error)
             return
         try:
             created = await self.kube.create(kube.WORKLOADS, workload)
@@ -204,43 +216,84 @@ class Reconciler:
 
     async def converge_jobs(self, now: float, jobs: list[Obj]) -> None:
         """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
-        writes for different Jobs go out concurrently (a burst of finishes is common)."""
+        writes for different Jobs go out concurrently (a burst of finishes is common). A Job
+        whose write fails is logged and retried by a later pass; the others go on."""
         writes = []
         for job in jobs:
-            namespace, name = job["metadata"]["namespace"], workload_name(job)
-            wl = self.caches.workloads.get(namespace, name)
-            if wl is None or self.admitting.busy(namespace, name):
+            try:
+                namespace, name = job["metadata"]["namespace"], workload_name(job)
+                wl = self.caches.workloads.get(namespace, name)
+                if wl is None or self.admitting.busy(namespace, name):
+                    continue
+                step = converge_step(job, wl)
+            except UNREADABLE_ERRORS as error:
+                self.unreadable.add("Job", job, error)
                 continue
-            converge = self._converge(job, wl, now)
+            converge = self._converge(step, job, wl, now)
             if converge is not None:
-                writes.append(converge)
+                writes.append(self._isolated(step.value, job, converge))
         await kube.each(writes)
 
-    def _converge(self, job: Obj, wl: Obj, now: float) -> Coroutine[Any, Any, None] | None:
-        """The write that brings the Job and its Workload together, if they disagree."""
-        finished = is_true(job, "Complete") or is_true(job, "Failed")
-        admitted = bool((wl.get("status") or {}).get("admission"))
-        suspended = bool(job["spec"].get("suspend"))
-        annotations = job["metadata"].get("annotations") or {}
-        if finished:
-            return None if is_true(wl, "Finished") else self._finish(wl, job, now)
-        queue = (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
-        if not admitted and queue and queue != wl["spec"]["queueName"]:
-            return self._observe_workload(self.actions.move_workload(wl, queue))
-        if admitted and suspended:
-            return self._observe_job(self.actions.start_job(job, wl))
-        if not admitted and not suspended:
-            return self._observe_job(self.actions.suspend_job(job))
-        if (not admitted and ADMITTED_WORKLOAD_ANNOTATION in annotations
-                and not (job.get("status") or {}).get("startTime")):
-            # The job controller clears startTime once a suspended Job's pods are gone;
-            # only then may the template change again.
-            return self._observe_job(self.actions.restore_job(job))
+    def _converge(self, step: Step, job: Obj,
+                  wl: Obj, now: float) -> Coroutine[Any, Any, None] | None:
+        """The write that takes `step`, bringing the Job and its Workload together."""
+        match step:
+            case Step.FINISH:
+                return self._finish(wl, job, *finish_reason(job), now)
+            case Step.START:
+                return self._observe_job(self.actions.start_job(job, wl))
+            case Step.SUSPEND:
+                return self._observe_job(self.actions.suspend_job(job))
+            case Step.EVICT_CHANGED:
+                return self._evict_changed(wl, job, now)
+            case Step.REPLACE_WORKLOAD:
+                return self._delete_workload(wl)
+            case Step.CLEAR_START_TIME:
+                return self._observe_job(self.actions.clear_start_time(job))
+            case Step.MOVE:
+                queue = queue_of(job)
+                assert queue is not None
+                return self._observe_workload(self.actions.move_workload(wl, queue))
+            case Step.RESTORE:
+                return self._observe_job(self.actions.restore_job(job))
         return None
 
-    async def _finish(self, wl: Obj, job: Obj, now: float) -> None:
-        self.caches.workloads.observe(await self.actions.finish(wl, job, now))
-        self._record(wl, job, "Finished", "quota released", now)
+    async def _isolated(self, step: str, obj: Obj, write: Coroutine[Any, Any, None]) -> bool:
+        """One object's write; its failure is logged and counted (False), and affects no
+        other."""
+        try:
+            await write
+        except Exception as error:
+            meta = obj["metadata"]
+            self.metrics.failed_writes.labels(step).inc()
+            log.warning("%s of %s/%s failed, a later pass retries: %s", step,
+                        meta.get("namespace"), meta.get("name"), error)
+            return False
+        return True
+
+    async def _finish(self, wl: Obj, job: Obj | None, reason: str, message: str,
+                      now: float) -> None:
+        self.caches.workloads.observe(await self.actions.finish(wl, reason, message, now))
+        self._record(wl, job, "Finished", f"{message}; quota released", now)
+
+    async def _evict_changed(self, wl: Obj, job: Obj, now: float) -> None:
+        """The Job was changed after admission (say, its parallelism raised): it would run
+        pods its Workload was not charged for. Evict it; its Workload is replaced next."""
+        message = ("the Job no longer matches what was admitted (pods or their requests "
+                   "changed); suspended, to be queued again as it is now")
+        updated, suspended = await self.actions.evict(wl, job, JOB_CHANGED, message, now)
+        self.caches.workloads.observe(updated)
+        if suspended is not None:
+            self.caches.jobs.observe(suspended)
+        self.events.record(job, "Job", "Warning", JOB_CHANGED, message, now)
+        await self._delete_workload(updated)
+
+    async def _delete_workload(self, wl: Obj) -> None:
+        """Delete a Workload that no longer matches its Job, and drop it from the cache at
+        once: the same pass must not admit it again as it was."""
+        await self.actions.delete_workload(wl)
+        self.caches.workloads.forget(wl)
+        self._changed("DELETED", wl)  # its Job gets a new Workload in the next pass
 
     def _observe_queue(self, queue: Obj) -> None:
         informer = (self.caches.local_queues if queue["metadata"].get("namespace")
@@ -257,6 +310,50 @@ class Reconciler:
             if not kube.is_conflict(error):
                 raise  # changed meanwhile: the next pass looks again
 
+    async def finish_orphans(self, orphans: list[Obj], now: float) -> None:
+        """Finish the Workloads whose Job is gone, releasing their quota: a Job deleted with
+        `--cascade=orphan` leaves its Workload behind (the garbage collector only drops the
+        owner reference), admitted and charged forever otherwise (Kueue #1789). A Job
+        missing from the cache is looked up first: it may only be lagging."""
+        self._orphans_checked = {uid: at for uid, at in self._orphans_checked.items()
+                                 if now - at < SWEEP_EVERY}
+        writes = []
+        for wl in orphans:
+            uid = wl["metadata"].get("uid", "")
+            if uid in self._orphans_checked:
+                continue
+            self._orphans_checked[uid] = now
+            writes.append(self._isolated("finish-orphan", wl, self._finish_orphan(wl, now)))
+        await kube.each(writes)
+
+    async def _finish_orphan(self, wl: Obj, now: float) -> None:
+        owner = job_owner(wl)
+        if owner is not None:
+            try:
+                job = await self.kube.get(kube.JOBS, owner["name"], wl["metadata"]["namespace"])
+            except ApiException as error:
+                if not kube.is_not_found(error):
+                    raise
+            else:
+                if job["metadata"].get("uid") == owner.get("uid"):
+                    return  # the Job is there: the cache lags, or it left the queue
+        await self._finish(wl, None, "JobGone",
+                           "its Job was deleted, leaving this Workload behind", now)
+
+    def report_unreadable(self, now: float) -> None:
+        """A Warning Event on every object skipped as unreadable (at most once per
+        REPEAT_AFTER each), and their number per kind as a metric."""
+        caches = self.caches
+        by_kind = {"Pod": caches.pods, "Job": caches.jobs, "Workload": caches.workloads,
+                   "Node": caches.nodes, "ClusterQueue": caches.cluster_queues}
+        self.unreadable.prune(lambda kind, key: by_kind[kind].get(*key))
+        counts = self.unreadable.counts()
+        for kind in by_kind:
+            self.metrics.unreadable.labels(kind).set(counts.get(kind, 0))
+        for finding in self.unreadable.found.values():
+            self.events.record(finding.obj, finding.kind, "Warning", "Unreadable",
+                               finding.message, now, REPEAT_AFTER)
+
     # Decisions ------------------------------------------------------------------------
 
     async def apply(self, view: View, result: CycleResult, now: float) -> None:
@@ -264,10 +361,19 @@ class Reconciler:
         which are written in the background (`Admitting`); writes for different workloads go
         out concurrently. What they change for operators to read is reported in the
         background too."""
-        await kube.each([self._evict(view, e, now) for e in result.evictions])
+        outcomes = await asyncio.gather(*(self._evict(view, e, now) for e in result.evictions),
+                                        return_exceptions=True)
+        failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        admissions = result.admissions
+        if failed:
+            # The admissions were decided on the room these evictions make; without it
+            # they would over-commit. They are decided again by the next pass.
+            log.warning("%d of %d evictions failed, admissions wait for the next pass: %s",
+                        len(failed), len(outcomes), failed[0])
+            admissions = ()
         self.queue_finalizers.sync(view.cluster_queues, view.local_queues, view.workloads,
-                                   result.admissions)
-        for admission in result.admissions:
+                                   admissions)
+        for admission in admissions:
             wl = view.workloads[admission.key]
             status = admission_status(wl, admission, now)
             meta = wl["metadata"]
@@ -310,7 +416,9 @@ class Reconciler:
         if wl is None or not (wl.get("status") or {}).get("admission"):
             return  # its admission was never written; nothing holds its room
         job = self.caches.job_of(wl)
-        updated, suspended = await self.actions.evict(wl, job, eviction, now)
+        backoff = eviction.reason is EvictionReason.PODS_READY_TIMEOUT
+        updated, suspended = await self.actions.evict(wl, job, eviction.reason.value,
+                                                      eviction.message, now, backoff)
         self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
         self.caches.workloads.observe(updated)
         if suspended is not None:
@@ -321,15 +429,18 @@ class Reconciler:
 
     async def _admit(self, wl: Obj, admission: Admission, status: dict[str, object],
                      now: float) -> None:
+        """Write the admission to the Workload (the source of truth), then start its Job; a
+        Job that fails to start is started by a later pass (`converge_jobs`)."""
         await self.queue_finalizers.held(admission.key)  # else the admission is not written
         job = self.caches.job_of(wl)
-        updated, started = await self.actions.admit(wl, job, status)
+        updated = await self.actions.patch_workload_status(wl, status)
+        self.caches.workloads.observe(updated)
         created = parse_time(wl["metadata"].get("creationTimestamp")) or now
         self.metrics.observe_admission(admission.queue, max(0.0, now - created))
-        self.caches.workloads.observe(updated)
-        if started is not None:
-            self.caches.jobs.observe(started)
         self._record(wl, job, "Admitted", admission.message, now)
+        if job is not None and not await self._isolated(
+                Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):
+            self.touched.add(key_of(job))
 
     async def _explain(self, wl: Obj, pending: Pending, now: float) -> None:
         """Write why the Workload waits; an Event only when the reason changed and was not

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-from pydantic import ValidationError
 
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_cycle_settings, core_queue
 from admitter.api.settings import Settings
+from admitter.api.workload import WorkloadSpec
 from admitter.controller.cache import Caches
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
 from admitter.controller.queue_holds import QUEUE_CLOSED, closed_reason
 from admitter.controller.translate import (
+    JOB_NAME_LABEL,
     core_node,
     core_workload,
     job_owner,
     parse_time,
 )
+from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.core.decisions import Pending, Snapshot
 from admitter.core.model import (
     Node,
@@ -49,6 +50,9 @@ class View:
     closed: dict[str, Pending]
     """Pending Workloads left out of the snapshot because their queue is missing or being
     deleted, with the reason they wait."""
+    orphans: list[Obj] = field(default_factory=list)
+    """Unfinished Workloads made for a Job that is gone: left out of the snapshot, to be
+    finished."""
 
 
 @dataclass(slots=True)
@@ -125,6 +129,9 @@ class Translations:
         version = meta.get("resourceVersion")
         found = self._last.get(uid)
         if found is None or found.version != version:
+            # Once per version: the spec as the CRD allows it (one not made by admitter may
+            # be anything the schema lets through); raises ValueError if it is not.
+            WorkloadSpec.model_validate(wl["spec"])
             expected = sum(p["count"] for p in wl["spec"]["podSets"])
             found = Translation(version, job_owner(wl), expected)
         self._seen[uid] = found
@@ -148,13 +155,21 @@ class Translations:
 
 
 def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
-               overlay: Mapping[Key, Obj] | None = None) -> View:
-    """`overlay` holds Workloads as decisions being written will make them."""
+               overlay: Mapping[Key, Obj] | None = None,
+               unreadable: Unreadable | None = None) -> View:
+    """`overlay` holds Workloads as decisions being written will make them. An object that
+    cannot be translated is left out and recorded in `unreadable`: a Node's capacity is then
+    not offered, a Workload waits."""
+    unreadable = unreadable if unreadable is not None else Unreadable()
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
-    queues = core_queues(cluster_queues)
+    queues = core_queues(cluster_queues, unreadable)
     foreign = caches.foreign_usage()
-    nodes = [translations.node(n, foreign.get(n["metadata"]["name"], {}))
-             for n in caches.nodes.items()]
+    nodes = []
+    for n in caches.nodes.items():
+        try:
+            nodes.append(translations.node(n, foreign.get(n["metadata"]["name"], {})))
+        except UNREADABLE_ERRORS as error:
+            unreadable.add("Node", n, error)
     bound = caches.bound_pods()
     local_queues = {key_of(lq): lq for lq in caches.local_queues.items()}
     queue_of = {key: lq["spec"].get("clusterQueue") or "" for key, lq in local_queues.items()}
@@ -163,27 +178,36 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     closed_by_queue: dict[Key, str | None] = {}
     found: list[tuple[Translation, Obj, Workload]] = []
     admitted: list[AdmittedPods] = []
+    orphans: list[Obj] = []
     for wl in caches.unfinished_workloads(overlay):
-        translation = translations.of(wl)
-        namespace = wl["metadata"]["namespace"]
-        job = caches.owned_job(namespace, translation.owner)
-        if translation.owner is not None and job is None:
-            continue  # orphaned: its Job is gone and the garbage collector follows
-        place = (namespace, wl["spec"]["queueName"])
-        if not (wl.get("status") or {}).get("admission"):
-            if place not in closed_by_queue:
-                closed_by_queue[place] = closed_reason(local_queues, cluster_queues, *place)
-            why = closed_by_queue[place]
-            if why is not None:
-                key = f"{namespace}/{wl['metadata']['name']}"
-                objects[key] = wl
-                closed[key] = Pending(key, "", QUEUE_CLOSED, why, 0)
+        try:
+            translation = translations.of(wl)
+            namespace = wl["metadata"]["namespace"]
+            job = caches.owned_job(namespace, translation.owner)
+            if job is None and (translation.owner is not None
+                                or JOB_NAME_LABEL in (wl["metadata"].get("labels") or {})):
+                orphans.append(wl)
                 continue
-        cq = queue_of.get(place, "")
-        core = translation.core_for(wl, cq, _pods_ready(wl, job, translation.expected_pods))
+            place = (namespace, wl["spec"]["queueName"])
+            if not (wl.get("status") or {}).get("admission"):
+                if place not in closed_by_queue:
+                    closed_by_queue[place] = closed_reason(local_queues, cluster_queues, *place)
+                why = closed_by_queue[place]
+                if why is not None:
+                    key = f"{namespace}/{wl['metadata']['name']}"
+                    objects[key] = wl
+                    closed[key] = Pending(key, "", QUEUE_CLOSED, why, 0)
+                    continue
+            cq = queue_of.get(place, "")
+            core = translation.core_for(wl, cq,
+                                        _pods_ready(wl, job, translation.expected_pods))
+            pods = translation.admitted_pods(wl, job, core, bound) if core.placement else None
+        except UNREADABLE_ERRORS as error:
+            unreadable.add("Workload", wl, error)
+            continue
         found.append((translation, wl, core))
-        if core.placement:
-            admitted.append(translation.admitted_pods(wl, job, core, bound))
+        if pods is not None:
+            admitted.append(pods)
     settled = settle(nodes, admitted)
     workloads: list[Workload] = []
     for translation, wl, core in found:
@@ -196,11 +220,13 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     usage = [record for name, cq in cluster_queues.items() for record in usage_records(name, cq)]
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
                         usage, core_cycle_settings(settings))
-    return View(snapshot, objects, cluster_queues, local_queues, closed)
+    return View(snapshot, objects, cluster_queues, local_queues, closed, orphans)
 
 
-def core_queues(cluster_queues: dict[str, Obj]) -> list[Queue]:
-    """ClusterQueues in creation order; one with an invalid spec is left out (logged)."""
+def core_queues(cluster_queues: dict[str, Obj],
+                unreadable: Unreadable | None = None) -> list[Queue]:
+    """ClusterQueues in creation order; one with an invalid spec is left out (logged, and
+    recorded in `unreadable`)."""
     ordered = sorted(cluster_queues.values(),
                      key=lambda cq: (cq["metadata"].get("creationTimestamp", ""),
                                      cq["metadata"]["name"]))
@@ -208,10 +234,11 @@ def core_queues(cluster_queues: dict[str, Obj]) -> list[Queue]:
     for order, cq in enumerate(ordered):
         try:
             spec = ClusterQueueSpec.model_validate(cq.get("spec") or {})
-        except ValidationError as error:
+            queues.append(core_queue(cq["metadata"]["name"], spec, order))
+        except UNREADABLE_ERRORS as error:  # a pydantic ValidationError is a ValueError
             log.warning("ClusterQueue %s ignored: %s", cq["metadata"]["name"], error)
-            continue
-        queues.append(core_queue(cq["metadata"]["name"], spec, order))
+            if unreadable is not None:
+                unreadable.add("ClusterQueue", cq, error)
     return _rooted(queues)
 
 

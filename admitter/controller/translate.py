@@ -13,7 +13,7 @@ from typing import Any
 
 from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION, QUEUE_LABEL, JobContract
 from admitter.api.duration import format_duration, parse_duration
-from admitter.api.quantity import format_quantity, parse_quantity, to_base_units
+from admitter.api.quantity import format_quantity, from_base_units, kube_base_units
 from admitter.core.model import (
     ANYWHERE,
     Node,
@@ -30,6 +30,9 @@ from admitter.core.model import (
 
 Obj = dict[str, Any]
 MAIN_POD_SET = "main"
+JOB_NAME_LABEL = "admitter.dev/job-name"
+"""On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
+(its Job deleted with `--cascade=orphan`)."""
 
 
 def workload_name(job: Obj) -> str:
@@ -69,7 +72,7 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
             _add(sidecars, requests)
     for resource, amount in starting.items():
         running[resource] = max(running.get(resource, Decimal(0)), amount)
-    _add(running, {r: parse_quantity(a) for r, a in (pod_spec.get("overhead") or {}).items()})
+    _add(running, _container_requests({"resources": {"requests": pod_spec.get("overhead")}}))
     return running
 
 
@@ -81,7 +84,19 @@ def _add(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None:
 def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
     resources = container.get("resources") or {}
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(value) for name, value in merged.items()}
+    # Each container's amount rounded up as kube-scheduler counts it (a `500m` memory
+    # request is 1 byte): the API server accepts what admitter's own notation refuses.
+    return {name: from_base_units(name, kube_base_units(name, value))
+            for name, value in merged.items()}
+
+
+def pod_count(job_spec: Mapping[str, Any]) -> int:
+    """Pods a Job runs at once, which its Workload is charged for: its parallelism, at most
+    its completions, at least one."""
+    parallelism = job_spec.get("parallelism", 1)
+    completions = job_spec.get("completions")
+    count = min(parallelism, completions) if completions is not None else parallelism
+    return max(int(count), 1)
 
 
 def user_affinity(job: Obj) -> Obj | None:
@@ -127,15 +142,13 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
     meta = job["metadata"]
     spec = job["spec"]
     template = spec["template"]
-    parallelism = spec.get("parallelism", 1)
-    completions = spec.get("completions")
-    count = min(parallelism, completions) if completions is not None else parallelism
+    count = pod_count(spec)
     requests = {r: format_quantity(a) for r, a in pod_requests(template["spec"]).items()}
     topology = {k: v for k, v in (("required", contract.topology_required),
                                   ("preferred", contract.topology_preferred)) if v}
     workload_spec: Obj = {
         "queueName": meta["labels"][QUEUE_LABEL],
-        "podSets": [{"name": MAIN_POD_SET, "count": max(count, 1), "requests": requests}],
+        "podSets": [{"name": MAIN_POD_SET, "count": count, "requests": requests}],
         "priority": priority,
         "minRuntime": format_duration(contract.min_runtime),
         "resumable": contract.resumable,
@@ -151,7 +164,7 @@ def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
         "metadata": {
             "name": workload_name(job),
             "namespace": meta["namespace"],
-            "labels": {"admitter.dev/job-name": meta["name"][:63]},
+            "labels": {JOB_NAME_LABEL: meta["name"][:63]},
             "ownerReferences": [{
                 "apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                 "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True,
@@ -196,7 +209,7 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
     admission = status.get("admission")
     pod_sets = tuple(
         PodSet(p["name"], p["count"],
-               {r: to_base_units(r, parse_quantity(a)) for r, a in p.get("requests", {}).items()},
+               {r: kube_base_units(r, a) for r, a in p.get("requests", {}).items()},
                tuple(Toleration(t.get("key", ""), t.get("operator") or "Equal",
                                 t.get("value", ""), t.get("effect", ""))
                      for t in p.get("tolerations") or ()),
@@ -252,7 +265,7 @@ def _requirements(found: list[Obj] | None) -> tuple[NodeSelectorRequirement, ...
 def core_node(node: Obj, used: Mapping[str, int]) -> Node:
     """A Node object; `used` holds the requests of pods admitter does not manage."""
     status = node.get("status") or {}
-    allocatable = {r: to_base_units(r, parse_quantity(a))
+    allocatable = {r: kube_base_units(r, a)
                    for r, a in (status.get("allocatable") or {}).items() if r != "pods"}
     spec = node.get("spec") or {}
     taints = tuple(Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))

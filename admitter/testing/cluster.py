@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import socket
 import subprocess
 import time
@@ -29,7 +30,7 @@ from admitter.testing import kwok
 from admitter.testing.binaries import Binaries
 from admitter.testing.kubeapi import ApiError, HttpsClient
 from admitter.testing.nodes import KWOK_NODE_SELECTOR, GpuNodeLayout
-from admitter.testing.processes import Component, launch, stop
+from admitter.testing.processes import Component, launch, signal_group, stop
 from admitter.testing.waiting import wait_for
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -182,6 +183,34 @@ class LocalCluster:
         return "\n".join(
             f"----- {c.name} ({c.log_path}) -----\n{c.tail(lines)}" for c in self.components
         )
+
+    # ---- faults ----------------------------------------------------------------------------
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP a component (its whole process group): it keeps its connections open and
+        answers nothing, as a hung or partitioned process does."""
+        signal_group(self.component(name).pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        signal_group(self.component(name).pid, signal.SIGCONT)
+
+    def restart(self, name: str, timeout: float = 60.0) -> None:
+        """Stop a component and start it again with the same arguments (etcd on the same data
+        directory, the API server on the same port), then wait until the API answers.
+
+        Hazard: call it from the thread that started the cluster; a component is ended when
+        the thread that launched it dies (see `processes.launch`)."""
+        old = self.component(name)
+        signal_group(old.pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
+        stop([old])
+        binary, *args = old.argv
+        fresh = launch(name, [binary, *args], self.logs_dir, outlive_parent=self.detach)
+        self.components[self.components.index(old)] = fresh
+        self._record()
+        self._wait(self.api().is_ready, timeout, f"kube-apiserver after restarting {name}")
 
     def create_gpu_nodes(self, layout: GpuNodeLayout, timeout: float = 60.0) -> list[str]:
         """Create the layout's nodes through the API and wait until pods can land on them."""

@@ -78,13 +78,13 @@ def stop(components: Sequence[Component], grace: float = 10.0) -> None:
     """SIGTERM each component's process group, then SIGKILL whatever outlives `grace`."""
     running = [c for c in components if c.alive()]
     for component in running:
-        _signal_group(component.pid, signal.SIGTERM)
+        signal_group(component.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while any(c.alive() for c in running) and time.monotonic() < deadline:
         time.sleep(0.05)
     for component in running:
         if component.alive():  # never signal a group whose leader is gone: its id may be reused
-            _signal_group(component.pid, signal.SIGKILL)
+            signal_group(component.pid, signal.SIGKILL)
         if component.popen is not None:
             component.popen.wait()
 
@@ -93,6 +93,7 @@ def _terminate_with_parent() -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Signal a component's process group; nothing if it is gone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)

@@ -15,7 +15,7 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.informer import Informer
-from admitter.controller.kube import MERGE_PATCH, Kind, Obj
+from admitter.controller.kube import JSON_PATCH, MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import format_time
 from admitter.core.model import GPU
@@ -64,9 +64,14 @@ class FakeApi:
 
     async def patch(self, kind: Kind, name: str, patch: Any, namespace: str | None = None,
                     subresource: str | None = None, content_type: str = MERGE_PATCH) -> Obj:
-        assert content_type == MERGE_PATCH, "the fake applies merge patches only"
         self.writes.append(("PATCH", kind.path(namespace, name, subresource), patch))
         path = kind.path(namespace, name)
+        if path not in self.objects:
+            raise ApiException(status=404, reason=f"{path} not found")
+        if content_type == JSON_PATCH:
+            self.objects[path] = json_patch(self.objects[path], patch)
+            return self._stamp(self.objects[path])
+        assert content_type == MERGE_PATCH, content_type
         expected = (patch.get("metadata") or {}).get("resourceVersion")
         if expected is not None and expected != self.objects[path]["metadata"]["resourceVersion"]:
             raise ApiException(status=409, reason="the object has been modified")
@@ -74,8 +79,21 @@ class FakeApi:
         return self._stamp(self.objects[path])
 
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        self.writes.append(("GET", kind.path(namespace, name), None))
-        return copy.deepcopy(self.objects[kind.path(namespace, name)])
+        path = kind.path(namespace, name)
+        self.writes.append(("GET", path, None))
+        if path not in self.objects:
+            raise ApiException(status=404, reason=f"{path} not found")
+        return copy.deepcopy(self.objects[path])
+
+    async def delete(self, kind: Kind, name: str, namespace: str | None = None,
+                     options: Obj | None = None) -> Obj:
+        path = kind.path(namespace, name)
+        self.writes.append(("DELETE", path, options or {}))
+        stored = self.objects[path]["metadata"]
+        for field, expected in ((options or {}).get("preconditions") or {}).items():
+            if stored.get(field) != expected:
+                raise ApiException(status=409, reason=f"precondition {field} failed")
+        return self.objects.pop(path)
 
     def put(self, kind: Kind, obj: Obj) -> Obj:
         """An object created by someone else (a user, a Job's owner), as the cache sees it."""
@@ -116,6 +134,25 @@ def _resource(verb: str, path: str) -> str:
     if parts[-1] == "status":
         return f"{parts[-3]}/status"
     return parts[-1] if verb == "POST" else parts[-2]
+
+
+def json_patch(target: Obj, ops: list[Obj]) -> Obj:
+    """RFC 6902 add and remove of object members (what the controller sends)."""
+    out = copy.deepcopy(target)
+    for op in ops:
+        *parents, last = [p.replace("~1", "/").replace("~0", "~")
+                          for p in op["path"].split("/")[1:]]
+        node = out
+        for part in parents:
+            node = node[part]
+        if op["op"] == "remove":
+            if last not in node:
+                raise ApiException(status=422, reason=f"{op['path']} does not exist")
+            del node[last]
+        else:
+            assert op["op"] in ("add", "replace"), op
+            node[last] = copy.deepcopy(op["value"])
+    return out
 
 
 def add(api: FakeApi, informer: Informer, kind: Kind, obj: Obj) -> Obj:

@@ -1,0 +1,87 @@
+"""What brings a Job and its Workload together, decided from the two objects alone.
+
+Every pass compares each Job it checks with its Workload, whatever was interrupted before or
+whatever the Job's owner changed since: a finished Job releases its quota, an admitted one
+runs, any other stays suspended. The Job must also still be what its Workload was admitted
+for (Kueue's EquivalentToWorkload): a Job whose parallelism was raised after admission would
+run more pods than were charged, so it is evicted, and its Workload replaced by one that
+matches.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from admitter.api.contract import (
+    ADMITTED_WORKLOAD_ANNOTATION,
+    ORIGINAL_AFFINITY_ANNOTATION,
+    QUEUE_LABEL,
+)
+from admitter.api.quantity import kube_base_units
+from admitter.controller.kube import Obj
+from admitter.controller.translate import is_true, pod_count, pod_requests
+
+
+class Step(Enum):
+    NONE = "none"
+    FINISH = "finish"
+    """The Job completed or failed: mark the Workload Finished, releasing its quota."""
+    START = "start"
+    """Admitted, still suspended: pin to the admitted domain and unsuspend."""
+    SUSPEND = "suspend"
+    """Running without an admitted Workload: suspend it (and take the admitted mark away)."""
+    EVICT_CHANGED = "evict-changed"
+    """Admitted, but no longer what was admitted: release the quota and suspend."""
+    REPLACE_WORKLOAD = "replace-workload"
+    """Not admitted and no longer what its Workload says: delete the Workload, so that a new
+    one is made from the Job as it is now."""
+    CLEAR_START_TIME = "clear-start-time"
+    """Suspended after it ran: unset status.startTime, so its template can change again."""
+    MOVE = "move"
+    """Pending, and its Job now names another LocalQueue: the Workload follows (the webhook
+    lets only Jobs whose Workload holds no quota move)."""
+    RESTORE = "restore"
+    """Suspended, never running now: put its own affinity back and drop admitter's marks."""
+
+
+JOB_CHANGED = "JobChanged"
+"""The reason of an eviction because the Job no longer matches its Workload."""
+
+
+def converge_step(job: Obj, wl: Obj) -> Step:
+    """The one write that brings `job` and its Workload `wl` closer together, if any."""
+    if is_true(job, "Complete") or is_true(job, "Failed"):
+        return Step.NONE if is_true(wl, "Finished") else Step.FINISH
+    admitted = bool((wl.get("status") or {}).get("admission"))
+    suspended = bool(job["spec"].get("suspend"))
+    if not equivalent(job, wl):
+        return Step.EVICT_CHANGED if admitted else Step.REPLACE_WORKLOAD
+    if admitted:
+        return Step.START if suspended else Step.NONE
+    if queue_of(job) not in (None, wl["spec"]["queueName"]):
+        return Step.MOVE
+    if not suspended:
+        return Step.SUSPEND
+    annotations = job["metadata"].get("annotations") or {}
+    if ORIGINAL_AFFINITY_ANNOTATION in annotations or ADMITTED_WORKLOAD_ANNOTATION in annotations:
+        started = bool((job.get("status") or {}).get("startTime"))
+        return Step.CLEAR_START_TIME if started else Step.RESTORE
+    return Step.NONE
+
+
+def equivalent(job: Obj, wl: Obj) -> bool:
+    """Whether the Job runs the pods its Workload is charged for: as many at once, each
+    requesting the same amounts (in the base units the core counts)."""
+    pod_sets = wl["spec"]["podSets"]
+    if len(pod_sets) != 1:
+        return False
+    charged = pod_sets[0]
+    requests = {r: kube_base_units(r, a) for r, a in (charged.get("requests") or {}).items()}
+    wanted = {r: kube_base_units(r, a)
+              for r, a in pod_requests(job["spec"]["template"]["spec"]).items()}
+    return int(charged["count"]) == pod_count(job["spec"]) and requests == wanted
+
+
+def queue_of(job: Obj) -> str | None:
+    """The LocalQueue the Job's label names."""
+    return (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)

@@ -1,0 +1,276 @@
+"""The controller's edge under faults, driven by a scripted transport: requests time out and
+retry when the API server cannot be reached, lists are paginated, a replica that cannot
+prove its lease writes nothing and stops its work, leader election survives an API server
+that went away, and the informer treats resourceVersions as opaque. (The integration tests
+inject the same faults into the real control plane.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.controller import kube
+from admitter.controller.events import REPEAT_AFTER, EventRecorder
+from admitter.controller.informer import Informer
+from admitter.controller.kube import ATTEMPTS, REQUEST_TIMEOUT, Kube, NotLeading, Obj
+from admitter.controller.leader import Elector
+
+Answer = Callable[[str, str, dict[str, str], Any], "Obj | BaseException | asyncio.Event"]
+
+
+class _Response:
+    def __init__(self, status: int, body: Obj) -> None:
+        self.status = status
+        self._data = json.dumps(body).encode()
+
+    async def __aenter__(self) -> _Response:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+    async def read(self) -> bytes:
+        return self._data
+
+
+class ScriptedTransport:
+    """Stands in for kubernetes_asyncio's ApiClient: `answer` says what each request gets,
+    an object (200), an exception to raise, or an Event to hang on until set."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.calls: list[tuple[str, str, dict[str, str], Any]] = []
+        self.timeouts: list[aiohttp.ClientTimeout] = []
+
+    async def call_api(self, path: str, method: str, query_params: list[tuple[str, str]],
+                       header_params: dict[str, str], body: Any, auth_settings: list[str],
+                       _preload_content: bool, _request_timeout: aiohttp.ClientTimeout,
+                       ) -> _Response:
+        query = dict(query_params)
+        self.calls.append((method, path, query, body))
+        self.timeouts.append(_request_timeout)
+        outcome = self.answer(method, path, query, body)
+        if isinstance(outcome, asyncio.Event):
+            await outcome.wait()
+            outcome = {}
+        if isinstance(outcome, ApiException):
+            return _Response(outcome.status, {"message": outcome.reason})
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return _Response(200, outcome)
+
+
+def refused() -> aiohttp.ClientConnectionError:
+    return aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443")
+
+
+def client(answer: Answer) -> tuple[Kube, ScriptedTransport]:
+    transport = ScriptedTransport(answer)
+    return Kube(transport), transport  # type: ignore[arg-type]
+
+
+async def test_a_request_times_out_and_retries_when_the_api_server_cannot_be_reached(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kube.asyncio, "sleep", _no_wait)
+    failures = [refused(), TimeoutError()]
+    api, transport = client(lambda *_: failures.pop(0) if failures else {"ok": True})
+    assert await api.request("GET", "/api/v1/nodes") == {"ok": True}
+    assert len(transport.calls) == 3
+    assert all(t.total == REQUEST_TIMEOUT for t in transport.timeouts), "never unbounded"
+
+    down, transport = client(lambda *_: refused())
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await down.request("PATCH", "/apis/batch/v1/namespaces/ns/jobs/j", {})
+    assert len(transport.calls) == ATTEMPTS, "then the caller's own retry takes over"
+
+
+async def _no_wait(_seconds: float) -> None:
+    return None
+
+
+async def test_a_replica_that_cannot_prove_its_lease_sends_no_write() -> None:
+    api, transport = client(lambda *_: {})
+    fenced = api.fenced(lambda: False)
+    with pytest.raises(NotLeading):
+        await fenced.patch(kube.WORKLOADS, "w", {"status": {}}, "ns", subresource="status")
+    assert await fenced.get(kube.JOBS, "j", "ns") == {}, "reads go on"
+    assert [method for method, *_ in transport.calls] == ["GET"]
+
+
+async def test_lists_are_fetched_a_page_at_a_time() -> None:
+    pages = {"": ("first", ["a", "b"]), "first": ("second", ["c"]), "second": ("", ["d"])}
+
+    def answer(_method: str, _path: str, query: dict[str, str], _body: Any) -> Obj:
+        token, names = pages[query.get("continue", "")]
+        return {"kind": "NodeList", "metadata": {"resourceVersion": "41", "continue": token},
+                "items": [{"metadata": {"name": n}} for n in names]}
+
+    api, transport = client(answer)
+    listed = await api.list(kube.NODES)
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["a", "b", "c", "d"]
+    assert all(query["limit"] == str(kube.PAGE_SIZE) for _, _, query, _ in transport.calls)
+    assert listed["metadata"]["resourceVersion"] == "41"
+
+
+class LeaseServer:
+    """One Lease, or none; `down` makes every request fail to connect, `hang` makes them
+    hang until released."""
+
+    def __init__(self) -> None:
+        self.lease: Obj | None = None
+        self.version = 0
+        self.down = False
+        self.hang: asyncio.Event | None = None
+
+    def __call__(self, method: str, _path: str, _query: dict[str, str],
+                 body: Any) -> Obj | BaseException | asyncio.Event:
+        if self.hang is not None:
+            return self.hang
+        if self.down:
+            return refused()
+        if method == "GET":
+            return self.lease or ApiException(status=404, reason="not found")
+        if self.lease is not None and body["metadata"].get("resourceVersion") != str(
+                self.version):
+            return ApiException(status=409, reason="conflict")
+        self.version += 1
+        self.lease = {**body, "metadata": {**body["metadata"],
+                                           "resourceVersion": str(self.version)}}
+        return self.lease
+
+
+async def test_leader_election_survives_the_api_server_going_away() -> None:
+    """kubernetes-asyncio's LeaseLock caught only ApiException: a refused connection ended
+    every replica. Now the leader stops working when it cannot renew, and leads again."""
+    server = LeaseServer()
+    api, _ = client(server)
+    elector = Elector(api, "admitter-system", "admitter", "replica-a", lease_seconds=3)
+    elector.retry_period = 0.05
+    started: list[float] = []
+    cancelled: list[float] = []
+
+    async def work() -> None:
+        started.append(elector.clock())
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.append(elector.clock())
+
+    running = asyncio.create_task(elector.run(work))
+    try:
+        await _until(lambda: bool(started))
+        server.down = True
+        await _until(lambda: bool(cancelled))
+        assert not elector.leading(), "no proof of the lease, no writes"
+        assert cancelled[0] <= elector.proven_until + 0.05
+        server.down = False
+        await _until(lambda: len(started) == 2)
+        assert not running.done(), "the replica never exits"
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_a_hung_lease_request_ends_leadership_at_the_renew_deadline() -> None:
+    server = LeaseServer()
+    api, _ = client(server)
+    elector = Elector(api, "admitter-system", "admitter", "replica-a", lease_seconds=3)
+    elector.retry_period = 0.05
+    assert await elector.try_acquire_or_renew(timeout=1.0)
+    deadline = elector.proven_until
+    server.hang = asyncio.Event()
+    renewed = await elector.try_acquire_or_renew(timeout=max(0.0, deadline - elector.clock()))
+    assert not renewed and elector.proven_until == deadline
+    assert not elector.leading() and elector.clock() >= deadline
+    server.hang.set()
+
+
+async def test_a_lease_held_by_another_replica_is_taken_only_after_it_expires() -> None:
+    server = LeaseServer()
+    api, _ = client(server)
+    now = [1000.0]
+    first = Elector(api, "ns", "lease", "a", lease_seconds=3, clock=lambda: now[0])
+    second = Elector(api, "ns", "lease", "b", lease_seconds=3, clock=lambda: now[0])
+    assert await first.try_acquire_or_renew(timeout=1.0)
+    assert not await second.try_acquire_or_renew(timeout=1.0)
+    now[0] += 2.0
+    assert not await second.try_acquire_or_renew(timeout=1.0), "seen 2 s ago: still held"
+    now[0] += 1.5
+    assert not first.leading(), "the old leader stopped before anyone can take over"
+    assert await second.try_acquire_or_renew(timeout=1.0)
+    assert server.lease is not None and server.lease["spec"]["holderIdentity"] == "b"
+    assert server.lease["spec"]["leaseTransitions"] == 1
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(400):
+        if condition():
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError("condition never held")
+
+
+def test_resource_versions_are_opaque() -> None:
+    """Kubernetes promises no order between resourceVersions; the informer only knows which
+    versions its watch delivered, and in what order."""
+    informer = Informer(None, kube.NODES, lambda *_: None)  # type: ignore[arg-type]
+
+    def node(version: str) -> Obj:
+        return {"metadata": {"name": "a", "resourceVersion": version}}
+
+    def stored() -> str:
+        return str(informer.store[("", "a")]["metadata"]["resourceVersion"])
+
+    informer._apply({"type": "ADDED", "object": node("zz-1")})
+    informer.observe(node("aa-3"))  # our write's answer, ahead of the watch
+    informer._apply({"type": "MODIFIED", "object": node("zz-2")})
+    assert stored() == "aa-3", "a version delivered before ours is older"
+    informer._apply({"type": "MODIFIED", "object": node("aa-3")})
+    informer._apply({"type": "MODIFIED", "object": node("b")})
+    assert stored() == "b", "after ours, the watch is followed again"
+    informer.observe(node("b"))
+    informer._apply({"type": "MODIFIED", "object": node("a")})
+    assert stored() == "a", "an answer the watch already delivered is not waited for"
+
+
+def test_the_event_recorder_forgets_what_can_no_longer_suppress_an_event() -> None:
+    async def run() -> int:
+        recorder = EventRecorder(Kube(None), "test")  # type: ignore[arg-type]
+        for i in range(1000):
+            obj = {"metadata": {"name": f"j{i}", "namespace": "ns", "uid": f"u{i}"}}
+            recorder.record(obj, "Job", "Normal", "Admitted", "m", float(i), REPEAT_AFTER)
+        for task in list(recorder.sending):
+            task.cancel()
+        return len(recorder._last)
+
+    assert asyncio.run(run()) <= 2 * REPEAT_AFTER
+
+
+def test_an_object_deleted_by_the_controller_is_followed_again_once_its_deletion_is_seen(
+        ) -> None:
+    informer = Informer(None, kube.WORKLOADS, lambda *_: None)  # type: ignore[arg-type]
+
+    def wl(uid: str, version: str) -> Obj:
+        return {"metadata": {"name": "w", "namespace": "ns", "uid": uid,
+                             "resourceVersion": version}}
+
+    informer._apply({"type": "ADDED", "object": wl("old", "1")})
+    informer.forget(wl("old", "1"))
+    assert informer.get("ns", "w") is None
+    informer._apply({"type": "MODIFIED", "object": wl("old", "2")})
+    assert informer.get("ns", "w") is None, "an event from before the deletion"
+    informer._apply({"type": "DELETED", "object": wl("old", "3")})
+    informer._apply({"type": "ADDED", "object": wl("new", "4")})
+    assert informer.get("ns", "w") == wl("new", "4")
+
+    # The watch may deliver the deletion before the DELETE request returns.
+    informer._apply({"type": "DELETED", "object": wl("new", "5")})
+    informer.forget(wl("new", "4"))
+    informer._apply({"type": "ADDED", "object": wl("newer", "6")})
+    assert informer.get("ns", "w") == wl("newer", "6"), "never stuck ignoring the name"
