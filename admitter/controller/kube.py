@@ -168,6 +168,12 @@ class Kube:
                      options: Obj | None = None) -> Obj:
         return await self.request("DELETE", kind.path(namespace, name), options)
 
+    async def replace(self, kind: Kind, obj: Obj) -> Obj:
+        """PUT the whole object; conflicts (409) unless `obj` carries the current
+        resourceVersion."""
+        meta = obj["metadata"]
+        return await self.request("PUT", kind.path(meta.get("namespace"), meta["name"]), obj)
+
     async def watch(self, kind: Kind, resource_version: str,
                     query: dict[str, str] | None = None) -> AsyncIterator[Obj]:
         """Watch events from `resource_version`; raises ApiException(410) when it is too old."""

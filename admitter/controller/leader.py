@@ -129,7 +129,7 @@ class Elector:
         acquired = spec.get("acquireTime") if ours else None
         # A PUT with the resourceVersion read: if another replica wrote the Lease meanwhile,
         # this conflicts (409) instead of both believing they hold it.
-        await self.kube.request("PUT", kube.LEASES.path(self.namespace, self.name), {
+        await self.kube.replace(kube.LEASES, {
             **lease, "spec": self._spec(now, acquired or _micro_time(now),
                                         transitions if ours else transitions + 1)})
         return True

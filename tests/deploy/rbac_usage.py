@@ -9,8 +9,6 @@ Requests leave the process three ways, and each is read where it is written:
   gives the verb, the `<Kind>.plural` argument the resource;
 - through kubernetes_asyncio's typed APIs (`read_priority_class`): TYPED_REQUESTS maps each
   method used to its triple; a typed request method not in it is an error;
-- through kubernetes_asyncio's `LeaseLock` (leader election): its own source names the
-  Lease requests it makes.
 `admitter/webhook/registration.py` (`admitter run --webhook-url-host`) is left out: it runs
 only outside the cluster, with the kubeconfig of the admin who starts it (docs/webhooks.md).
 Anything the reader cannot attribute is an error, so new code cannot hide a request.
@@ -20,14 +18,12 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from kubernetes_asyncio import client as typed_client
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from admitter.api.base import GROUP, Resource
 from admitter.controller import kube
@@ -38,7 +34,7 @@ ENTRY = "admitter.commands.run"
 Triple = tuple[str, str, str]
 
 KUBE_VERBS = {"get": "get", "list": "list", "watch": "watch", "create": "create",
-              "patch": "patch"}
+              "patch": "patch", "delete": "delete", "replace": "update"}
 """Kube's request-making methods and the RBAC verb each one needs."""
 CLIENT_VERBS = {"read": "get", "get": "get", "list": "list", "create": "create", "patch": "patch",
                 "replace": "update", "delete": "delete"}
@@ -243,23 +239,8 @@ def _typed_request_methods() -> frozenset[str]:
     )
 
 
-def lease_requests() -> set[Triple]:
-    """What kubernetes_asyncio's LeaseLock asks for, from its own source."""
-    source = inspect.getsource(LeaseLock)
-    verbs = {CLIENT_VERBS[prefix]
-             for prefix in re.findall(r"\.(\w+?)_namespaced_lease\(", source)}
-    return {("coordination.k8s.io", "leases", verb) for verb in verbs}
-
-
-def uses_lease_lock(modules: list[Module]) -> bool:
-    return any(isinstance(n, ast.Call) and _tail(n.func) == "LeaseLock"
-               for module in modules for n in ast.walk(module.tree))
-
-
 def used_requests() -> set[Triple]:
-    modules = run_modules()
-    used = Reader(modules).used()
-    return used | (lease_requests() if uses_lease_lock(modules) else set())
+    return Reader(run_modules()).used()
 
 
 def _tail(expr: ast.expr) -> str:
