@@ -149,7 +149,6 @@ def _table(w: World, admitted_job: str, admitted_workload: str, queued_job: str)
         job("min-runtime above the cap", min_runtime, **{min_runtime: "3h"}),
         job("an unknown topology level", required, **{required: "garbage"}),
         job("100001 pods", "spec.parallelism", pods=100_001),
-        job("memory 500m", "resources", memory="500m"),
         job("resumable maybe", "admitter.dev/resumable", **{"admitter.dev/resumable": "maybe"}),
         patch("unsuspending a queued Job", queued_path, {"spec": {"suspend": False}},
               "spec.suspend"),
