@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admitter.core.cycle import run_cycle
-from admitter.core.model import GPU, UNLIMITED, Node, Phase
+from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase, UsageRecord
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
@@ -120,17 +120,22 @@ def test_same_input_in_any_order_gives_the_same_decisions(world: World, rng: ran
 
 @PROPERTY
 @given(worlds())
-def test_no_eviction_loop_without_a_change_in_demand(world: World) -> None:
-    """With demand unchanged and every protection over, decisions settle: nobody is evicted,
-    readmitted and evicted again."""
-    evicted_at: dict[str, int] = {}
+def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_demand(
+        world: World) -> None:
+    """With demand unchanged, every protection over and use counted as what is held, decisions
+    settle: once one queue's workload has taken GPUs from another queue's, the other never
+    takes GPUs back from the first (a queue may still regain idle capacity in between)."""
+    keys = {w.key: w.queue for w in world.workloads.values()}
+    took: set[tuple[str, str]] = set()
     now = 1000.0
-    for step in range(8):
+    for _ in range(8):
         now += 1000.0
         for eviction in world.cycle(now).evictions:
-            assert eviction.key not in evicted_at, (
-                f"{eviction.key} evicted in cycles {evicted_at[eviction.key]} and {step}")
-            evicted_at[eviction.key] = step
+            if eviction.preemptor is None or keys[eviction.preemptor] == eviction.queue:
+                continue
+            winner, loser = keys[eviction.preemptor], eviction.queue
+            assert (loser, winner) not in took, f"{loser} and {winner} swapped GPUs back"
+            took.add((winner, loser))
     assert world.history[-1].evictions == ()
 
 
@@ -208,3 +213,29 @@ def test_a_settled_cycle_run_again_decides_nothing_more(world: World, bound: flo
         if result.settled:
             again = world.cycle(now)
             assert again.admissions == () and again.evictions == (), (result, again)
+
+
+@PROPERTY
+@given(worlds(), st.lists(st.floats(0, 100), min_size=3, max_size=3))
+def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_use(
+        world: World, used: list[float]) -> None:
+    """With use over a window (fixed here: nobody's use moves) and demand unchanged, time-
+    slicing settles: once one queue's workload has taken GPUs from another queue's, the other
+    never takes GPUs back from the first, and no protection is ever cut."""
+    world.settings = replace(world.settings, fair_share=FairShareSettings(window=7 * 86400))
+    world.usage = [UsageRecord(f"q{i}", -3600.0, 0.0, gpus) for i, gpus in enumerate(used)]
+    keys = {w.key: w.queue for w in world.workloads.values()}
+    took: set[tuple[str, str]] = set()
+    now = 1000.0
+    for _ in range(8):
+        now += 1000.0
+        before = {k: w for k, w in world.workloads.items() if w.phase is Phase.ADMITTED}
+        for eviction in world.cycle(now).evictions:
+            until = before[eviction.key].protected_until()
+            assert until is None or until <= now
+            if eviction.preemptor is None or keys[eviction.preemptor] == eviction.queue:
+                continue
+            winner, loser = keys[eviction.preemptor], eviction.queue
+            assert (loser, winner) not in took, f"{loser} and {winner} swapped GPUs back"
+            took.add((winner, loser))
+    assert world.history[-1].evictions == ()
