@@ -255,21 +255,24 @@ class _Cycle:
                     well_ranked = not self.ranking.over_served(leaf)
                 if well_ranked:
                     starving.append(workload)
+        maps: tuple[int, dict[str, int], dict[str, int]] | None = None
         for workload in sorted(starving, key=attrgetter("submitted_at", "key")):
             if self.ledger.limit_block(workload) is not None:
                 continue
             if self._try_funded(workload, starving=True):
                 continue
-            if self.unfunded_held is None:
-                self.unfunded_held = _unfunded_gpus(self.running.values())
-            running = self.running.values()
-            chosen = choose(self.state, self.nodes, workload,
-                            _drainable(running, self.unfunded_held, self.now),
-                            _drainable(running, self.unfunded_held, None))
-            for other in running:  # a protection ending can move the cheapest domain
-                until = other.protected_until()
-                if until is not None and other.resumable and other.preemptible:
-                    self._until(until)
+            changed = len(self.admissions) + len(self.evictions)
+            if maps is None or maps[0] != changed:  # what runs moved: recount (rarely)
+                if self.unfunded_held is None:
+                    self.unfunded_held = _unfunded_gpus(self.running.values())
+                running = self.running.values()
+                maps = (changed, _drainable(running, self.unfunded_held, self.now),
+                        _drainable(running, self.unfunded_held, None))
+                for other in running:  # a protection ending can move the cheapest domain
+                    until = other.protected_until()
+                    if until is not None and other.resumable and other.preemptible:
+                        self._until(until)
+            chosen = choose(self.state, self.nodes, workload, maps[1], maps[2])
             if not chosen:
                 continue
             self.finder.keep_off(chosen)

@@ -39,7 +39,7 @@ from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaLedger
-from admitter.core.ranking import NON_RESUMABLE_GAP, SWAP_MARGIN, Ranking
+from admitter.core.ranking import NON_RESUMABLE_GAP, SWAP_MARGIN, Ranking, beyond
 from admitter.core.topology import HOSTNAME, Domain
 
 MAX_VICTIMS = 64
@@ -114,6 +114,9 @@ class RoomFinder:
         """The first moment a protection ending could turn a failed search of this cycle."""
         self.simulated = 0
         """Searches that had victims to simulate: the expensive ones, which a cycle bounds."""
+        self._candidates: dict[tuple[bool, str, int, bool, Search, str | None,
+                                     tuple[int, int]], list[tuple[int, Workload]]] = {}
+        """`_eligible`'s lists before dropping who left, per what decides them."""
 
     def keep_off(self, nodes: Iterable[str]) -> None:
         """From now on this cycle, take no victim running on `nodes` (a reservation) except
@@ -122,6 +125,7 @@ class RoomFinder:
         self._kept_off = {key for key, workload in self._running.items()
                           if any(node in reserved for node in workload.placement)}
         self._drained = set(self._kept_off)
+        self._candidates.clear()  # a drain's candidates depend on the drained nodes
 
     def find(self, preemptor: Workload, search: Search, within: str | None = None, *,
              explain: bool = True) -> Room | Blocked:
@@ -248,10 +252,21 @@ class RoomFinder:
         """Still-running workloads of `groups` the preemptor may take (the module docstring's
         rule), with their position in the ranking (unsorted). `within` keeps only queues under
         it."""
-        chosen: list[tuple[int, Workload]] = []
         gpus = preemptor.requests().get(GPU, 0)
         short = is_short(preemptor)
         ranking, ledger = self._ranking, self._ledger
+        # What one preemptor may take depends on its queue, priority, kind and bound only (and,
+        # when use is what is held, on its size and on the allocations as they stand): searches
+        # of other shapes share the list.
+        key = (groups is self._protected, preemptor.queue, preemptor.priority, short, search,
+               within, (gpus, ledger.changes) if ranking.by_holding else (0, 0))
+        known = self._candidates.get(key)
+        if known is not None:
+            running, kept_off = self._running, self._kept_off
+            return [item for item in known if item[1].key in running and (
+                search is Search.DRAIN or item[1].key not in kept_off)]
+        chosen: list[tuple[int, Workload]] = []
+        ratios: dict[str, float] = {}
         for queue, group in groups.items():
             if within is not None and within not in ledger.path(queue):
                 continue
@@ -261,14 +276,18 @@ class RoomFinder:
             if queue == preemptor.queue:
                 chosen.extend(item for item in group.funded
                               if item[1].priority < preemptor.priority and item[1].resumable)
-            elif ranking.clearly_worse(queue, preemptor.queue, NON_RESUMABLE_GAP, gpus):
+                continue
+            worse, better = ranking.sides(queue, preemptor.queue, gpus, ratios)
+            if beyond(worse, better, NON_RESUMABLE_GAP):
                 chosen.extend(group.funded)
-            elif short or ranking.clearly_worse(queue, preemptor.queue, SWAP_MARGIN, gpus):
+            elif short or beyond(worse, better, SWAP_MARGIN):
                 chosen.extend(item for item in group.funded if item[1].resumable)
-        running, kept_off = self._running, self._kept_off
         if search is Search.DRAIN:  # a workload may have been added twice
-            return list({item[1].key: item for item in chosen if item[1].key in running}.values())
-        return [item for item in chosen if item[1].key in running and item[1].key not in kept_off]
+            chosen = list({item[1].key: item for item in chosen}.values())
+        self._candidates[key] = chosen
+        running, kept_off = self._running, self._kept_off
+        return [item for item in chosen if item[1].key in running and (
+            search is Search.DRAIN or item[1].key not in kept_off)]
 
     def _drains(self, gang: Workload, workload: Workload) -> bool:
         """On the drained nodes and leaving for the drain: resumable, or short (a debug job

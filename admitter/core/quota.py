@@ -132,6 +132,9 @@ class QuotaLedger:
         self._fair = fair
         self._paths, self._limits = _layout(tree)
         self._allocations = allocations
+        self.changes = 0
+        """How many changes so far: what was derived from the allocations is stale once this
+        moves."""
         self.funded = allocations.funded
         self.held = allocations.held
         self._share_path = {
@@ -147,6 +150,7 @@ class QuotaLedger:
 
     def add(self, workload: Workload, sign: int = 1) -> None:
         self._allocations.add(workload, sign)
+        self.changes += 1
 
     def remove(self, workload: Workload) -> None:
         self.add(workload, -1)

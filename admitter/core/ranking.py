@@ -74,6 +74,7 @@ class Ranking:
         self.by_holding = used is None
         """Use is what is held now: ratios move with every admission and eviction."""
         self._diverging: dict[tuple[str, str], tuple[str, str]] = {}
+        self._ratios: dict[str, float] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
 
     def key(self, queue: str) -> tuple[bool, float, float]:
@@ -86,7 +87,16 @@ class Ranking:
         return False, self._use(queue, 0) / budget, held / budget
 
     def ratio(self, queue: str, extra: int = 0) -> float:
-        """Use / budget, with `extra` GPUs more held (counted only when use is what is held)."""
+        """Use / budget, with `extra` GPUs more held (counted only when use is what is held).
+        With use over a window the ratios are fixed for the cycle, so they are kept."""
+        if self._used is not None:
+            known = self._ratios.get(queue)
+            if known is None:
+                known = self._ratios[queue] = self._ratio(queue, 0)
+            return known
+        return self._ratio(queue, extra)
+
+    def _ratio(self, queue: str, extra: int) -> float:
         budget = self._budgets.get(queue, 0.0)
         use = self._use(queue, extra)
         if budget <= 0:
@@ -105,9 +115,23 @@ class Ranking:
         theirs, mine = self._divergence(victim, preemptor)
         worse = self.ratio(theirs)
         better = self.ratio(mine, gained)
-        if not (worse > (1.0 + gap) * better if better > 0 else worse > 0):
+        if not beyond(worse, better, gap):
             return False
         return not self.by_holding or self.ratio(theirs, -lost) >= better
+
+    def sides(self, victim: str, preemptor: str, gained: int,
+              memo: dict[str, float]) -> tuple[float, float]:
+        """The two ratios `clearly_worse` compares (victim's side, preemptor's side with
+        `gained`), for a caller that tests several gaps at once; `memo` keeps them by queue
+        for one preemptor (many victims share a diverging ancestor)."""
+        theirs, mine = self._divergence(victim, preemptor)
+        worse = memo.get(theirs)
+        if worse is None:
+            worse = memo[theirs] = self.ratio(theirs)
+        better = memo.get("\0" + mine)
+        if better is None:
+            better = memo["\0" + mine] = self.ratio(mine, gained)
+        return worse, better
 
     def over_served(self, leaf: str) -> bool:
         """Whether some queue on the leaf's path is clearly worse than a sibling with demand
@@ -144,3 +168,8 @@ class Ranking:
                 common += 1
             pair = self._diverging[victim, preemptor] = (theirs[common], mine[common])
         return pair
+
+
+def beyond(worse: float, better: float, gap: float) -> bool:
+    """`worse` exceeds `better` by more than `gap` (relative); anything used is beyond 0."""
+    return worse > (1.0 + gap) * better if better > 0 else worse > 0

@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admitter.core.cycle import run_cycle
+from admitter.core.decisions import Eviction
+from admitter.core.headroom import is_short
 from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase, UsageRecord
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
@@ -125,15 +127,14 @@ def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_demand(
     """With demand unchanged, every protection over and use counted as what is held, decisions
     settle: once one queue's workload has taken GPUs from another queue's, the other never
     takes GPUs back from the first (a queue may still regain idle capacity in between)."""
-    keys = {w.key: w.queue for w in world.workloads.values()}
     took: set[tuple[str, str]] = set()
     now = 1000.0
     for _ in range(8):
         now += 1000.0
         for eviction in world.cycle(now).evictions:
-            if eviction.preemptor is None or keys[eviction.preemptor] == eviction.queue:
+            if not _time_slicing(world, eviction):
                 continue
-            winner, loser = keys[eviction.preemptor], eviction.queue
+            winner, loser = world.workloads[eviction.preemptor].queue, eviction.queue
             assert (loser, winner) not in took, f"{loser} and {winner} swapped GPUs back"
             took.add((winner, loser))
     assert world.history[-1].evictions == ()
@@ -224,7 +225,6 @@ def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_use(
     never takes GPUs back from the first, and no protection is ever cut."""
     world.settings = replace(world.settings, fair_share=FairShareSettings(window=7 * 86400))
     world.usage = [UsageRecord(f"q{i}", -3600.0, 0.0, gpus) for i, gpus in enumerate(used)]
-    keys = {w.key: w.queue for w in world.workloads.values()}
     took: set[tuple[str, str]] = set()
     now = 1000.0
     for _ in range(8):
@@ -233,9 +233,20 @@ def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_use(
         for eviction in world.cycle(now).evictions:
             until = before[eviction.key].protected_until()
             assert until is None or until <= now
-            if eviction.preemptor is None or keys[eviction.preemptor] == eviction.queue:
+            if not _time_slicing(world, eviction):
                 continue
-            winner, loser = keys[eviction.preemptor], eviction.queue
+            winner, loser = world.workloads[eviction.preemptor].queue, eviction.queue
             assert (loser, winner) not in took, f"{loser} and {winner} swapped GPUs back"
             took.add((winner, loser))
     assert world.history[-1].evictions == ()
+
+
+def _time_slicing(world: World, eviction: Eviction) -> bool:
+    """Funded work of one allocation requeued for another's: unfunded work belongs to no
+    allocation (any funded workload takes it), and a short job gives its GPUs back within
+    minutes, so neither is a swap between allocations."""
+    if eviction.preemptor is None:
+        return False
+    preemptor, victim = world.workloads[eviction.preemptor], world.workloads[eviction.key]
+    return (preemptor.queue != victim.queue and victim.funded
+            and not is_short(preemptor))
