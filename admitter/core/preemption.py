@@ -7,9 +7,12 @@ Who may be a victim of a funded preemptor (never mixed up):
   non-resumable one would lose;
 - time-slicing: workloads of another queue past their min runtime whose allocation is clearly
   worse ranked than the preemptor's (`ranking.Ranking.clearly_worse`): resumable ones beyond
-  `SWAP_MARGIN`, non-resumable ones beyond `NON_RESUMABLE_GAP`;
+  `SWAP_MARGIN`, non-resumable and short ones beyond `NON_RESUMABLE_GAP`;
 - a short preemptor (`headroom.is_short`, a debug job) may take resumable work past its min
-  runtime from any allocation: it gives the GPUs back within minutes;
+  runtime from any allocation, except other short jobs: it gives the GPUs back within minutes.
+  Hazard: short jobs are taken only at the larger gap (else a short job and the work it
+  displaced could take turns), so one that runs far past its short min runtime keeps its GPUs
+  unless its allocation is that far off its budget;
 - a drain (`Search.DRAIN`, for a starving gang on the nodes reserved for it): resumable or short
   work past its min runtime there, of lower priority in its own queue or of an allocation ranked
   worse than its own by any margin (a drain never takes from a better-ranked allocation or an
@@ -281,7 +284,8 @@ class RoomFinder:
             if beyond(worse, better, NON_RESUMABLE_GAP):
                 chosen.extend(group.funded)
             elif short or beyond(worse, better, SWAP_MARGIN):
-                chosen.extend(item for item in group.funded if item[1].resumable)
+                chosen.extend(item for item in group.funded
+                              if item[1].resumable and not is_short(item[1]))
         if search is Search.DRAIN:  # a workload may have been added twice
             chosen = list({item[1].key: item for item in chosen}.values())
         self._candidates[key] = chosen
@@ -386,13 +390,13 @@ class RoomFinder:
                 f"preempted by {preemptor.key} (priority {preemptor.priority} > "
                 f"{victim.priority}) in queue {victim.queue}",
             )
-        gap = SWAP_MARGIN if victim.resumable else NON_RESUMABLE_GAP
+        gap = SWAP_MARGIN if victim.resumable and not is_short(victim) else NON_RESUMABLE_GAP
         if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
                                        preemptor.requests().get(GPU, 0),
                                        victim.requests().get(GPU, 0)):
             why = (f"queue {victim.queue}'s allocation has used more of its GPU budget than "
                    f"{preemptor.queue}'s")
-        elif victim.resumable and is_short(preemptor):
+        elif victim.resumable and is_short(preemptor) and not is_short(victim):
             why = "a short job may requeue resumable work past its min runtime"
         else:
             return None

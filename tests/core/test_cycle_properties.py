@@ -124,20 +124,10 @@ def test_same_input_in_any_order_gives_the_same_decisions(world: World, rng: ran
 @given(worlds())
 def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_demand(
         world: World) -> None:
-    """With demand unchanged, every protection over and use counted as what is held, decisions
-    settle: once one queue's workload has taken GPUs from another queue's, the other never
-    takes GPUs back from the first (a queue may still regain idle capacity in between)."""
-    took: set[tuple[str, str]] = set()
-    now = 1000.0
-    for _ in range(8):
-        now += 1000.0
-        for eviction in world.cycle(now).evictions:
-            if not _time_slicing(world, eviction):
-                continue
-            winner, loser = world.workloads[eviction.preemptor].queue, eviction.queue
-            assert (loser, winner) not in took, f"{loser} and {winner} swapped GPUs back"
-            took.add((winner, loser))
-    assert world.history[-1].evictions == ()
+    """With demand unchanged, every protection over and use counted as what is held, once one
+    queue's workload has taken GPUs from another queue's, the other never takes GPUs back from
+    the first (a queue may still regain idle capacity in between)."""
+    _run_without_swapping_back(world)
 
 
 @PROPERTY
@@ -220,11 +210,19 @@ def test_a_settled_cycle_run_again_decides_nothing_more(world: World, bound: flo
 @given(worlds(), st.lists(st.floats(0, 100), min_size=3, max_size=3))
 def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_use(
         world: World, used: list[float]) -> None:
-    """With use over a window (fixed here: nobody's use moves) and demand unchanged, time-
-    slicing settles: once one queue's workload has taken GPUs from another queue's, the other
-    never takes GPUs back from the first, and no protection is ever cut."""
+    """With use over a window (fixed here: nobody's use moves) and demand unchanged, once one
+    queue's workload has taken GPUs from another queue's, the other never takes GPUs back from
+    the first, and no protection is ever cut."""
     world.settings = replace(world.settings, fair_share=FairShareSettings(window=7 * 86400))
     world.usage = [UsageRecord(f"q{i}", -3600.0, 0.0, gpus) for i, gpus in enumerate(used)]
+    _run_without_swapping_back(world)
+
+
+def _run_without_swapping_back(world: World) -> None:
+    """Eight cycles 1000 s apart: no protection cut, and no pair of allocations swapping GPUs
+    back (`_time_slicing`). Not necessarily settled: work of a clearly worse allocation may take
+    idle GPUs again and yield them again (rank, don't cap), as long as the allocation it yields
+    to never takes from it in turn."""
     took: set[tuple[str, str]] = set()
     now = 1000.0
     for _ in range(8):
@@ -238,7 +236,6 @@ def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_use(
             winner, loser = world.workloads[eviction.preemptor].queue, eviction.queue
             assert (loser, winner) not in took, f"{loser} and {winner} swapped GPUs back"
             took.add((winner, loser))
-    assert world.history[-1].evictions == ()
 
 
 def _time_slicing(world: World, eviction: Eviction) -> bool:
