@@ -59,14 +59,18 @@ class Headroom:
         self._gpus = state.schedulable_capacity().get(GPU, 0)
         self.needed = math.floor(HEADROOM_FRACTION * self._gpus)
 
+    def applies(self, workload: Workload) -> bool:
+        """Whether `workload` is held to the headroom at all."""
+        return self.needed > 0 and not flexible(workload) and (
+            workload.requests().get(GPU, 0) <= self._gpus - self.needed)
+
     def allows(self, workload: Workload, released: int = 0) -> bool:
         """Whether `workload` may start on what is free now, `released` GPUs of unfunded work
         having been evicted for it (their GPUs are free now but were in the pool already)."""
-        gpus = workload.requests().get(GPU, 0)
-        if self.needed == 0 or flexible(workload) or gpus > self._gpus - self.needed:
+        if not self.applies(workload):
             return True
         pool = self._state.free_total(GPU) + self.held - released
-        return pool - gpus >= self.needed
+        return pool - workload.requests().get(GPU, 0) >= self.needed
 
     def change(self, workload: Workload, sign: int) -> None:
         """`workload` started (1) or stopped (-1)."""

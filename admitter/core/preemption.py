@@ -314,6 +314,8 @@ class RoomFinder:
         resource = GPU if requests.get(GPU, 0) > 0 else min(requests, default=GPU)
         index = self._state.resource_index(resource)
         need = requests.get(resource, 0)
+        if resource == GPU and self._headroom.applies(preemptor):
+            need += self._headroom.needed  # a long start leaves the headroom free as well
         required = preemptor.topology.required
         # One pod lands on one node: planning per node is exact where a wider domain's sum
         # can hide that no single node would hold the pod.
