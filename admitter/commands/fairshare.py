@@ -44,7 +44,7 @@ def fair_share_at_start(scenario: Scenario) -> FairShare:
             leaf[resource] = leaf.get(resource, 0) + amount * template.pods * instances
     settings = core_fair_share_settings(scenario.settings.fair_share)
     records = spread_history(scenario.history, 0.0, settings)
-    return fair_share_now(tree, capacity, demand, records, 0.0, settings)[1]
+    return fair_share_now(tree, capacity, demand, records, 0.0, settings)[2]
 
 
 def _display_amount(resource: str, amount: int) -> float | int:

@@ -1,14 +1,18 @@
 """One admission cycle: snapshot in, decisions out. The steps read in the order they run.
 
-1. Fair share for the snapshot's demand, usage and schedulable capacity.
+1. Fair share for the snapshot's demand, usage and schedulable capacity (what `admitter
+   fairshare` and the ClusterQueue status show), and the ranking of allocations: funded GPU
+   time over the window against each queue's GPU budget (`ranking`).
 2. Evictions that do not depend on anyone pending: gangs whose pods never became ready, and
    work on cordoned nodes once past its min runtime (Ai2's automatic drain).
-3. Entitled admissions, best-ranked queue first (DRF order, re-ranked after each admission):
-   funded workloads that stay within their queue's fair share (non-preemptible ones within
-   deserved quota). One that does not fit may make room by preemption or reclaim (see
-   `preemption`); the first that has waited past the starvation bound gets nodes reserved.
-4. Borrowing: funded workloads over their fair share, then unfunded ones, take what is still
-   free. They are what reclaim takes back later, which is why borrowing comes last.
+3. Funded admissions: short jobs first (`headroom`); then the longest-waiting starving gang of
+   an allocation that is not over-served drains one domain (`drain_for_starving`); then the
+   rest. Both passes serve the best-ranked allocation first (level by level, re-ranked after
+   each admission), by priority inside a queue. Rank, don't cap: a funded workload is admitted
+   where it fits, within explicit limits (long non-preemptible work within its fair share) and
+   leaving the short jobs' headroom; one that does not fit may requeue running work past its min
+   runtime (see `preemption`).
+4. Unfunded workloads take what is still idle.
 5. Every workload still pending gets the fact that blocks it.
 
 As many workloads are admitted per cycle as fit; there is no one-head-per-queue limit.
@@ -16,7 +20,6 @@ As many workloads are admitted per cycle as fit; there is no one-head-per-queue 
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Iterable
 from operator import attrgetter
@@ -31,20 +34,24 @@ from admitter.core.decisions import (
 )
 from admitter.core.fairshare import FairShare
 from admitter.core.fit import fits
+from admitter.core.headroom import Headroom, is_short
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure, place
-from admitter.core.preemption import NOT_TRIED, Blocked, RoomFinder
+from admitter.core.preemption import NOT_TRIED, Blocked, RoomFinder, Search
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations, QuotaLedger
-from admitter.core.reservation import RESERVATION_KEY, describe, reserve
+from admitter.core.ranking import Ranking, gpu_budgets
+from admitter.core.reservation import RESERVATION_KEY, choose, describe, hold
 from admitter.core.selection import QueueSelector
 from admitter.core.status import queue_statuses
 from admitter.core.usage import fair_share_now
 
 PREEMPTION_ATTEMPTS = 16
-"""Preemptors simulated per cycle (KAI's queueDepthPerAction plays the same role)."""
+"""Preemptor searches per cycle, one per queue and workload shape (KAI's queueDepthPerAction
+plays the same role); the cap bounds cycle time, and the queues left out search first in the
+next cycle (see `CycleResult.settled`)."""
 
 
 def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
@@ -61,11 +68,6 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
     `add`/`remove`/`commit`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair
     share's sibling groups).
     """
-    # The cycle's tens of thousands of short-lived objects would trigger full collector passes
-    # over the whole heap for nothing (reference counting frees them). A plain try, not a
-    # context manager: contextlib's runs interpreted, even when compiled.
-    collecting = gc.isenabled()
-    gc.disable()
     node_mark = None if nodes is None else nodes.checkpoint()
     allocation_mark = 0 if allocations is None else allocations.checkpoint()
     try:
@@ -75,17 +77,32 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
             nodes.rollback(node_mark)
         if allocations is not None:
             allocations.rollback(allocation_mark)
-        if collecting:
-            gc.enable()
 
 
 def _decide(snapshot: Snapshot, nodes: ClusterState | None, tree: QueueTree | None,
             allocations: Allocations | None) -> CycleResult:
     cycle = _Cycle(snapshot, nodes, tree, allocations)
     cycle.evict_unready_and_drained()
-    cycle.admit_entitled()
-    cycle.admit_borrowers()
+    cycle.admit_funded(short=True)
+    cycle.drain_for_starving()
+    cycle.admit_funded(short=False)
+    cycle.admit_unfunded()
     return cycle.result()
+
+
+def _drainable(running: Iterable[Workload], unfunded: dict[str, int], now: float | None,
+               non_preemptible_priority: int | None) -> dict[str, int]:
+    """GPUs per node a drain could take: unfunded work's, and resumable preemptible work's past
+    its min runtime at `now` (None: once every protection has ended)."""
+    held = dict(unfunded)
+    for workload in running:
+        until = workload.protected_until()
+        if workload.funded and workload.resumable and workload.preemptible(
+                non_preemptible_priority) and (
+                now is None or (until is not None and until <= now)):
+            for node, gpus in held_per_node(workload, GPU).items():
+                held[node] = held.get(node, 0) + gpus
+    return held
 
 
 def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
@@ -142,13 +159,17 @@ class _Cycle:
                 allocations.holds(w.key) for w in admitted):
             raise ValueError("the allocations given to run_cycle do not hold exactly the "
                              "snapshot's admitted workloads")
-        self.usage, self.fair = self._fair_share(demand)
+        capacity = self.state.schedulable_capacity()
+        used, self.usage, self.fair = self._fair_share(demand, capacity)
         self.ledger = QuotaLedger(self.tree, self.fair, allocations)
+        self.ranking = Ranking(self.tree, gpu_budgets(self.tree, capacity.get(GPU, 0)), used,
+                               self.ledger.funded)
         self.running = {w.key: w for w in admitted}
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
-        self.finder = RoomFinder(self.state, self.ledger, self.running, self.now,
-                                 self.non_preemptible_priority)
+        self.headroom = Headroom(self.state, snapshot.workloads)
+        self.finder = RoomFinder(self.state, self.ledger, self.running, self.now, self.ranking,
+                                 self.headroom, self.non_preemptible_priority)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
@@ -156,13 +177,12 @@ class _Cycle:
         for waiting in self.waiting.values():
             waiting.sort(key=workload_key)
             self.position.update((w.key, i) for i, w in enumerate(waiting, 1))
-        self.deferred: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
         self.failures: dict[object, PlacementFailure] = {}
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
         self.reserved_for: Workload | None = None
-        self.preemption_tried: set[tuple[str, bool]] = set()
+        self.preemption_tried: set[tuple[str, object, str | None, Search]] = set()
         self.capped = False
         """Whether a preemptor was turned away because the searches ran out."""
         self.unsettled = False
@@ -171,18 +191,17 @@ class _Cycle:
         self.borrowed = False
         """Whether unfunded work was admitted: its queue then ranks later, which after a capped
         search lets another queue search in the next cycle."""
-        self.over_share: dict[str, object] = {}
-        """Why a deferred borrower was over its share: the start of its message if it waits."""
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
         for workload in invalid:
             self._wait(workload, "InvalidQueue",
                        f"queue {workload.queue} is not a leaf ClusterQueue")
 
-    def _fair_share(self, demand: dict[str, dict[str, int]]) -> tuple[dict[str, float],
-                                                                     FairShare]:
-        """Fair share of `demand` (funded requests per leaf) with the windowed usage."""
-        return fair_share_now(self.tree, self.state.schedulable_capacity(), demand,
-                              self.snapshot.usage, self.now, self.snapshot.settings.fair_share)
+    def _fair_share(self, demand: dict[str, dict[str, int]], capacity: dict[str, int]
+                    ) -> tuple[dict[str, float] | None, dict[str, float], FairShare]:
+        """Fair share of `demand` (funded requests per leaf) with the windowed usage; also the
+        windowed GPU-seconds per queue (subtree sums), None with time-based fair share off."""
+        return fair_share_now(self.tree, capacity, demand, self.snapshot.usage, self.now,
+                              self.snapshot.settings.fair_share)
 
     # Step 2 -----------------------------------------------------------------------------
 
@@ -209,30 +228,103 @@ class _Cycle:
 
     # Step 3 -----------------------------------------------------------------------------
 
-    def admit_entitled(self) -> None:
-        self._serve(self._waiting(funded=True), borrowing=False)
+    def drain_for_starving(self) -> None:
+        """The longest-waiting funded workload past the starvation bound, of an allocation
+        that is not over-served, that neither fits nor finds ranked victims, gets nodes
+        reserved (`reservation.choose`: the domain cheapest to empty) and takes resumable work
+        past its min runtime there, whatever its rank; what it cannot take yet leaves as its
+        protection ends. The reserved nodes' free capacity is held from every funded admission
+        of the cycle. One drain at a time bounds what stands idle; the target stays the oldest
+        starving workload until it starts, and its nodes only gain free capacity meanwhile."""
+        bound = self.snapshot.settings.starvation_bound
+        starving: list[Workload] = []
+        for leaf, waiting in self.waiting.items():
+            well_ranked: bool | None = None
+            for workload in waiting:
+                if is_short(workload) or not workload.funded or not self._eligible(
+                        workload, quiet=True):
+                    continue  # a short job finds the headroom, not a drain
+                if workload.submitted_at + bound > self.now:
+                    self._until(workload.submitted_at + bound)
+                    continue
+                if well_ranked is None:
+                    well_ranked = not self.ranking.over_served(leaf)
+                if well_ranked:
+                    starving.append(workload)
+        maps: tuple[int, dict[str, int], dict[str, int]] | None = None
+        for workload in sorted(starving, key=attrgetter("submitted_at", "key")):
+            if self.ledger.limit_block(workload) is not None:
+                continue
+            if self._try_funded(workload, starving=True):
+                continue
+            changed = len(self.admissions) + len(self.evictions)
+            if maps is None or maps[0] != changed:  # what runs moved: recount (rarely)
+                if self.unfunded_held is None:
+                    self.unfunded_held = _unfunded_gpus(self.running.values())
+                running = self.running.values()
+                threshold = self.non_preemptible_priority
+                maps = (changed, _drainable(running, self.unfunded_held, self.now, threshold),
+                        _drainable(running, self.unfunded_held, None, threshold))
+                for other in running:  # a protection ending can move the cheapest domain
+                    until = other.protected_until()
+                    if until is not None and other.resumable and other.preemptible(
+                            self.non_preemptible_priority):
+                        self._until(until)
+            chosen = choose(self.state, self.nodes, workload, maps[1], maps[2])
+            if not chosen:
+                continue
+            self.finder.keep_off(chosen)
+            blocked = self._make_room(workload, None, search=Search.DRAIN, explain=False)
+            if blocked is None:
+                return
+            hold(self.state, chosen)
+            self.reserved_for = workload
+            # Held capacity turns away what comes after; a re-run could admit differently only
+            # if something was admitted before the hold.
+            self.unsettled = self.unsettled or bool(self.admissions)
+            self.failures.clear()
+            waited = self.now - workload.submitted_at
+            self._wait(workload, "Reserved", f"waited {waited:g}s, past the starvation bound "
+                       f"of {bound:g}s; {describe(workload, chosen)}",
+                       retry_at=blocked.protected_until)
+            return
 
-    def _try_entitled(self, workload: Workload) -> bool:
-        if self._held_back(workload):
+    # Step 3, continued ------------------------------------------------------------------
+
+    def admit_funded(self, short: bool) -> None:
+        """Short jobs first, before a drain holds capacity: they see all the headroom kept for
+        them, and what they take on drained nodes the drain takes back past their min runtime
+        (`preemption`)."""
+        self._serve({leaf: [w for w in ws if is_short(w) is short]
+                     for leaf, ws in self._waiting(funded=True).items()}, unfunded=False)
+
+    def _try_funded(self, workload: Workload, starving: bool = False) -> bool:
+        """Admit where it fits, else make room; on failure, say why (a starving workload says
+        nothing yet: the drain decides its reason)."""
+        if self.reserved_for is workload or workload.key in self.running:
             return False
-        in_quota_only = not workload.preemptible(self.non_preemptible_priority)
-        share = self.ledger.share_block(workload, deserved_only=in_quota_only)
-        why: object = share
-        if share is None:
+        within = None
+        limit = self.ledger.limit_block(workload)
+        preemptible = workload.preemptible(self.non_preemptible_priority)
+        share = None if preemptible or is_short(workload) else (
+            self.ledger.share_block(workload, deserved_only=False))
+        bound = limit if limit is not None else share
+        if bound is None and not self.headroom.allows(workload):
+            why: object = (f"{self.headroom.needed} {GPU} are kept for short jobs, which long "
+                           "work may not take")
+        elif bound is None:
             placed = self._place(workload)
             if isinstance(placed, Placement):
-                self._admit(workload, placed, "within fair share")
+                self._admit(workload, placed, "fits")
                 return True
             why = placed.reason
-        blocked = self._make_room(workload, in_quota_only, None if share is None else share.queue,
-                                  explain=share is None or in_quota_only)
+        else:  # only victims under the queue at its bound can lower what it holds
+            within, why = bound.queue, bound
+        blocked = self._make_room(workload, within, search=Search.RANKED,
+                                  explain=not starving)
         if blocked is None:
             return True
-        if self._reserve_if_starving(workload, in_quota_only):
-            return False
-        if share is not None and not in_quota_only:
-            self.over_share[workload.key] = why
-            self.deferred[workload.queue].append(workload)
+        if starving:
             return False
         if blocked.protected_until is not None:
             names = ", ".join(w.key for w in blocked.protected[:3])
@@ -240,33 +332,37 @@ class _Cycle:
                        f"{why}; the workloads that could make room ({names}) are protected by "
                        f"their min runtime until t={blocked.protected_until:g}s",
                        retry_at=blocked.protected_until)
+        elif limit is not None:
+            self._wait(workload, "LimitExceeded", limit)
+        elif share is not None:
+            self._wait(workload, "QuotaExceeded", share, " (non-preemptible work stays within "
+                       "its fair share)")
         else:
-            self._wait(workload, "QuotaExceeded" if share is not None else "NoFit", why)
+            self._wait(workload, "NoFit", why)
         return False
 
-    def _make_room(self, workload: Workload, in_quota_only: bool, within: str | None, *,
-                   borrowing: bool = False, explain: bool = False) -> Blocked | None:
-        """Preempt or reclaim; when a queue on the path is at its share (`within`), only victims
-        under that queue can help; a `borrowing` workload (funded, over its share) may only
-        displace unfunded work. Tried for the first workload of each queue that fails in each
-        pass, and for at most `PREEMPTION_ATTEMPTS` per cycle, best-ranked first (simulations
-        are the expensive part of a cycle; the rest get their turn next cycle). None once
-        admitted; `explain` names the protected candidates, wanted only as a reason."""
-        attempt = (workload.queue, borrowing)
+    def _make_room(self, workload: Workload, within: str | None, *, search: Search,
+                   explain: bool) -> Blocked | None:
+        """Requeue running work for `workload` (see `preemption`); `within` names the queue on
+        its path at a bound, under which victims must be. Tried once per queue and workload
+        shape per cycle (a queue's debug job searches even while its gang is blocked), for at
+        most `PREEMPTION_ATTEMPTS` per cycle, best-ranked first; the rest get their turn next
+        cycle. None once admitted; `explain` names the protected candidates."""
+        attempt = (workload.queue, workload.shape(), workload.topology.required, search)
         if attempt in self.preemption_tried:
             return NOT_TRIED
-        if len(self.preemption_tried) >= PREEMPTION_ATTEMPTS:
-            if not self.capped:  # with admissions before the cap, a re-run serves them later
-                self.capped = True  # and the searches go to other queues
-                self.unsettled = self.unsettled or bool(self.admissions)
+        if self.finder.simulated >= PREEMPTION_ATTEMPTS:
+            if not self.capped:
+                self.capped = True
+                self.unsettled = True  # the searches left out go first in the next cycle
             return NOT_TRIED
         self.preemption_tried.add(attempt)
-        room = self.finder.find(workload, None if borrowing else in_quota_only, within,
-                                explain=explain)
+        room = self.finder.find(workload, search, within, explain=explain)
         if isinstance(room, Blocked):
             return room
         for victim in room.victims:
             self.running.pop(victim.workload.key)
+            self.headroom.change(victim.workload, -1)
             self.evictions.append(Eviction(victim.workload.key, victim.workload.queue,
                                            victim.reason, victim.message, workload.key))
         self.failures.clear()
@@ -274,70 +370,37 @@ class _Cycle:
                     f"after evicting {', '.join(v.workload.key for v in room.victims)}")
         return None
 
-    def _reserve_if_starving(self, workload: Workload, in_quota_only: bool) -> bool:
-        """The first blocked workload past the starvation bound that its queue could hold by
-        itself gets nodes reserved, and its queue admits nothing behind it this cycle."""
-        if self.reserved_for is not None:
-            return False
-        bound = self.snapshot.settings.starvation_bound
-        waiting = self.now - workload.submitted_at < bound
-        if waiting and workload.submitted_at + bound >= self.next_change:
-            return False  # not starving yet, and an earlier moment is already named
-        if self.ledger.share_block(workload, deserved_only=in_quota_only, alone=True):
-            return False
-        if waiting:
-            self._until(workload.submitted_at + bound)  # then it would be the one reserved for
-            return False
-        if self.unfunded_held is None:
-            self.unfunded_held = _unfunded_gpus(self.running.values())
-        reserved = reserve(self.state, self.nodes, workload, self.unfunded_held)
-        if not reserved:
-            return False
-        self.reserved_for = workload
-        self.unsettled = self.unsettled or bool(self.admissions)  # the same holds for who waits
-        self.finder.keep_off(reserved)
-        self.failures.clear()
-        waited = self.now - workload.submitted_at
-        self._wait(workload, "Reserved", f"waited {waited:g}s, past the starvation bound of "
-                   f"{bound:g}s; {describe(workload, reserved)}")
-        return True
-
     # Step 4 -----------------------------------------------------------------------------
 
-    def admit_borrowers(self) -> None:
-        unfunded_held = sum(w.requests().get(GPU, 0) for w in self.running.values()
-                            if not w.funded)
-        self._serve(self._could_borrow(self.deferred, unfunded_held), borrowing=True)
+    def admit_unfunded(self) -> None:
         if self.reserved_for is not None:  # unfunded work may fill reserved nodes until used
             self.state.release(RESERVATION_KEY)
             self.failures.clear()
-        self._serve(self._could_borrow(self._waiting(funded=False), 0), borrowing=True,
+        self._serve(self._could_run(self._waiting(funded=False)), unfunded=True,
                     until_gpus_run_out=True)
 
-    def _could_borrow(self, work: dict[str, list[Workload]],
-                      displaceable: int) -> dict[str, list[Workload]]:
+    def _could_run(self, work: dict[str, list[Workload]]) -> dict[str, list[Workload]]:
         """Drop, with their reason, workloads needing more GPUs than the whole cluster has
-        idle (plus `displaceable`, what unfunded work holds, for funded borrowers), or, with
-        nothing to displace, whose pods fit on no set of idle nodes at all: on a saturated
-        cluster that is most of them, and no placement search is needed to know it (idle
-        capacity only shrinks while borrowers are admitted)."""
+        idle, or whose pods fit on no set of idle nodes at all: on a saturated cluster that is
+        most of them, and no placement search is needed to know it (idle capacity only shrinks
+        while unfunded work is admitted)."""
         idle = self.state.free_total(GPU)
         possible: dict[str, list[Workload]] = {}
         for leaf, workloads in work.items():
             possible[leaf] = []
             for workload in workloads:
                 need = workload.requests().get(GPU, 0)
-                if need <= idle + displaceable and (displaceable or self._fits_idle(workload)):
+                if need <= idle and self._fits_idle(workload):
                     possible[leaf].append(workload)
-                elif self._held_back(workload):
-                    continue
-                elif need > idle + displaceable:
-                    self._no_idle(workload, "the cluster has ", idle, " idle ", GPU, "; ", need,
-                                  " needed")
+                elif (limit := self.ledger.limit_block(workload)) is not None:
+                    self._wait(workload, "LimitExceeded", limit)
+                elif need > idle:
+                    self._wait(workload, "NoFit", "the cluster has ", idle, " idle ", GPU, "; ",
+                               need, " needed")
                 else:
                     failed = self._place(workload)
                     assert isinstance(failed, PlacementFailure)  # place() checks fits() first
-                    self._no_idle(workload, failed.reason)
+                    self._wait(workload, "NoFit", failed.reason)
         return possible
 
     def _fits_idle(self, workload: Workload) -> bool:
@@ -346,45 +409,31 @@ class _Cycle:
         demand = self.state.demand(workload)
         return demand is not None and fits(self.state.tree.root, demand)
 
-    def _try_borrow(self, workload: Workload) -> bool:
-        if self._held_back(workload):
+    def _try_unfunded(self, workload: Workload) -> bool:
+        limit = self.ledger.limit_block(workload)
+        if limit is not None:
+            self._wait(workload, "LimitExceeded", limit)
             return False
         placed = self._place(workload)
         if isinstance(placed, Placement):
-            self._admit(workload, placed, "borrowing idle capacity"
-                        if workload.funded else "unfunded, on idle capacity")
-            if workload.funded:  # its queue may now be over its share: what else it runs
-                self.unsettled = True  # becomes what an earlier preemptor may reclaim
-            else:
-                self.borrowed = True
+            self._admit(workload, placed, "unfunded, on idle capacity")
+            self.borrowed = True
             return True
-        if workload.funded and workload.preemptible(self.non_preemptible_priority) and (
-                self._make_room(workload, False, None, borrowing=True) is None):
-            return True
-        self._no_idle(workload, placed.reason)
+        self._wait(workload, "NoFit", placed.reason)
         return False
-
-    def _no_idle(self, workload: Workload, *why: object) -> None:
-        over = self.over_share.get(workload.key)
-        if over is None:
-            self._wait(workload, "NoFit", *why)
-        else:
-            self._wait(workload, "QuotaExceeded", over,
-                       ", and there is no idle capacity to borrow: ", *why)
 
     # Shared mechanics -------------------------------------------------------------------
 
-    def _serve(self, work: dict[str, list[Workload]], *, borrowing: bool,
+    def _serve(self, work: dict[str, list[Workload]], *, unfunded: bool,
                until_gpus_run_out: bool = False) -> None:
-        """Offer capacity leaf by leaf in queue order, each workload once, in queue order.
-        A failed attempt changes no queue's allocation, so the leaf stays the best one: its
-        workloads are tried one after another until one is admitted, and only then is the
-        best leaf asked for again. Each workload goes to `_try_borrow` when `borrowing`, else
-        to `_try_entitled`. `until_gpus_run_out` (only where nothing is evicted): once
-        no GPU is idle, what is left goes back through `_could_borrow`, which names the reason
-        without a search."""
+        """Offer capacity leaf by leaf, best-ranked allocation first, each workload once, in
+        queue order. A failed attempt changes no queue's allocation, so the leaf stays the best
+        one: its workloads are tried one after another until one is admitted, and only then is
+        the best leaf asked for again. `until_gpus_run_out` (only where nothing is evicted):
+        once no GPU is idle, what is left goes back through `_could_run`, which names the
+        reason without a search."""
         cursor = dict.fromkeys(work, 0)
-        selector = QueueSelector(self.tree, self.fair, self.usage, self.ledger,
+        selector = QueueSelector(self.tree, self.ranking, self.usage, self.ledger,
                                  [leaf for leaf, ws in work.items() if ws], self.standing)
         while (leaf := selector.best()) is not None:
             workloads, at = work[leaf], cursor[leaf]
@@ -392,7 +441,8 @@ class _Cycle:
             while at < len(workloads) and not admitted:
                 evictions = len(self.evictions)
                 workload = workloads[at]
-                admitted = self._try_borrow(workload) if borrowing else self._try_entitled(workload)
+                admitted = (self._try_unfunded(workload) if unfunded
+                            else self._try_funded(workload))
                 at += 1
             cursor[leaf] = at
             if admitted:
@@ -401,7 +451,7 @@ class _Cycle:
                     selector.refresh(eviction.queue)
                 if until_gpus_run_out and self.state.free_total(GPU) == 0:
                     rest = {name: ws[cursor[name]:] for name, ws in work.items()}
-                    self._serve(self._could_borrow(rest, 0), borrowing=borrowing)
+                    self._serve(self._could_run(rest), unfunded=unfunded)
                     return
             if at == len(workloads):
                 selector.retire(leaf)
@@ -411,26 +461,14 @@ class _Cycle:
         return {leaf: [w for w in ws if w.funded is funded and self._eligible(w)]
                 for leaf, ws in self.waiting.items()}
 
-    def _held_back(self, workload: Workload) -> bool:
-        """Blocked before fair share is even asked: behind a reservation, or at a limit."""
-        head = self.reserved_for
-        if head is not None and head.queue == workload.queue:
-            self._wait(workload, "BehindReservation", "queue ", workload.queue,
-                       " admits nothing behind ", head.key,
-                       ", which waited past the starvation bound")
-            return True
-        limit = self.ledger.limit_block(workload)
-        if limit is not None:
-            self._wait(workload, "LimitExceeded", limit)
-            return True
-        return False
-
-    def _eligible(self, workload: Workload) -> bool:
+    def _eligible(self, workload: Workload, quiet: bool = False) -> bool:
+        """Past any backoff; `quiet` only asks (the pass that serves it says why)."""
         if workload.eligible_at <= self.now:
             return True
-        self._until(workload.eligible_at)
-        self._wait(workload, "Backoff", "requeued after its pods were not ready in time",
-                   retry_at=workload.eligible_at)
+        if not quiet:
+            self._until(workload.eligible_at)
+            self._wait(workload, "Backoff", "requeued after its pods were not ready in time",
+                       retry_at=workload.eligible_at)
         return False
 
     def _place(self, workload: Workload) -> Placement | PlacementFailure:
@@ -450,6 +488,9 @@ class _Cycle:
         admitted = workload.admitted(self.now, placement.node_counts)
         self.ledger.add(admitted)
         self.running[workload.key] = admitted
+        self.headroom.change(workload, 1)
+        if workload.funded and self.ranking.by_holding:  # ranks moved: a failed search of
+            self.unsettled = True  # this cycle might now find victims
         self.unfunded_held = None
         self.pending.pop(workload.key, None)
         where = ("in " + ", ".join(f"{k}={v}" for k, v in placement.affinity.items())
@@ -461,6 +502,7 @@ class _Cycle:
         self.state.release(workload.key)
         self.ledger.remove(workload)
         self.running.pop(workload.key)
+        self.headroom.change(workload, -1)
         self.unfunded_held = None
         self.failures.clear()
         self.evictions.append(Eviction(workload.key, workload.queue, reason, message))

@@ -1,19 +1,33 @@
-"""Making room for a pending workload by evicting others, proved by simulation first.
+"""Making room for a pending workload by requeueing running ones, proved by simulation first.
 
-Three kinds of victim, never mixed up:
-- unfunded workloads (min runtime 0) anywhere: any funded workload may take their place;
-- preempt: lower-priority workloads of the same leaf queue, past their min runtime;
-- reclaim: workloads of other queues past their min runtime, while the victim's queue (and its
-  ancestor where the two paths diverge) is above its fair share. The preemptor must itself stay
-  within its fair share (the caller's share check runs on every level of its path).
+Who may be a victim of a funded preemptor (never mixed up):
+- unfunded workloads (min runtime 0) anywhere: they hold only what funded work leaves;
+- preempt: lower-priority workloads of the same leaf queue, past their min runtime (priority
+  orders work inside a queue only); resumable ones only: no priority is worth the progress a
+  non-resumable one would lose;
+- time-slicing: workloads of another queue past their min runtime whose allocation is clearly
+  worse ranked than the preemptor's (`ranking.Ranking.clearly_worse`): resumable ones beyond
+  `SWAP_MARGIN`, non-resumable and short ones beyond `NON_RESUMABLE_GAP`;
+- a short preemptor (`headroom.is_short`, a debug job) may take resumable work past its min
+  runtime from any allocation, except other short jobs: it gives the GPUs back within minutes.
+  Hazard: short jobs are taken only at the larger gap (else a short job and the work it
+  displaced could take turns), so one that runs far past its short min runtime keeps its GPUs
+  unless its allocation is that far off its budget;
+- a drain (`Search.DRAIN`, for a starving gang on the nodes reserved for it): resumable or short
+  work past its min runtime there, of lower priority in its own queue or of an allocation ranked
+  worse than its own by any margin (a drain never takes from a better-ranked allocation or an
+  equal priority, so two gangs never drain each other in turn).
+Non-preemptible workloads (priority ≥ 100, funded) are never victims, and no workload is ever
+taken inside its min runtime. A long preemptor must leave the short jobs' headroom (`headroom`).
 Non-preemptible workloads (funded, priority at least the settings' threshold) are never
 victims.
 
-Victims are ranked (unfunded, lowest priority, most over-served queue, most recently started,
-most recently submitted) and planned per topology domain, then released one by one on the
-`ClusterState` and the quota ledger until the preemptor fits; every victim whose return still
-leaves room is then given back (minimal set). Anything not proved is rolled back (KAI's
-Statement: checkpoint, evict, place, commit or roll back).
+Victims are ranked cheapest first (unfunded; resumable before non-resumable; least progress
+lost; fewest GPUs; lowest priority; worst-ranked allocation; most recently started) and planned
+per topology domain, then released one by one on the `ClusterState` and the quota ledger until
+the preemptor fits; every victim whose return still leaves room is then given back (minimal
+set). Anything not proved is rolled back (KAI's Statement: checkpoint, evict, place, commit or
+roll back).
 """
 
 from __future__ import annotations
@@ -21,13 +35,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 from operator import itemgetter
 
 from admitter.core.decisions import EvictionReason
+from admitter.core.headroom import Headroom, is_short
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
-from admitter.core.quota import QuotaLedger, accumulate
+from admitter.core.quota import QuotaLedger
+from admitter.core.ranking import NON_RESUMABLE_GAP, SWAP_MARGIN, Ranking, beyond
 from admitter.core.topology import HOSTNAME, Domain
 
 MAX_VICTIMS = 64
@@ -35,6 +52,12 @@ MAX_VICTIMS = 64
 
 DOMAINS_TRIED = 3
 """Candidate domains simulated per preemptor, best plan first."""
+
+class Search(Enum):
+    """What a search may take: ranked victims (the rule above), or a drain's."""
+
+    RANKED = "ranked"
+    DRAIN = "drain"
 
 
 @dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
@@ -68,147 +91,92 @@ NOT_TRIED = Blocked((), None)
 class RoomFinder:
     """Finds victims for preemptors within one cycle; `running` is kept current by the cycle.
 
-    Candidates are ranked once per cycle. For each preemptor, victims are grouped by the domain
-    of its required topology level (the whole cluster without one; the node for a single
-    pod); the domains whose free
-    capacity plus their victims' would hold the gang are planned, fewest and cheapest
-    victims first, and only those plans are simulated.
+    Candidates are ranked once per cycle and grouped by queue, so that each preemptor decides
+    per queue which of them it may take. For each preemptor, victims are grouped by the domain
+    of its required topology level (the whole cluster without one; the node for a single pod);
+    the domains whose free capacity plus their victims' would hold the gang are planned, fewest
+    and cheapest victims first, and only those plans are simulated.
     """
 
     def __init__(self, state: ClusterState, ledger: QuotaLedger, running: dict[str, Workload],
-                 now: float, non_preemptible_priority: int | None) -> None:
+                 now: float, ranking: Ranking, headroom: Headroom,
+                 non_preemptible_priority: int | None) -> None:
         self._state = state
         self._non_preemptible_priority = non_preemptible_priority
         self._ledger = ledger
         self._running = running
         self._now = now
+        self._ranking = ranking
+        self._headroom = headroom
         self._ranked = False
         self._evictable: dict[str, _Group] = {}
         self._protected: dict[str, _Group] = {}
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
-        self._under: dict[tuple[bool, str | None], list[tuple[str, _Group]]] = {}
-        """Per ranking (protected or not) and `within` queue, the groups of queues under it."""
-        self._diverging: dict[tuple[str, str], str] = {}
-        """Per (reclaimer, victim) leaf, the victim's ancestor where their paths diverge."""
         self._kept_off: set[str] = set()
         """Workloads on nodes reserved for a starving workload: no one else's victims."""
+        self._drained: set[str] = set()
+        """Those same workloads: the drain's own candidates."""
         self.next_change = math.inf
         """The first moment a protection ending could turn a failed search of this cycle."""
-        self._protected_order: list[tuple[float, Workload]] = []
-        """Protected candidates with the end of their protection, soonest first."""
-        self._evictable_funded: dict[str, dict[str, int]] = {}
-        """Per queue, what its subtree's evictable funded workloads hold, as ranked: no set of
-        victims can give back more."""
+        self.simulated = 0
+        """Searches that had victims to simulate: the expensive ones, which a cycle bounds."""
+        self._candidates: dict[tuple[bool, str, int, bool, Search, str | None,
+                                     tuple[int, int]], list[tuple[int, Workload]]] = {}
+        """`_eligible`'s lists before dropping who left, per what decides them."""
 
     def keep_off(self, nodes: Iterable[str]) -> None:
-        """From now on this cycle, take no victim running on `nodes` (a reservation)."""
+        """From now on this cycle, take no victim running on `nodes` (a reservation) except
+        for the drain itself."""
         reserved = set(nodes)
         self._kept_off = {key for key, workload in self._running.items()
                           if any(node in reserved for node in workload.placement)}
+        self._drained = set(self._kept_off)
+        self._candidates.clear()  # a drain's candidates depend on the drained nodes
 
-    def find(self, preemptor: Workload, deserved_only: bool | None,
-             within: str | None = None, *, explain: bool = True) -> Room | Blocked:
-        """Evict (virtually) until `preemptor` is admissible on quota and fits; keep a minimal
+    def find(self, preemptor: Workload, search: Search, within: str | None = None, *,
+             explain: bool = True) -> Room | Blocked:
+        """Evict (virtually) until `preemptor` is within every limit and fits; keep a minimal
         set. On success the state and ledger hold the victims' release but not the preemptor.
-        Admissible: within every limit and, unless `deserved_only` is None, within the fair
-        share (or deserved quota) of every queue on its path. `within` names the queue on the
-        preemptor's path that is at its share: only victims under it can lower that queue's
-        holding. `deserved_only` None is for a funded borrower: only unfunded work may yield
-        (it holds only what funded demand does not claim), and its share is not asked.
+        `within` names a queue on the preemptor's path at its limit: only victims under it can
+        lower what it holds. A non-preemptible preemptor must also end within its fair share.
         Without `explain`, a `Blocked` names no protected candidates."""
         self._rank()
-        unfunded_only = deserved_only is None
-        reachable = deserved_only is None or self._might_reach_share(preemptor, deserved_only,
-                                                                     within)
-        chosen = self._eligible(self._evictable, preemptor, within, unfunded_only,
-                                reclaim_checked=True) if reachable else []
-        if chosen and (deserved_only is None or self._ledger.share_reachable(
-                preemptor, deserved_only=deserved_only, released=(w for _, w in chosen))):
+        chosen = self._eligible(self._evictable, preemptor, within, search)
+        if chosen:
+            self.simulated += 1
             chosen.sort(key=itemgetter(0))
             for plan in self._plans(preemptor, [w for _, w in chosen])[:DOMAINS_TRIED]:
-                room = self._simulate(preemptor, plan, deserved_only)
+                room = self._simulate(preemptor, plan, search)
                 if room is not None:
                     return room
-        if deserved_only is None:  # unfunded work is never protected: time changes nothing
-            return Blocked((), None)
-        if not reachable and not explain:
-            self._note(self._share_reachable_at(preemptor, deserved_only, within))
-            return Blocked((), None)
-        eligible = self._eligible(self._protected, preemptor, within, False,
-                                  reclaim_checked=False)
+        eligible = self._eligible(self._protected, preemptor, within, search)
         until = min((w.protected_until() or self._now for _, w in eligible), default=None)
-        self._note(until)
+        if until is not None and until < self.next_change:
+            self.next_change = until
         if not explain:
             return Blocked((), until)
         return Blocked(tuple(w for _, w in sorted(eligible, key=itemgetter(0))), until)
 
-    def _note(self, moment: float | None) -> None:
-        if moment is not None and moment < self.next_change:
-            self.next_change = moment
-
-    def _might_reach_share(self, preemptor: Workload, deserved_only: bool,
-                           within: str | None) -> bool:
-        """Whether evicting every evictable funded workload that could be a victim would bring
-        the preemptor within its share: when not, no victim list needs to be built (on a busy
-        cluster most preemptors over their share end here)."""
-        return self._ledger.share_reachable_freeing(
-            preemptor, deserved_only=deserved_only, freed=self._evictable_freed(preemptor, within))
-
-    def _share_reachable_at(self, preemptor: Workload, deserved_only: bool,
-                            within: str | None) -> float | None:
-        """For a preemptor `_might_reach_share` turned away: the first protection end after
-        which it would not (protections under `within` ending in order), or None if none
-        before `next_change`, which another search already named."""
-        path = self._ledger.path(preemptor.queue)
-        freed = {name: dict(amounts)
-                 for name, amounts in self._evictable_freed(preemptor, within).items()}
-        for end, workload in self._protected_order:
-            if end >= self.next_change:
-                return None
-            theirs = self._ledger.path(workload.queue)
-            if within is not None and within not in theirs:
-                continue
-            for name in path:
-                if name in theirs:
-                    accumulate(freed.setdefault(name, {}), workload.requests(), 1)
-            if self._ledger.share_reachable_freeing(preemptor, deserved_only=deserved_only,
-                                                    freed=freed):
-                return end
-        return None
-
-    def _evictable_freed(self, preemptor: Workload,
-                         within: str | None) -> dict[str, dict[str, int]]:
-        """Per queue on the preemptor's path, what the evictable funded workloads that could be
-        its victims hold (those under `within` only, when given)."""
-        freed: dict[str, dict[str, int]] = {}
-        scope = within
-        for name in self._ledger.path(preemptor.queue):
-            released = self._evictable_funded.get(name if scope is None else scope)
-            if released is not None:
-                freed[name] = released
-            if name == scope:
-                scope = None
-        return freed
-
     def _simulate(self, preemptor: Workload, plan: list[Workload],
-                  deserved_only: bool | None) -> Room | None:
+                  search: Search) -> Room | None:
         """Evict the whole plan, try once; if the preemptor fits, give back every victim it can
         do without, newest decision first (one placement per victim, none on failure). The
         quota ledger alone decides whether victims are justified and the preemptor admissible,
         so the node model is only touched once the ledger says yes."""
         chosen: list[Victim] = []
         for candidate in plan:
-            victim = self._victim(preemptor, candidate)
+            victim = self._victim(preemptor, candidate, search)
             if victim is not None:
                 self._ledger.remove(victim.workload)
                 chosen.append(victim)
         placement = None
         checkpoint = self._state.checkpoint()
-        if chosen and self._admissible(preemptor, deserved_only):
+        if chosen and self._within_bounds(preemptor):
             for victim in chosen:
                 self._state.release(victim.workload.key)
-            placement = self._place(preemptor)
+            if self._leaves_headroom(preemptor, chosen):
+                placement = self._place(preemptor)
         if placement is None:
             for victim in chosen:
                 self._ledger.add(victim.workload)
@@ -216,7 +184,9 @@ class RoomFinder:
             return None
         for victim in reversed(chosen):
             self._return(victim.workload)
-            kept = self._place(preemptor) if self._admissible(preemptor, deserved_only) else None
+            others = [v for v in chosen if v is not victim]
+            kept = self._place(preemptor) if self._within_bounds(preemptor) and (
+                self._leaves_headroom(preemptor, others)) else None
             if kept is None:
                 self._evict(victim.workload)
             else:
@@ -224,9 +194,18 @@ class RoomFinder:
                 placement = kept
         return Room(placement, tuple(chosen))
 
-    def _admissible(self, preemptor: Workload, deserved_only: bool | None) -> bool:
-        return self._ledger.limit_block(preemptor) is None and (deserved_only is None or (
-            self._ledger.share_block(preemptor, deserved_only=deserved_only) is None))
+    def _within_bounds(self, preemptor: Workload) -> bool:
+        """Within every limit (and fair share, if non-preemptible and long: a short job gives
+        its GPUs back within minutes anyway) on the ledger as it is."""
+        return self._ledger.limit_block(preemptor) is None and (
+            preemptor.preemptible(self._non_preemptible_priority) or is_short(preemptor) or (
+                self._ledger.share_block(preemptor, deserved_only=False) is None))
+
+    def _leaves_headroom(self, preemptor: Workload, victims: list[Victim]) -> bool:
+        """The headroom holds with `victims` released on the node model."""
+        released = sum(v.workload.requests().get(GPU, 0) for v in victims
+                       if not v.workload.funded)
+        return self._headroom.allows(preemptor, released)
 
     def _place(self, preemptor: Workload) -> Placement | None:
         result = place(self._state, preemptor)
@@ -241,16 +220,17 @@ class RoomFinder:
         self._ledger.add(workload)
 
     def _rank(self) -> None:
-        """Once per cycle: running workloads that may be evicted now, in eviction order
-        (unfunded, lowest priority, most over-served queue, most recently started, most
-        recently submitted), and those protected by their min runtime (soonest free first),
-        both grouped by queue so each preemptor looks at queues rather than at every run."""
+        """Once per cycle: running workloads that may be evicted now, cheapest first
+        (unfunded, resumable, least progress lost, fewest GPUs, lowest priority, worst-ranked
+        allocation, most recently started, most recently submitted, key), and those protected
+        by their min runtime (soonest free first), both grouped by queue so each preemptor looks
+        at queues rather than at every run."""
         if self._ranked:
             return
-        ranked: list[tuple[tuple[bool, int, float, float, float, str], Workload]] = []
+        ranked: list[tuple[tuple[bool, bool, float, int, int, float, float, float, str],
+                           Workload]] = []
         protected: list[tuple[float, str, Workload]] = []
-        over: dict[str, float] = {}
-        per_leaf: dict[str, dict[str, int]] = {}
+        ratios: dict[str, float] = {}
         now = self._now
         for workload in self._running.values():
             funded = workload.min_runtime > 0  # `funded` and `protected_until`, inlined
@@ -260,53 +240,74 @@ class RoomFinder:
             if funded and started is not None and started + workload.min_runtime > now:
                 protected.append((started + workload.min_runtime, workload.key, workload))
                 continue
-            ratio = over.get(workload.queue)
+            ratio = ratios.get(workload.queue)
             if ratio is None:
-                ratio = over[workload.queue] = self._ledger.over_share_ratio(workload.queue)
-            order = (funded, workload.priority, -ratio, -(started or 0.0),
-                     -workload.submitted_at, workload.key)
+                ratio = ratios[workload.queue] = self._ranking.ratio(workload.queue)
+            lost = 0.0 if workload.resumable or started is None else now - started
+            order = (funded, not workload.resumable, lost, workload.requests().get(GPU, 0),
+                     workload.priority, -ratio, -(started or 0.0), -workload.submitted_at,
+                     workload.key)
             ranked.append((order, workload))
-            if funded:  # summed per leaf here, along each path below
-                sums = per_leaf.get(workload.queue)
-                if sums is None:
-                    sums = per_leaf[workload.queue] = {}
-                accumulate(sums, workload.requests(), 1)
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
-        self._protected_order = [(end, w) for end, _, w in protected]
-        for leaf, sums in per_leaf.items():
-            for name in self._ledger.path(leaf):
-                accumulate(self._evictable_funded.setdefault(name, {}), sums, 1)
         self._evictable = _by_queue([w for _, w in ranked])
         self._protected = _by_queue([w for _, _, w in protected])
 
     def _eligible(self, groups: dict[str, _Group], preemptor: Workload, within: str | None,
-                  unfunded_only: bool, *, reclaim_checked: bool) -> list[tuple[int, Workload]]:
-        """Still-running workloads of `groups` the preemptor may take, with their position in
-        the ranking (unsorted: most callers only need their sum).
-
-        Unfunded work anywhere; funded work of its own queue at lower priority; funded work
-        of another queue (unless `unfunded_only`) — with `reclaim_checked`, only while that
-        queue is above its fair share, which evicting others never raises. `within` keeps
-        only queues under it."""
-        under = self._under.get((groups is self._protected, within))
-        if under is None:
-            under = self._under[groups is self._protected, within] = [
-                (queue, group) for queue, group in groups.items()
-                if within is None or within in self._ledger.path(queue)]
+                  search: Search) -> list[tuple[int, Workload]]:
+        """Still-running workloads of `groups` the preemptor may take (the module docstring's
+        rule), with their position in the ranking (unsorted). `within` keeps only queues under
+        it."""
+        gpus = preemptor.requests().get(GPU, 0)
+        short = is_short(preemptor)
+        ranking, ledger = self._ranking, self._ledger
+        # What one preemptor may take depends on its queue, priority, kind and bound only (and,
+        # when use is what is held, on its size and on the allocations as they stand): searches
+        # of other shapes share the list.
+        key = (groups is self._protected, preemptor.queue, preemptor.priority, short, search,
+               within, (gpus, ledger.changes) if ranking.by_holding else (0, 0))
+        known = self._candidates.get(key)
+        if known is not None:
+            running, kept_off = self._running, self._kept_off
+            return [item for item in known if item[1].key in running and (
+                search is Search.DRAIN or item[1].key not in kept_off)]
         chosen: list[tuple[int, Workload]] = []
-        for queue, group in under:
-            chosen.extend(group.unfunded)
-            if unfunded_only:
+        ratios: dict[str, float] = {}
+        for queue, group in groups.items():
+            if within is not None and within not in ledger.path(queue):
                 continue
+            chosen.extend(group.unfunded)
+            if search is Search.DRAIN:
+                chosen.extend(item for item in group.funded if self._drains(preemptor, item[1]))
             if queue == preemptor.queue:
                 chosen.extend(item for item in group.funded
-                              if item[1].priority < preemptor.priority)
-            elif not reclaim_checked or self._over_queue(preemptor.queue, queue) is not None:
+                              if item[1].priority < preemptor.priority and item[1].resumable)
+                continue
+            worse, better = ranking.sides(queue, preemptor.queue, gpus, ratios)
+            if beyond(worse, better, NON_RESUMABLE_GAP):
                 chosen.extend(group.funded)
+            elif short or beyond(worse, better, SWAP_MARGIN):
+                chosen.extend(item for item in group.funded
+                              if item[1].resumable and not is_short(item[1]))
+        if search is Search.DRAIN:  # a workload may have been added twice
+            chosen = list({item[1].key: item for item in chosen}.values())
+        self._candidates[key] = chosen
         running, kept_off = self._running, self._kept_off
-        return [item for item in chosen if item[1].key in running and item[1].key not in kept_off]
+        return [item for item in chosen if item[1].key in running and (
+            search is Search.DRAIN or item[1].key not in kept_off)]
+
+    def _drains(self, gang: Workload, workload: Workload) -> bool:
+        """On the drained nodes and leaving for the drain: resumable, or short (a debug job
+        that landed there loses minutes at most); of lower priority in the gang's queue, or of
+        an allocation ranked worse than the gang's by any margin."""
+        if workload.key not in self._drained or not (workload.resumable or is_short(workload)):
+            return False
+        if workload.queue == gang.queue:
+            return workload.priority < gang.priority
+        return self._ranking.clearly_worse(workload.queue, gang.queue, 0.0,
+                                           gang.requests().get(GPU, 0),
+                                           workload.requests().get(GPU, 0))
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level (per node for a single pod): the first candidates
@@ -317,6 +318,8 @@ class RoomFinder:
         resource = GPU if requests.get(GPU, 0) > 0 else min(requests, default=GPU)
         index = self._state.resource_index(resource)
         need = requests.get(resource, 0)
+        if resource == GPU and self._headroom.applies(preemptor):
+            need += self._headroom.needed  # a long start leaves the headroom free as well
         required = preemptor.topology.required
         # One pod lands on one node: planning per node is exact where a wider domain's sum
         # can hide that no single node would hold the pod.
@@ -370,9 +373,13 @@ class RoomFinder:
             self._domain_of[level] = mapping
         return mapping
 
-    def _victim(self, preemptor: Workload, victim: Workload) -> Victim | None:
-        """The eviction, if still justified given the victims chosen so far (the ledger
-        already reflects them, so a victim queue stops giving once back at its fair share)."""
+    def _victim(self, preemptor: Workload, victim: Workload, search: Search) -> Victim | None:
+        """The eviction, if still justified given the victims chosen so far (with use counted
+        as what is held, the ledger already reflects them)."""
+        if search is Search.DRAIN and victim.funded and self._drains(preemptor, victim):
+            return Victim(victim, EvictionReason.RECLAIMED,
+                          f"requeued past its min runtime for {preemptor.key}: its nodes are "
+                          "being drained for that starving gang")
         if not victim.funded:
             same = victim.queue == preemptor.queue
             return Victim(
@@ -381,38 +388,26 @@ class RoomFinder:
                 f"unfunded workload evicted for funded {preemptor.key}",
             )
         if victim.queue == preemptor.queue:
+            if not victim.resumable:
+                return None
             return Victim(
                 victim,
                 EvictionReason.PREEMPTED,
                 f"preempted by {preemptor.key} (priority {preemptor.priority} > "
                 f"{victim.priority}) in queue {victim.queue}",
             )
-        over = self._over_queue(preemptor.queue, victim.queue)
-        if over is None:
+        gap = SWAP_MARGIN if victim.resumable and not is_short(victim) else NON_RESUMABLE_GAP
+        if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
+                                       preemptor.requests().get(GPU, 0),
+                                       victim.requests().get(GPU, 0)):
+            why = (f"queue {victim.queue}'s allocation has used more of its GPU budget than "
+                   f"{preemptor.queue}'s")
+        elif victim.resumable and is_short(preemptor) and not is_short(victim):
+            why = "a short job may requeue resumable work past its min runtime"
+        else:
             return None
-        return Victim(
-            victim,
-            EvictionReason.RECLAIMED,
-            f"reclaimed by queue {preemptor.queue} for {preemptor.key}: queue {over} is "
-            "above its fair share",
-        )
-
-    def _over_queue(self, reclaimer: str, victim: str) -> str | None:
-        """The victim-side queue that shows reclaim is fair, or None: both the victim's leaf and
-        its ancestor where the paths diverge must be above their fair share right now."""
-        if not self._ledger.above_fair_share(victim):
-            return None
-        diverging = self._diverging.get((reclaimer, victim))
-        if diverging is None:
-            mine = self._ledger.path(reclaimer)
-            theirs = self._ledger.path(victim)
-            common = 0
-            while common < min(len(mine), len(theirs)) and mine[common] == theirs[common]:
-                common += 1
-            diverging = self._diverging[reclaimer, victim] = theirs[common]
-        if diverging == victim or self._ledger.above_fair_share(diverging):
-            return diverging
-        return None
+        return Victim(victim, EvictionReason.RECLAIMED,
+                      f"requeued past its min runtime for {preemptor.key}: {why}")
 
 
 class _Group:

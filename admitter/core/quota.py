@@ -1,9 +1,9 @@
 """Who holds what, per queue and its ancestors, while a cycle admits and evicts.
 
-Two ledgers: `funded` counts workloads with a min runtime (they are what fair share divides and
-what reclaim compares against), `held` counts every admitted workload (limits are hard caps on
-everything a queue holds, borrowed or free). Changes are plain additions, so simulating an
-eviction and undoing it is a matter of applying the opposite change.
+Two ledgers: `funded` counts workloads with a min runtime (they are what fair share divides and,
+without a usage window, what the ranking compares), `held` counts every admitted workload
+(limits are hard caps on everything a queue holds, funded or not). Changes are plain additions,
+so simulating an eviction and undoing it is a matter of applying the opposite change.
 """
 
 from __future__ import annotations
@@ -132,6 +132,9 @@ class QuotaLedger:
         self._fair = fair
         self._paths, self._limits = _layout(tree)
         self._allocations = allocations
+        self.changes = 0
+        """How many changes so far: what was derived from the allocations is stale once this
+        moves."""
         self.funded = allocations.funded
         self.held = allocations.held
         self._share_path = {
@@ -139,10 +142,7 @@ class QuotaLedger:
             for leaf, path in self._paths.items()
         }
         """Per leaf, root first: each queue's shares and live funded allocation, resolved once
-        because `share_block` runs for every workload tried."""
-        self._above: dict[str, bool] = {}
-        """`above_fair_share` answers until the queue's funded allocation changes: reclaim
-        planning asks it for every running workload of every preemptor."""
+        because `share_block` runs for every long non-preemptible workload tried."""
 
     def path(self, leaf: str) -> tuple[str, ...]:
         """Root first, ending with the leaf."""
@@ -150,9 +150,7 @@ class QuotaLedger:
 
     def add(self, workload: Workload, sign: int = 1) -> None:
         self._allocations.add(workload, sign)
-        if workload.min_runtime > 0:
-            for name in self._paths[workload.queue]:
-                self._above.pop(name, None)
+        self.changes += 1
 
     def remove(self, workload: Workload) -> None:
         self.add(workload, -1)
@@ -185,53 +183,6 @@ class QuotaLedger:
                     label = "deserved quota" if deserved_only else "fair share"
                     return QuotaBlock(name, resource, holding, amount, bound, label)
         return None
-
-    def share_reachable(self, workload: Workload, *, deserved_only: bool,
-                        released: Iterable[Workload]) -> bool:
-        """Whether giving back the funded allocation of every workload in `released` would
-        bring the workload within its share (or deserved quota) on its whole path: necessary
-        for evicting any subset of them to make room, so a cheap test before simulating."""
-        path = self._paths[workload.queue]
-        freed: dict[str, dict[str, int]] = {}
-        for other in released:
-            if other.funded:
-                for name in self._paths[other.queue]:
-                    if name in path:
-                        accumulate(freed.setdefault(name, {}), other.requests(), 1)
-        return self.share_reachable_freeing(workload, deserved_only=deserved_only, freed=freed)
-
-    def share_reachable_freeing(self, workload: Workload, *, deserved_only: bool,
-                                freed: dict[str, dict[str, int]]) -> bool:
-        """`share_reachable` with the funded amounts given back per queue on the path."""
-        requests = workload.requests()
-        for name, by_resource, funded in self._share_path[workload.queue]:
-            gone = freed.get(name, _NOTHING)
-            for resource, amount in requests.items():
-                share = by_resource.get(resource, _NO_SHARE)
-                bound = share.deserved if deserved_only else share.fair_share
-                if funded.get(resource, 0) - gone.get(resource, 0) + amount > bound:
-                    return False
-        return True
-
-    def above_fair_share(self, queue: str) -> bool:
-        """Holds more funded capacity than its fair share of some resource."""
-        known = self._above.get(queue)
-        if known is None:
-            shares = self._fair.shares.get(queue, {})
-            known = any(amount > (0 if (share := shares.get(resource)) is None
-                                  else share.fair_share)
-                        for resource, amount in self.funded[queue].items())
-            self._above[queue] = known
-        return known
-
-    def over_share_ratio(self, queue: str) -> float:
-        """How over-served a queue is: its largest funded allocation / fair share excess."""
-        worst = 0.0
-        for resource, amount in self.funded[queue].items():
-            share = self._fair.share(queue, resource)
-            if amount > share:
-                worst = max(worst, (amount - share) / max(share, 1))
-        return worst
 
 
 @lru_cache(maxsize=8)

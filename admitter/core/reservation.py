@@ -1,16 +1,16 @@
-"""Starvation guard: a large gang must not wait forever behind a stream of small jobs.
+"""Draining for a starving gang: a large gang must not wait forever behind a stream of small jobs,
+nor hoard idle GPUs while it waits.
 
-The rule: once a funded workload has waited longer than `starvation_bound` and still does not
-fit, the highest-ranked such workload gets nodes reserved for the rest of the cycle. Inside the
-domain its required topology allows (the whole cluster without one), the nodes with the most
-free capacity (counting what unfunded work holds as free: it yields at once) are picked until
-their *allocatable* capacity could hold the gang; whatever is free on them is held back from
-every later funded admission of the cycle, and what runs there from every later preemptor.
-Unfunded work may use it meanwhile (the cycle releases the reservation before the unfunded
-pass), because the gang evicts it the moment the rest of the nodes is free. Funded work
-running there finishes or is preempted, nothing funded lands there, so free capacity
-accumulates in one place until the gang fits. The choice is recomputed each cycle and is
-stable, because reserved nodes only gain free capacity while other nodes keep being filled.
+The cycle picks the gang (`cycle._Cycle.drain_for_starving`); here the nodes are chosen and
+held. Inside the domain its required topology allows (the whole cluster without one), the domain
+cheapest to empty wins: the most GPUs that are free or that a drain could take now (unfunded
+work's, and resumable work's past its min runtime); a domain that could not be emptied even once
+every protection ends (non-resumable or non-preemptible work holds too much) is not chosen. In
+the domain, nodes with the most such GPUs are picked until their allocatable capacity could hold
+the gang. Whatever is free on them is then held back from every long funded admission of the
+cycle (short jobs come before it, and unfunded work may use it: the gang evicts it at once).
+Nothing long lands there and occupants leave as their protections end, so the choice is stable:
+the chosen nodes only gain free capacity while other nodes keep being filled.
 """
 
 from __future__ import annotations
@@ -24,21 +24,25 @@ from admitter.core.topology import Domain
 RESERVATION_KEY = "\0reservation"
 
 
-def reserve(state: ClusterState, nodes: dict[str, Node], workload: Workload,
-            displaceable: dict[str, int]) -> list[str]:
-    """Hold free capacity on enough nodes for `workload` and return them, most free first;
-    none when no domain could ever hold it. `displaceable` is GPUs held by unfunded work per
-    node."""
-    chosen = _nodes_for(state, nodes, workload, displaceable)
+def choose(state: ClusterState, nodes: dict[str, Node], workload: Workload,
+           displaceable: dict[str, int], drainable: dict[str, int]) -> list[str]:
+    """The nodes to drain for `workload`, most free first; none when no domain could ever hold
+    it. `displaceable` is GPUs per node a drain could take now, `drainable` those it could take
+    once protections end: a domain where free and drainable GPUs together fall short of the
+    gang (non-resumable or non-preemptible work holds the rest) would stand idle for as long
+    as that work runs, and is not chosen."""
+    return _nodes_for(state, nodes, workload, displaceable, drainable)
+
+
+def hold(state: ClusterState, chosen: list[str]) -> None:
+    """Hold what is free on `chosen` (as `RESERVATION_KEY`, released by the caller)."""
     free = {name: state.free(name) for name in chosen}
     held = [name for name in chosen if any(free[name].values())]
-    if chosen:
-        state.assume(
-            RESERVATION_KEY,
-            [PodSet(name, 1, free[name]) for name in held],
-            [{name: 1} for name in held],
-        )
-    return chosen
+    state.assume(
+        RESERVATION_KEY,
+        [PodSet(name, 1, free[name]) for name in held],
+        [{name: 1} for name in held],
+    )
 
 
 def describe(workload: Workload, chosen: list[str]) -> str:
@@ -47,7 +51,7 @@ def describe(workload: Workload, chosen: list[str]) -> str:
 
 
 def _nodes_for(state: ClusterState, nodes: dict[str, Node], workload: Workload,
-               displaceable: dict[str, int]) -> list[str]:
+               displaceable: dict[str, int], drainable: dict[str, int]) -> list[str]:
     level = workload.topology.required
     domains: list[Domain] = state.tree.domains(level) if level else [state.tree.root]
     gpu = state.resource_index(GPU)
@@ -57,8 +61,11 @@ def _nodes_for(state: ClusterState, nodes: dict[str, Node], workload: Workload,
 
     # Domains by an upper bound of their score, best first: the exact score (which counts
     # displaceable GPUs on picked nodes only) is computed until no bound can beat the best.
+    need = workload.requests().get(GPU, 0)
     bounded = sorted(((free_gpus(d) + sum(displaceable.get(n, 0) for n in d.nodes), d.order, d)
-                      for d in domains), key=lambda item: (-item[0], item[1]))
+                      for d in domains
+                      if free_gpus(d) + sum(drainable.get(n, 0) for n in d.nodes) >= need),
+                     key=lambda item: (-item[0], item[1]))
     best: tuple[int, int, list[str]] | None = None
     for bound, order, domain in bounded:
         if best is not None and (bound, -order) < (best[0], -best[1]):

@@ -1,6 +1,7 @@
 """Which leaf queue is offered capacity next, kept current as allocations change.
 
-The order is `queue_order.sibling_key` applied level by level. Re-sorting every queue after
+The order is `ranking.Ranking.key` (budgeted first, lower use / budget) and then
+`queue_order.standing_key`, applied level by level. Re-sorting every queue after
 every admission would cost O(queues) per decision; instead each parent keeps a heap of its
 children and an admission re-keys only the admitted leaf and its ancestors (O(depth · log
 fan-out)). Stale heap entries are skipped lazily by a version stamp.
@@ -11,12 +12,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 
-from admitter.core.fairshare import FairShare
-from admitter.core.queue_order import SiblingKey, allocation_key, standing_key
+from admitter.core.queue_order import standing_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import QuotaLedger
+from admitter.core.ranking import Ranking
 
-_Entry = tuple[SiblingKey, int, str]
+_Entry = tuple[tuple[bool, float, float, int, float, int, str], int, str]
 
 
 class QueueSelector:
@@ -25,7 +26,7 @@ class QueueSelector:
     def __init__(
         self,
         tree: QueueTree,
-        fair: FairShare,
+        ranking: Ranking,
         usage: Mapping[str, float],
         ledger: QuotaLedger,
         leaves: Iterable[str],
@@ -34,7 +35,7 @@ class QueueSelector:
         """`standing` caches, per queue, what does not change during a cycle (its
         `standing_key`, parent, and whether it is a leaf); a cycle shares one between its
         passes."""
-        self._fair = fair
+        self._ranking = ranking
         self._ledger = ledger
         self._version: dict[str, int] = {}
         self._active: dict[str, int] = {}
@@ -84,5 +85,5 @@ class QueueSelector:
         version = self._version.get(name, 0) + 1
         self._version[name] = version
         standing, parent, _ = self._standing[name]
-        key = (*allocation_key(self._fair, name, self._ledger.funded[name]), *standing)
+        key = (*self._ranking.key(name), *standing)
         heapq.heappush(self._heaps.setdefault(parent, []), (key, version, name))

@@ -107,13 +107,15 @@ def fair_share_now(
     records: Iterable[UsageRecord],
     now: float,
     settings: FairShareSettings,
-) -> tuple[dict[str, float], FairShare]:
+) -> tuple[dict[str, float] | None, dict[str, float], FairShare]:
     """Fair share of `demand` (funded requests per leaf) on `capacity`, surplus weighed by the
-    funded usage of the window ending at `now`, and that normalised usage: the division every
-    cycle makes and `admitter fairshare` prints. With the window off, usage plays no part."""
+    funded usage of the window ending at `now`: the division every cycle makes and `admitter
+    fairshare` prints. Also the window's GPU-seconds per queue (subtree sums; None with the
+    window off, when usage plays no part) and their normalised form."""
     usage: dict[str, float] = {}
+    raw: dict[str, float] | None = None
     if settings.window > 0:
         raw = windowed_usage(records, now, settings, tree)
         usage = normalised_usage(tree, raw, capacity.get(GPU, 0), settings)
     k_value = settings.k_value if settings.window > 0 else 0.0
-    return usage, compute_fair_share(tree, capacity, demand, usage, k_value)
+    return raw, usage, compute_fair_share(tree, capacity, demand, usage, k_value)

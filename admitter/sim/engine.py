@@ -27,6 +27,7 @@ change no decision.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import random
@@ -135,6 +136,20 @@ class Simulation:
         """Submissions and cluster events still ahead: they keep a run without horizon alive."""
 
     def run(self, progress: Progress | None = None) -> Outcome:
+        """Simulate to the horizon (or until nothing is left to do). The cyclic garbage
+        collector is paused meanwhile: each cycle makes tens of thousands of short-lived objects
+        that reference counting frees, and full collector passes over the whole heap would find
+        nothing. A process-wide switch, so it is the simulator's (a run owns its process),
+        never the decision core's."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(progress)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run(self, progress: Progress | None) -> Outcome:
         horizon = self._scenario.horizon
         while horizon is not None or not self._settled():
             at_event = self._events[0][0] if self._events else math.inf

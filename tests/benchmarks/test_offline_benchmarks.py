@@ -26,6 +26,7 @@ RUNS = {
                                  "pending_due"),
     "bench_placement.py": (["100"], "ClusterState build"),
     "bench_fairshare.py": (["2"], "compute_fair_share"),
+    "bench_impact.py": (["--seeds", "15", "--scale", "0.05"], "runs meet every goal"),
 }
 
 

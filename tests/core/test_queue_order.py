@@ -1,70 +1,81 @@
-"""Offer order: siblings by deserved, DRF saturation, priority, usage, creation; then workloads."""
+"""Offer order: siblings by use / GPU budget (level by level), then priority, usage per weight,
+creation order; inside a queue, workloads by priority and submission."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import pytest
 from fairshare_builders import CPU, divide, knobs, queue, tree
 
-from admitter.core.fairshare import FairShare, ResourceShare
 from admitter.core.model import GPU, PodSet, Queue, Workload
-from admitter.core.queue_order import (
-    below_deserved,
-    ordered_leaves,
-    saturation,
-    sibling_key,
-    workload_key,
-)
+from admitter.core.queue_order import workload_key
+from admitter.core.queue_tree import QueueTree
+from admitter.core.quota import Allocations, QuotaLedger
+from admitter.core.ranking import Ranking, gpu_budgets
+from admitter.core.selection import QueueSelector
 
 
-def gpu_fair(shares: Mapping[str, int], deserved: Mapping[str, int] | None = None) -> FairShare:
-    """A division fixed by hand, so ordering is tested apart from how shares are computed."""
-    per_queue = {
-        name: {GPU: ResourceShare(share, (deserved or {}).get(name, 0), share)}
-        for name, share in shares.items()
-    }
-    return FairShare(per_queue, (GPU,))
+def _running(key: str, queue_name: str, gpus: int) -> Workload:
+    return Workload(key, queue_name, (PodSet("main", 1, {GPU: gpus}),), 0.0, min_runtime=60.0)
 
 
-def test_below_deserved_goes_first_even_when_more_saturated() -> None:
-    queues = tree(queue("idle"), queue("owed"))
-    # owed holds 3 of its 4 deserved GPUs; idle holds nothing but is owed nothing
-    fair = gpu_fair({"idle": 2, "owed": 6}, deserved={"owed": 4})
-    assert below_deserved(fair, "owed", {GPU: 3})
-    assert not below_deserved(fair, "idle", {})
-    assert ordered_leaves(queues, fair, {}, {"owed": {GPU: 3}}) == ["owed", "idle"]
+def offer_order(t: QueueTree, gpus: int, held: dict[str, int],
+                used: dict[str, float] | None = None,
+                usage: dict[str, float] | None = None) -> list[str]:
+    """Leaves in the order a cycle offers them capacity, each served once: `held` funded GPUs
+    per leaf, `used` windowed GPU-seconds per queue (None: use is what is held)."""
+    allocations = Allocations(t, [_running(f"{leaf}-run", leaf, n) for leaf, n in held.items()])
+    ledger = QuotaLedger(t, divide(t, {GPU: gpus}, {}), allocations)
+    ranking = Ranking(t, gpu_budgets(t, gpus), None if used is None else t.roll_up(used, 0.0),
+                      ledger.funded)
+    selector = QueueSelector(t, ranking, usage or {}, ledger, t.leaves())
+    order = []
+    while (leaf := selector.best()) is not None:
+        order.append(leaf)
+        selector.retire(leaf)
+    return order
 
 
-def test_below_deserved_on_any_one_resource_counts() -> None:
-    queues = tree(queue("q", gpu=knobs(0), cpu=knobs(1_000)))
-    fair = divide(queues, {GPU: 4, CPU: 4_000}, {"q": {GPU: 4, CPU: 4_000}})
-    assert below_deserved(fair, "q", {GPU: 4, CPU: 500})
-    assert not below_deserved(fair, "q", {GPU: 4, CPU: 1_000})
+def test_gpu_budgets_quota_first_then_weights_down_the_tree() -> None:
+    t = tree(queue("a", gpu=knobs(8, weight=1)), queue("b", gpu=knobs(0, weight=3)),
+             queue("a1", "a", gpu=knobs(0, weight=1)), queue("a2", "a", gpu=knobs(2, weight=3)))
+    budgets = gpu_budgets(t, 24)  # a: 8 + 16 × 1/4 = 12, b: 12; a1: 10 × 1/4, a2: 2 + 10 × 3/4
+    assert budgets == {"a": 12.0, "b": 12.0, "a1": 2.5, "a2": 9.5}
 
 
-def test_drf_the_dominant_resource_decides() -> None:
-    queues = tree(
-        queue("gpu-heavy", gpu=knobs(0), cpu=knobs(0)),
-        queue("cpu-heavy", gpu=knobs(0), cpu=knobs(0)),
-    )
-    # fair share: 4 GPUs and 50,000 millicores each
-    allocated = {"gpu-heavy": {GPU: 3, CPU: 5_000}, "cpu-heavy": {GPU: 1, CPU: 45_000}}
-    demand = {name: {GPU: 8, CPU: 100_000} for name in queues}
-    fair = divide(queues, {GPU: 8, CPU: 100_000}, demand)
-    assert saturation(fair, "gpu-heavy", allocated["gpu-heavy"]) == pytest.approx(0.75)
-    assert saturation(fair, "cpu-heavy", allocated["cpu-heavy"]) == pytest.approx(0.9)
-    assert ordered_leaves(queues, fair, {}, allocated) == ["gpu-heavy", "cpu-heavy"]
+def test_cpu_knobs_do_not_make_a_budget() -> None:
+    t = tree(queue("gpu", gpu=knobs(0)), queue("cpu-only", gpu=knobs(0, weight=0),
+                                              cpu=knobs(64_000)))
+    assert gpu_budgets(t, 16) == {"gpu": 16.0, "cpu-only": 0.0}
+    assert CPU not in gpu_budgets(t, 16)
 
 
-def test_holding_a_resource_with_zero_fair_share_is_last() -> None:
-    queues = tree(queue("hoarder"), queue("busy"), queue("light"))
-    fair = gpu_fair({"hoarder": 0, "busy": 4, "light": 4})
-    allocated = {"hoarder": {GPU: 1}, "busy": {GPU: 4}, "light": {GPU: 1}}
-    assert saturation(fair, "hoarder", allocated["hoarder"]) == math.inf
-    assert saturation(fair, "idle", {GPU: 0}) == 0.0
-    assert ordered_leaves(queues, fair, {}, allocated) == ["light", "busy", "hoarder"]
+def test_lower_use_per_budget_first_even_with_more_gpus_held() -> None:
+    t = tree(queue("small", gpu=knobs(0, weight=1)), queue("big", gpu=knobs(0, weight=3)))
+    # budgets 4 and 12; big used 2.4 × as much over the window but per budget 0.8 × as much
+    used = {"small": 10.0, "big": 24.0}
+    assert offer_order(t, 16, {"small": 1, "big": 10}, used) == ["big", "small"]
+
+
+def test_use_counted_as_held_without_a_window() -> None:
+    t = tree(queue("a"), queue("b"))
+    assert offer_order(t, 8, {"a": 3, "b": 1}) == ["b", "a"]
+
+
+def test_queue_without_a_budget_is_offered_last() -> None:
+    t = tree(queue("unfunded", gpu=knobs(0, weight=0)), queue("funded"))
+    assert offer_order(t, 8, {"funded": 8}) == ["funded", "unfunded"]
+    assert math.isinf(Ranking(t, gpu_budgets(t, 8), None,
+                              {"unfunded": {GPU: 1}, "funded": {}}).ratio("unfunded"))
+
+
+def test_levels_are_ordered_on_their_subtree_use() -> None:
+    t = tree(queue("a"), queue("b"), queue("a1", "a"), queue("a2", "a"), queue("b1", "b"),
+             queue("b2", "b"))
+    # a's subtree used 5, b's 2: all of b comes first, then each level on its own
+    used = {"a1": 1.0, "a2": 4.0, "b1": 2.0}
+    assert offer_order(t, 8, {}, used) == ["b2", "b1", "a1", "a2"]
 
 
 @pytest.mark.parametrize(
@@ -102,34 +113,12 @@ def test_holding_a_resource_with_zero_fair_share_is_last() -> None:
         ),
     ],
 )
-def test_tie_breaks_at_equal_saturation(
+def test_tie_breaks_at_equal_use(
     queues: list[Queue], usage: dict[str, float], expected: list[str]
 ) -> None:
     t = tree(*queues)
-    fair = gpu_fair({name: 4 for name in t})
-    assert ordered_leaves(t, fair, usage, {name: {GPU: 2} for name in t}) == expected
-
-
-def test_levels_are_ordered_on_subtree_allocation() -> None:
-    t = tree(
-        queue("a"),
-        queue("b"),
-        queue("a1", "a"),
-        queue("a2", "a"),
-        queue("b1", "b"),
-        queue("b2", "b"),
-    )
-    fair = gpu_fair({"a": 4, "b": 4, "a1": 2, "a2": 2, "b1": 2, "b2": 2})
-    # a's subtree holds 5 of its 4 GPUs, b's 2 of 4: all of b comes first, then each level
-    # on its own (b2 holds nothing, a1 is at half its share)
-    allocated = {"a1": {GPU: 1}, "a2": {GPU: 4}, "b1": {GPU: 2}}
-    assert ordered_leaves(t, fair, {}, allocated) == ["b2", "b1", "a1", "a2"]
-
-
-def test_sibling_key_is_usable_directly() -> None:
-    t = tree(queue("q", gpu=knobs(2), priority=3))
-    fair: FairShare = divide(t, {GPU: 4}, {"q": {GPU: 4}})
-    assert sibling_key(t, fair, {"q": 0.5}, "q", {GPU: 1}) == (False, 0.25, -3, 0.5, 0, "q")
+    held = {name: 2 for name in t}
+    assert offer_order(t, 32, held, dict.fromkeys(t, 1.0), usage) == expected
 
 
 def test_workloads_by_priority_then_submission() -> None:

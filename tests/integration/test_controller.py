@@ -135,7 +135,9 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
         api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path) -> None:
     team_a, team_b = queues
     protected = gpu_job(namespace, "b-protected", min_runtime="10m", queue=team_b)
-    borrowers = [gpu_job(namespace, f"b-{i}", min_runtime="3s", queue=team_b) for i in range(7)]
+    # 7 of the 8 nodes: long starts leave 2 % of the 64 GPUs (1) for short jobs, which keeps
+    # the eighth node out of reach of whole-node jobs
+    borrowers = [gpu_job(namespace, f"b-{i}", min_runtime="3s", queue=team_b) for i in range(6)]
     await apply_all(api, protected)
     async with in_process_controller(kubeconfig):
         async def protected_running() -> bool:
@@ -145,9 +147,9 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
         await apply_all(api, *borrowers)
 
         async def all_b_running() -> bool:
-            return sum(running(j) for j in (await jobs(api, namespace)).values()) == 8
+            return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
 
-        await eventually(all_b_running, "team b to borrow the whole cluster", timeout=45)
+        await eventually(all_b_running, "team b to take all it may", timeout=45)
         await apply_all(api, gpu_job(namespace, "a-train", pods=2, runtime="10s",
                                      min_runtime="1m", queue=team_a))
 
@@ -165,7 +167,7 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
 
         async def victims_back() -> bool:
             return sum(running(j) for n, j in (await jobs(api, namespace)).items()
-                       if n.startswith("b-")) == 8
+                       if n.startswith("b-")) == 7
 
         await eventually(victims_back, "the reclaimed jobs to run again after a-train", 60)
 

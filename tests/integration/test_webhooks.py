@@ -323,7 +323,7 @@ def test_samples_are_accepted_by_the_crd_schemas(
         ("patch", "clusterqueues.admitter.dev", "--subresource=status", True),
         ("update", "localqueues.admitter.dev", "--subresource=status", False),
         ("update", "jobs", "--all-namespaces", False),
-        ("delete", "workloads.admitter.dev", "--all-namespaces", True),  # replaced for a changed Job
+        ("delete", "workloads.admitter.dev", "--all-namespaces", True),  # a changed Job's
         ("create", "events.events.k8s.io", "--all-namespaces", False),
         ("delete", "clusterqueues.admitter.dev", "--all-namespaces", False),
         ("patch", "clusterqueues.admitter.dev", "--all-namespaces", True),  # finalizer

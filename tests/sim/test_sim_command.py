@@ -29,9 +29,10 @@ def test_out_writes_result_report_and_plots(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "owed GPU-hours delivered" in printed and "research" in printed
     result = json.loads((out / "result.json").read_text())
-    # The KAI example's gangs take the whole cluster in turn: serve, then train, then explore.
+    # The KAI example's gangs take the whole cluster in turn: serve, then the two gangs ranked
+    # alike, longest-waiting first (submitted together: by name), and none requeues the other.
     waits = {w["name"]: w["wait_s"] for w in result["workloads"]}
-    assert waits == {"serve": 0.0, "train": 3600.0, "explore": 5 * 3600.0}
+    assert waits == {"serve": 0.0, "explore": 3600.0, "train": 3 * 3600.0}
     assert set(result) == {"summary", "queues", "classes", "workloads"}
     assert {"simulated_s", "wall_s", "occupancy", "owed_delivered_ratio", "preemptions",
             "wasted_gpu_hours", "unfinished"} <= set(result["summary"])

@@ -28,9 +28,10 @@ def _cycles(text: str, drift_cycles: int) -> int:
 
 def test_the_core_runs_only_at_changes_and_known_moments():
     # Cycle 0 admits a by placement alone, which the core reports settled: no re-check; cycle
-    # 180 is b reaching the 30 min starvation bound; cycle 2880 is a's protection ending (b
-    # cannot preempt an equal priority); cycle 3600 is a finishing and admitting b. Then
-    # nothing is pending, so b's finish needs no cycle.
+    # 180 is b reaching the 30 min starvation bound (nodes reserved); cycle 2880 is a's
+    # protection ending, which could move the domain drained for b (b may still not requeue
+    # an equal priority); cycle 3600 is a finishing and admitting b. Then nothing is pending,
+    # so b's finish needs no cycle.
     assert _cycles(WAITING, drift_cycles=10**9) == 4
 
 

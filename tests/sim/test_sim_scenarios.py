@@ -149,10 +149,10 @@ def _started_at_zero(result, queue):
 def test_time_based_fair_share_shifts_gpus_toward_the_team_that_used_less_last_week():
     even = simulate(FAIR_SHARE)
     assert (_started_at_zero(even, "a"), _started_at_zero(even, "b")) == (8, 8)
-    # a used 1000 GPU-h of the 16 × 168 GPU-h window: usage 0.372. Share weights with k = 1:
-    # a 2 − 2 × 0.372 = 1.256, b 2, so 16 GPUs split 6.17 : 9.83 → 6 and 10.
+    # a used 1000 GPU-h of the window, b nothing: b's allocation ranks ahead and takes the
+    # whole cluster first (rank, don't cap); a's jobs follow as b's finish.
     shifted = simulate(FAIR_SHARE.replace("workloads:", "history: {a: 1000}\nworkloads:"))
-    assert (_started_at_zero(shifted, "a"), _started_at_zero(shifted, "b")) == (6, 10)
+    assert (_started_at_zero(shifted, "a"), _started_at_zero(shifted, "b")) == (0, 16)
     # Owed is pure entitlement (kValue 0), so a is delivered less than owed, b more.
     queues = shifted["queues"]
     assert queues["a"]["delivered_over_owed"] < 1 < queues["b"]["delivered_over_owed"]

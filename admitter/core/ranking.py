@@ -1,0 +1,175 @@
+"""How each allocation's funded GPU time compares with its budget: the order in which pending
+work is offered capacity, and whose running work may be requeued for whose (Ai2's "ranks
+workloads from underused allocations ahead of workloads from overused allocations").
+
+Budget. A queue's budget is its part of its parent's GPUs when every queue wants all it can
+get: its deserved GPU quota first, then its GPU over-quota weight's part of what the siblings'
+quotas leave (KAI's division with unbounded demand); the roots divide the schedulable GPUs.
+Only GPUs are budgeted: CPU and memory limit placement and explicit limits, never the rank.
+
+Use. With time-based fair share on, a queue's use is the funded GPU-seconds its subtree held
+inside the lookback window (the records include the runs still going on); with it off, the
+funded GPUs its subtree holds right now. `ratio = use / budget`; a queue with no budget ranks
+after every queue with one.
+
+Order. Siblings are compared on their ratio, level by level down the tree: two leaves are
+compared where their paths diverge. An allocation is *clearly worse* than another when its
+ratio exceeds the other's by more than a margin, `(1 + margin)` times; only then may its
+running work (past its min runtime) be requeued for the other's pending work. The margin is the
+hysteresis of time-slicing: right after a swap the two are ranked as before (use over a window
+moves only with time), so nobody takes the GPUs back until the used GPU time has moved by the
+margin, and then only because demand or use changed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from admitter.core.model import GPU, UNLIMITED
+from admitter.core.queue_tree import QueueTree
+
+SWAP_MARGIN = 0.05
+"""Relative gap in ratio (use / budget) beyond which an allocation's running work past its min
+runtime is requeued for a better-ranked one's pending work. Half the 10 % shortfall that Ai2
+accepts for its worst-served team: allocations then drift at most 5 % from each other before
+GPUs change hands, which keeps every team well inside the 90 % floor without swapping at every
+cycle."""
+
+NON_RESUMABLE_GAP = 9.0
+"""Relative gap for taking non-resumable work, which loses everything it did: its allocation
+must have used at least ten times as much of its budget as the preemptor's (an order of
+magnitude). Ai2 requeues only "workloads that can resume later" to rebalance; this keeps the
+exception for allocations that are far off their budget, not for ordinary time-slicing."""
+
+
+def gpu_budgets(tree: QueueTree, gpus: int) -> dict[str, float]:
+    """Every queue's GPU budget (see the module docstring): deserved quota, then the over-quota
+    weight's part of what is left, down from the `gpus` the cluster can schedule."""
+    budgets: dict[str, float] = {}
+    for parent, siblings in tree.sibling_groups():
+        amount = float(gpus) if parent is None else budgets.get(parent, 0.0)
+        knobs = [tree.queue(name).knobs(GPU) for name in siblings]
+        quotas = [amount if k.quota == UNLIMITED else min(float(k.quota), amount)
+                  for k in knobs]
+        left = max(0.0, amount - sum(quotas))
+        weights = sum(max(k.over_quota_weight, 0.0) for k in knobs)
+        for name, quota, k in zip(siblings, quotas, knobs, strict=True):
+            extra = left * max(k.over_quota_weight, 0.0) / weights if weights > 0 else 0.0
+            budgets[name] = quota + extra
+    return budgets
+
+
+class Ranking:
+    """The ratios of one cycle. `used` maps every queue to its windowed GPU-seconds (subtree
+    sums) when time-based fair share is on, and is None when it is off: then `held` (the
+    ledger's live funded allocation per queue, subtree sums) is the use, and ratios move with
+    every admission and eviction of the cycle."""
+
+    def __init__(self, tree: QueueTree, budgets: dict[str, float], used: dict[str, float] | None,
+                 held: dict[str, dict[str, int]]) -> None:
+        self._tree = tree
+        self._budgets = budgets
+        self._used = used
+        self._held = held
+        self.by_holding = used is None
+        """Use is what is held now: ratios move with every admission and eviction."""
+        self._diverging: dict[tuple[str, str], tuple[str, str]] = {}
+        self._ratios: dict[str, float] = {}
+        self._paths: dict[str, tuple[str, ...]] = {}
+
+    def key(self, queue: str) -> tuple[bool, float, float]:
+        """Sort key among siblings, smaller first: budgeted first, lower ratio, then (with use
+        over a window) lower share of budget held right now."""
+        budget = self._budgets.get(queue, 0.0)
+        held = float(self._held[queue].get(GPU, 0))
+        if budget <= 0:
+            return True, held, 0.0
+        return False, self._use(queue, 0) / budget, held / budget
+
+    def ratio(self, queue: str, extra: int = 0) -> float:
+        """Use / budget, with `extra` GPUs more held (counted only when use is what is held).
+        With use over a window the ratios are fixed for the cycle, so they are kept."""
+        if self._used is not None:
+            known = self._ratios.get(queue)
+            if known is None:
+                known = self._ratios[queue] = self._ratio(queue, 0)
+            return known
+        return self._ratio(queue, extra)
+
+    def _ratio(self, queue: str, extra: int) -> float:
+        budget = self._budgets.get(queue, 0.0)
+        use = self._use(queue, extra)
+        if budget <= 0:
+            return math.inf if use > 0 else 0.0
+        return use / budget
+
+    def clearly_worse(self, victim: str, preemptor: str, gap: float, gained: int = 0,
+                      lost: int = 0) -> bool:
+        """Whether the victim leaf's allocation is ranked worse than the preemptor leaf's by more
+        than `gap`, compared where their paths diverge. When use is what is held, the preemptor's
+        side is compared holding the `gained` GPUs it asks for, and the swap must not leave the
+        victim's side (holding `lost` GPUs fewer) better ranked than the preemptor's: no swap
+        back can follow. A leaf is never clearly worse than itself."""
+        if victim == preemptor:
+            return False
+        theirs, mine = self._divergence(victim, preemptor)
+        worse = self.ratio(theirs)
+        better = self.ratio(mine, gained)
+        if not beyond(worse, better, gap):
+            return False
+        return not self.by_holding or self.ratio(theirs, -lost) >= better
+
+    def sides(self, victim: str, preemptor: str, gained: int,
+              memo: dict[str, float]) -> tuple[float, float]:
+        """The two ratios `clearly_worse` compares (victim's side, preemptor's side with
+        `gained`), for a caller that tests several gaps at once; `memo` keeps them by queue
+        for one preemptor (many victims share a diverging ancestor)."""
+        theirs, mine = self._divergence(victim, preemptor)
+        worse = memo.get(theirs)
+        if worse is None:
+            worse = memo[theirs] = self.ratio(theirs)
+        better = memo.get("\0" + mine)
+        if better is None:
+            better = memo["\0" + mine] = self.ratio(mine, gained)
+        return worse, better
+
+    def over_served(self, leaf: str) -> bool:
+        """Whether some queue on the leaf's path is clearly worse than a sibling with demand
+        in the window (ratio above its siblings' least by more than the margin)."""
+        tree = self._tree
+        for name in self._path(leaf):
+            parent = tree.parent(name)
+            siblings = tree.children(parent) if parent is not None else tree.roots
+            mine = self.ratio(name)
+            best = min((self.ratio(s) for s in siblings
+                        if s != name and self._use(s, 0) > 0), default=math.inf)
+            if mine > (1.0 + SWAP_MARGIN) * best:
+                return True
+        return False
+
+    def _use(self, queue: str, extra: int) -> float:
+        if self._used is None:
+            return float(self._held[queue].get(GPU, 0) + extra)
+        return self._used.get(queue, 0.0)
+
+    def _path(self, leaf: str) -> tuple[str, ...]:
+        path = self._paths.get(leaf)
+        if path is None:
+            path = self._paths[leaf] = self._tree.path(leaf)
+        return path
+
+    def _divergence(self, victim: str, preemptor: str) -> tuple[str, str]:
+        """The two siblings, one on each path, under the deepest common ancestor."""
+        pair = self._diverging.get((victim, preemptor))
+        if pair is None:
+            theirs, mine = self._path(victim), self._path(preemptor)
+            common = 0
+            while common < min(len(mine), len(theirs)) - 1 and mine[common] == theirs[common]:
+                common += 1
+            pair = self._diverging[victim, preemptor] = (theirs[common], mine[common])
+        return pair
+
+
+def beyond(worse: float, better: float, gap: float) -> bool:
+    """`worse` exceeds `better` by more than `gap` (relative); anything used is beyond 0."""
+    return worse > (1.0 + gap) * better if better > 0 else worse > 0

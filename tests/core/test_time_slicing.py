@@ -1,0 +1,183 @@
+"""The scheduling contract's rule, case by case, on small worlds computed by hand: allocations
+ranked by funded GPU time against their GPU budget, running work requeued past its min runtime
+for a clearly better-ranked allocation, cheapest victims first, short jobs' headroom, drains."""
+
+from cycle_builders import RACK, World, admitted, evicted, job, pending, queue, racks
+
+from admitter.core.decisions import CycleSettings
+from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, UsageRecord, Workload
+
+HOUR = 3600.0
+WEEK = FairShareSettings(window=7 * 86400, k_value=1.0)
+
+
+def _used(**gpu_hours: float) -> list[UsageRecord]:
+    """Funded GPU-hours per queue, used in the hour before t = 0 (inside the window all along:
+    the ranks stay put while the tests' clock moves)."""
+    return [UsageRecord(q, -HOUR, 0.0, hours) for q, hours in gpu_hours.items()]
+
+
+def _two_teams(gpus_a: float, gpus_b: float, *, nodes: int = 1) -> World:
+    """Teams a and b with equal budgets; b's resumable job has run on the one node since t=0
+    (min runtime 1 h), a waits for a node (not long enough to starve); the window saw a use
+    `gpus_a` GPU-hours, b `gpus_b`."""
+    world = World(racks(1, nodes_per_rack=nodes), [queue("a", order=0), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK, starvation_bound=10 * HOUR))
+    world.submit(*(job(f"b{i}", "b", at=float(i)) for i in range(nodes)))
+    world.cycle(0.0)
+    world.usage = _used(a=gpus_a, b=gpus_b)
+    world.submit(job("a0", "a", at=10.0))
+    return world
+
+
+def test_no_swap_within_the_margin():
+    world = _two_teams(10.0, 10.4)  # b has used 4 % more of its budget than a
+    result = world.cycle(2 * HOUR)
+    assert result.evictions == () and pending(result) == {"a0": "NoFit"}
+
+
+def test_swap_past_min_runtime_beyond_the_margin_and_no_swap_back():
+    world = _two_teams(10.0, 11.0)  # 10 % more: clearly worse
+    early = world.cycle(HOUR / 2)
+    assert early.evictions == () and pending(early) == {"a0": "ProtectedVictims"}
+    assert early.next_change == HOUR  # b0's protection ends
+    result = world.cycle(2 * HOUR)
+    assert admitted(result) == ["a0"] and evicted(result) == {"b0": "Reclaimed"}
+    assert "queue b's allocation has used more of its GPU budget than a's" in (
+        result.evictions[0].message)
+    # the use over the window is unchanged: b's job does not take the node back
+    again = world.cycle(4 * HOUR)
+    assert again.evictions == () and world.running() == ["a0"]
+
+
+def test_budgets_are_gpu_budgets():
+    """CPU is not budgeted: no implicit equal CPU share keeps a's CPU-heavy job out, although
+    b asks for CPU too (fair share would split the 96 cores 48 : 48)."""
+    world = World(racks(1, nodes_per_rack=1), [queue("a", weight=3.0), queue("b", order=1)])
+    cpu_heavy = Workload("a-cpu", "a", (PodSet("main", 1, {GPU: 2, "cpu": 80_000}),), 0.0,
+                         min_runtime=HOUR)
+    world.submit(cpu_heavy, Workload("b-cpu", "b", (PodSet("main", 1, {GPU: 2, "cpu": 60_000}),),
+                                     1.0, min_runtime=HOUR))
+    result = world.cycle(0.0)
+    assert result.fair_share.share("a", "cpu") < 80_000
+    assert admitted(result) == ["a-cpu"]
+    assert pending(result) == {"b-cpu": "NoFit"}  # placement: 16 cores left on the node
+
+
+def _running(key: str, queue_name: str, node: str, *, resumable: bool = True,
+             gpus: int = 8, min_runtime: float = HOUR, at: float = 0.0) -> Workload:
+    return Workload(key, queue_name, (PodSet("main", 1, {GPU: gpus}),), at,
+                    min_runtime=min_runtime, resumable=resumable, phase=Phase.ADMITTED,
+                    admitted_at=at, placement={node: 1}, pod_set_placements=({node: 1},))
+
+
+def test_cheapest_victims_first_resumable_then_fewest_gpus():
+    """b (clearly worse ranked) runs a non-resumable 8-GPU job on n0, two resumable 4-GPU jobs
+    on n1 and one resumable 8-GPU job on n2; a's 4-GPU job takes one 4-GPU job."""
+    world = World(racks(1, nodes_per_rack=3), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=1.0, b=20.0)
+    world.submit(_running("keep", "b", "b0-r0-n0", resumable=False),
+                 _running("small0", "b", "b0-r0-n1", gpus=4),
+                 _running("small1", "b", "b0-r0-n1", gpus=4, at=1.0),
+                 _running("big", "b", "b0-r0-n2"),
+                 job("a0", "a", gpus=4, at=10.0))
+    result = world.cycle(2 * HOUR)
+    assert admitted(result) == ["a0"]
+    assert evicted(result) == {"small1": "Reclaimed"}  # the most recently started of the two
+
+
+def test_non_resumable_work_only_for_a_much_larger_rank_gap():
+    def outcome(b_used: float) -> dict[str, str]:
+        world = World(racks(1, nodes_per_rack=1), [queue("a"), queue("b", order=1)],
+                      settings=CycleSettings(fair_share=WEEK))
+        world.usage = _used(a=1.0, b=b_used)
+        world.submit(_running("keep", "b", "b0-r0-n0", resumable=False), job("a0", "a", at=9.0))
+        return evicted(world.cycle(2 * HOUR))
+
+    assert outcome(5.0) == {}  # 5 × a's use: beyond the swap margin, not ten times
+    assert outcome(11.0) == {"keep": "Reclaimed"}
+
+
+def test_short_job_displaces_resumable_work_of_any_allocation_never_protected():
+    """b is the better-ranked allocation; a's debug job (1 GPU, 10 min) still takes the node of
+    b's resumable job past its min runtime, never the protected one."""
+    world = World(racks(1, nodes_per_rack=2), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=20.0, b=1.0)
+    world.submit(_running("past", "b", "b0-r0-n0"),
+                 _running("protected", "b", "b0-r0-n1", min_runtime=8 * HOUR),
+                 job("debug", "a", gpus=1, min_runtime=600.0, resumable=False, at=10.0))
+    result = world.cycle(2 * HOUR)
+    assert admitted(result) == ["debug"] and evicted(result) == {"past": "Reclaimed"}
+    assert "a short job may requeue resumable work" in result.evictions[0].message
+
+
+def test_long_work_leaves_the_short_jobs_headroom():
+    """A long start must leave 2 % of the GPUs (here 1 of 64) idle or unfunded: the 1-GPU long
+    job waits, the short one takes the last GPU."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)])
+    world.submit(*(job(f"a{i}", "a", at=float(i)) for i in range(7)),
+                 job("a-gpus7", "a", gpus=7, at=7.0))
+    world.cycle(0.0)
+    world.submit(job("b-long", "b", gpus=1, at=8.0),
+                 job("b-short", "b", gpus=1, min_runtime=300.0, at=9.0))
+    result = world.cycle(10.0)
+    assert admitted(result) == ["b-short"]
+    assert pending(result) == {"b-long": "ProtectedVictims"}  # a's jobs: protected
+    assert "1 nvidia.com/gpu are kept for short jobs" in result.pending[0].message
+
+
+def _drain_world() -> World:
+    """Racks r0 and r1 of two 8-GPU nodes, all held by b, which has used 3 % more of its budget
+    than a: not clearly worse (no swap), but worse. r0: b-past (past its min runtime) and
+    b-soon (protected until 2 h); r1: protected until 5 h. a's 2-node gang needs a rack and has
+    waited past the 30 min starvation bound."""
+    world = World(racks(2), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=10.0, b=10.3)
+    world.submit(_running("b-past", "b", "b0-r0-n0"),
+                 _running("b-soon", "b", "b0-r0-n1", min_runtime=2 * HOUR),
+                 _running("b-late0", "b", "b0-r1-n0", min_runtime=5 * HOUR),
+                 _running("b-late1", "b", "b0-r1-n1", min_runtime=5 * HOUR),
+                 job("gang", "a", pods=2, required=RACK, at=0.0))
+    return world
+
+
+def test_rack_drain_for_a_starving_gang_without_flip_flopping():
+    """r0 is the cheapest rack to empty (8 GPUs could go now, r1's none). Its occupants keep
+    running (no GPU is left idle) until the last protection ends; then both leave at once."""
+    world = _drain_world()
+    first = world.cycle(HOUR)
+    assert first.evictions == () and admitted(first) == []
+    assert pending(first)["gang"] == "Reserved"
+    assert "reserved for gang: b0-r0-n0, b0-r0-n1" in first.pending[0].message
+    assert first.pending[0].retry_at == 2 * HOUR and first.next_change == 2 * HOUR
+    # new long work does not land on the drained rack, and the target stays put
+    world.finish("b-late1")
+    world.submit(job("b-new", "b", at=HOUR + 1))
+    for now in (HOUR + 10, 1.5 * HOUR):
+        result = world.cycle(now)
+        assert result.evictions == ()
+        assert "reserved for gang: b0-r0-n0, b0-r0-n1" in {
+            p.key: p for p in result.pending}["gang"].message
+    assert world.placement("b-new") == {"b0-r1-n1": 1}
+    done = world.cycle(2 * HOUR)
+    assert evicted(done) == {"b-past": "Reclaimed", "b-soon": "Reclaimed"}
+    assert all("drained for that starving gang" in e.message for e in done.evictions)
+    assert admitted(done) == ["gang"]
+    assert set(world.placement("gang")) == {"b0-r0-n0", "b0-r0-n1"}
+
+
+def test_priority_preemption_inside_a_queue_at_its_limit():
+    """quota 16, limit 16: the queue is at its limit with two low-priority jobs past their
+    min runtime; the high-priority job preempts one instead of waiting on LimitExceeded."""
+    world = World(racks(2), [queue("q", 16, limit=16)])
+    world.submit(job("low0", "q", priority=0, at=0.0), job("low1", "q", priority=0, at=1.0))
+    world.cycle(0.0)
+    world.submit(job("high", "q", priority=50, at=2.0))
+    early = world.cycle(HOUR / 2)
+    assert admitted(early) == [] and pending(early) == {"high": "ProtectedVictims"}
+    result = world.cycle(HOUR)
+    assert admitted(result) == ["high"] and evicted(result) == {"low1": "Preempted"}
+    assert "priority 50 > 0" in result.evictions[0].message
