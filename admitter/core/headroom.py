@@ -64,12 +64,16 @@ class Headroom:
         return self.needed > 0 and not flexible(workload) and (
             workload.requests().get(GPU, 0) <= self._gpus - self.needed)
 
+    def pool(self) -> int:
+        """GPUs in the pool now: idle, or held by unfunded work."""
+        return self._state.free_total(GPU) + self.held
+
     def allows(self, workload: Workload, released: int = 0) -> bool:
         """Whether `workload` may start on what is free now, `released` GPUs of unfunded work
         having been evicted for it (their GPUs are free now but were in the pool already)."""
         if not self.applies(workload):
             return True
-        pool = self._state.free_total(GPU) + self.held - released
+        pool = self.pool() - released
         return pool - workload.requests().get(GPU, 0) >= self.needed
 
     def change(self, workload: Workload, sign: int) -> None:

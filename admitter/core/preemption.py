@@ -318,13 +318,16 @@ class RoomFinder:
         resource = GPU if requests.get(GPU, 0) > 0 else min(requests, default=GPU)
         index = self._state.resource_index(resource)
         need = requests.get(resource, 0)
-        if resource == GPU and self._headroom.applies(preemptor):
-            need += self._headroom.needed  # a long start leaves the headroom free as well
+        # A long start leaves the headroom free as well, anywhere in the cluster: a domain
+        # must free more only for the part of it that the pool outside the domain lacks.
+        headroom = (self._headroom.needed if resource == GPU and self._headroom.applies(preemptor)
+                    else 0)
+        pool = self._headroom.pool() if headroom else 0
         required = preemptor.topology.required
         # One pod lands on one node: planning per node is exact where a wider domain's sum
         # can hide that no single node would hold the pod.
         level = HOSTNAME if sum(p.count for p in preemptor.pod_sets) == 1 else required
-        per_domain: dict[int, tuple[Domain, list[Workload], int]] = {}
+        per_domain: dict[int, tuple[Domain, list[Workload], int, int]] = {}
         for workload in candidates:
             for domain, gained in self._gains(workload, resource, level):
                 if required is not None and required not in domain.affinity:
@@ -332,19 +335,21 @@ class RoomFinder:
                 entry = per_domain.get(id(domain))
                 if entry is None:
                     free = 0 if index is None else sum(row[index] for row in domain.free)
-                    entry = per_domain[id(domain)] = (domain, [], free)
-                _, plan, free = entry
-                if (free >= need and plan) or len(plan) >= MAX_VICTIMS:
+                    wanted = need + max(0, headroom - (pool - free)) if headroom else need
+                    entry = per_domain[id(domain)] = (domain, [], free, wanted)
+                _, plan, free, wanted = entry
+                if (free >= wanted and plan) or len(plan) >= MAX_VICTIMS:
                     continue
                 plan.append(workload)
-                per_domain[id(domain)] = (domain, plan, free + gained)
+                per_domain[id(domain)] = (domain, plan, free + gained, wanted)
             if level is None and per_domain and all(
-                    (free >= need and plan) or len(plan) >= MAX_VICTIMS
-                    for _, plan, free in per_domain.values()):
+                    (free >= wanted and plan) or len(plan) >= MAX_VICTIMS
+                    for _, plan, free, wanted in per_domain.values()):
                 break  # the one cluster-wide plan is complete
         rank = {w.key: i for i, w in enumerate(candidates)}
         viable = [((len(plan), max(rank[w.key] for w in plan), domain.order), plan)
-                  for domain, plan, free in per_domain.values() if free >= need and plan]
+                  for domain, plan, free, wanted in per_domain.values()
+                  if free >= wanted and plan]
         return [plan for _, plan in sorted(viable, key=lambda v: v[0])]
 
     def _gains(self, workload: Workload, resource: str,

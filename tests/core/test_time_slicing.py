@@ -181,3 +181,15 @@ def test_priority_preemption_inside_a_queue_at_its_limit():
     result = world.cycle(HOUR)
     assert admitted(result) == ["high"] and evicted(result) == {"low1": "Preempted"}
     assert "priority 50 > 0" in result.evictions[0].message
+
+
+def test_priority_preemption_at_a_limit_with_a_headroom_kept_elsewhere():
+    """64 GPUs keep a 1-GPU headroom for short jobs. The node the victim frees need not hold
+    it too: the 48 idle GPUs elsewhere already do, so the high-priority job still preempts."""
+    world = World(racks(4), [queue("q", 16, limit=16)])
+    world.submit(job("low0", "q", priority=10, at=0.0, min_runtime=2.0),
+                 job("low1", "q", priority=10, at=1.0, min_runtime=2.0))
+    world.cycle(0.0)
+    world.submit(job("high", "q", priority=50, at=5.0, min_runtime=2.0))
+    result = world.cycle(20.0)
+    assert admitted(result) == ["high"] and evicted(result) == {"low1": "Preempted"}

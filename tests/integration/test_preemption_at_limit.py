@@ -1,0 +1,77 @@
+"""Priority preemption inside a queue that is at its limit, on the real control plane: the
+usual Kueue setup without borrowing (`quota = limit`). A high-priority Job used to wait on
+`LimitExceeded` forever, because the limit check returned before any preemption was tried."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from pathlib import Path
+
+import pytest
+from admitter_world import (
+    apply_all,
+    cluster_queue,
+    gpu_job,
+    in_process_controller,
+    jobs,
+    local_queue,
+    running,
+    workloads,
+)
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.controller import kube
+from admitter.controller.kube import Kube, Obj
+from admitter.testing.waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+
+async def _priority_class(api: Kube, name: str, value: int) -> None:
+    with contextlib.suppress(ApiException):  # shared by the session, created once
+        await api.create(kube.PRIORITY_CLASSES, {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value})
+
+
+def _job(namespace: str, name: str, queue: str, priority_class: str) -> Obj:
+    job = gpu_job(namespace, name, queue=queue, runtime="1h", min_runtime="2s")
+    job["metadata"]["annotations"]["admitter.dev/resumable"] = "true"
+    job["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+    return job
+
+
+async def test_a_high_priority_job_preempts_inside_a_queue_at_its_limit(
+        api: Kube, namespace: str, kubeconfig: Path) -> None:
+    await _priority_class(api, "limit-test-low", 10)
+    await _priority_class(api, "limit-test-high", 50)
+    name = f"capped-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, 16, limit=16), local_queue(namespace, name, "capped"))
+    low = [_job(namespace, f"low-{i}", "capped", "limit-test-low") for i in range(2)]
+    async with in_process_controller(kubeconfig):
+        await apply_all(api, *low)
+
+        async def queue_full() -> bool:
+            current = await jobs(api, namespace)
+            return all(running(current[f"low-{i}"]) for i in range(2))
+
+        await eventually(queue_full, "two 8-GPU Jobs to fill the queue's 16-GPU limit", 60)
+        await apply_all(api, _job(namespace, "high", "capped", "limit-test-high"))
+
+        async def high_running() -> bool:
+            return running((await jobs(api, namespace))["high"])
+
+        try:
+            await eventually(high_running, "the high-priority Job to preempt a low one", 90)
+        except TimeoutError:
+            reasons = {w["metadata"]["name"]: [(c["type"], c["reason"], c.get("message"))
+                                               for c in w.get("status", {}).get("conditions", [])]
+                       for w in await workloads(api, namespace)}
+            pytest.fail(f"the high-priority Job never ran: {reasons}")
+        current = await jobs(api, namespace)
+        assert sum(running(current[f"low-{i}"]) for i in range(2)) == 1, "the limit holds"
+        evicted = [w for w in await workloads(api, namespace)
+                   if any(c["type"] == "Evicted" and c["reason"] == "Preempted"
+                          for c in (w.get("status") or {}).get("conditions", []))]
+        assert len(evicted) == 1
