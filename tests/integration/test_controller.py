@@ -208,11 +208,12 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
             unsuspended = {n for n, j in current.items() if not j["spec"].get("suspend")}
             seen.update(workloads=len(listed), admitted=len(admitted),
                         unsuspended=len(unsuspended), differ=sorted(admitted ^ unsuspended)[:6])
-            return len(listed) == 40 and admitted == unsuspended and len(admitted) == 32
+            # 31 of the 2-GPU Jobs: long starts leave 1 of the 64 GPUs for short jobs
+            return len(listed) == 40 and admitted == unsuspended and len(admitted) == 31
 
         try:
             await eventually(settled, "every admitted Workload's Job, and only those, "
-                             "running (team a may borrow up to the cluster's 64 GPUs)",
+                             "running (team a may borrow the cluster's 64 GPUs less the headroom)",
                              timeout=240)
         except TimeoutError as error:
             raise AssertionError(f"{error}; last seen: {seen}") from error

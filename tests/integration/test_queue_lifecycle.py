@@ -247,9 +247,11 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
     await _priority_class(api, "kueue-high", 10000)
     name = f"whole-{secrets.token_hex(3)}"
     await apply_all(api, cluster_queue(name, 64), local_queue(namespace, name, "all"))
-    fill = [_with_priority(gpu_job(namespace, f"low-{i}", pods=4, queue="all", runtime="1h",
+    # 56 of the 64 GPUs: long starts leave 1 GPU for short jobs, so a seventh whole node is
+    # the most long work fills; the urgent Job asks for two nodes.
+    fill = [_with_priority(gpu_job(namespace, f"low-{i}", pods=4 - i, queue="all", runtime="1h",
                                    min_runtime="2s"), "kueue-low") for i in range(2)]
-    urgent = _with_priority(gpu_job(namespace, "urgent", queue="all", runtime="1h"),
+    urgent = _with_priority(gpu_job(namespace, "urgent", pods=2, queue="all", runtime="1h"),
                             "kueue-high")
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path):
         await apply_all(api, *fill)
@@ -258,7 +260,7 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
             current = await jobs(api, namespace)
             return all(running(current[f"low-{i}"]) for i in range(2))
 
-        await eventually(cluster_full, "two 32-GPU gangs to fill the cluster", 90)
+        await eventually(cluster_full, "two gangs to fill 56 of the 64 GPUs", 90)
         created = local_cluster.kubectl("create", "-f", "-", input=json.dumps(urgent))
         assert "Warning: PriorityClass 'kueue-high' has value 10000, at or above " \
                "nonPreemptiblePriority 100" in created.stderr, "not silently"
