@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
@@ -132,3 +134,11 @@ class ControllerProcess:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+
+async def priority_class(client: Kube, name: str, value: int) -> None:
+    """A PriorityClass, created once for the session (later calls find it there)."""
+    with contextlib.suppress(ApiException):
+        await client.create(kube.PRIORITY_CLASSES, {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value})

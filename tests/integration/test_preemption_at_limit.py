@@ -4,7 +4,6 @@ usual Kueue setup without borrowing (`quota = limit`). A high-priority Job used 
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from pathlib import Path
 
@@ -16,23 +15,15 @@ from admitter_world import (
     in_process_controller,
     jobs,
     local_queue,
+    priority_class,
     running,
     workloads,
 )
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.testing.waiting import eventually
 
 pytestmark = pytest.mark.integration
-
-
-async def _priority_class(api: Kube, name: str, value: int) -> None:
-    with contextlib.suppress(ApiException):  # shared by the session, created once
-        await api.create(kube.PRIORITY_CLASSES, {
-            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value})
 
 
 def _job(namespace: str, name: str, queue: str, priority_class: str) -> Obj:
@@ -44,8 +35,8 @@ def _job(namespace: str, name: str, queue: str, priority_class: str) -> Obj:
 
 async def test_a_high_priority_job_preempts_inside_a_queue_at_its_limit(
         api: Kube, namespace: str, kubeconfig: Path) -> None:
-    await _priority_class(api, "limit-test-low", 10)
-    await _priority_class(api, "limit-test-high", 50)
+    await priority_class(api, "limit-test-low", 10)
+    await priority_class(api, "limit-test-high", 50)
     name = f"capped-{secrets.token_hex(3)}"
     await apply_all(api, cluster_queue(name, 16, limit=16), local_queue(namespace, name, "capped"))
     low = [_job(namespace, f"low-{i}", "capped", "limit-test-low") for i in range(2)]

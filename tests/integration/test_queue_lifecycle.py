@@ -23,6 +23,7 @@ from admitter_world import (
     gpu_job,
     jobs,
     local_queue,
+    priority_class,
     running,
     workloads,
 )
@@ -226,13 +227,6 @@ async def test_a_queue_in_use_waits_for_its_workloads_before_it_goes(
         await eventually(gone, "both queues to go once their Workload is gone", 90)
 
 
-async def _priority_class(api: Kube, name: str, value: int) -> None:
-    with contextlib.suppress(ApiException):  # shared by the session, created once
-        await api.create(kube.PRIORITY_CLASSES, {
-            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value})
-
-
 def _with_priority(job: Obj, priority_class: str) -> Obj:
     job["spec"]["template"]["spec"]["priorityClassName"] = priority_class
     return job
@@ -243,8 +237,8 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
     """Before: PriorityClass values of 1000 and 10000 (Kueue's usual ones) were all at or
     above 100, so nothing was ever preempted, silently; the creation now warns, and the
     setting changes that."""
-    await _priority_class(api, "kueue-low", 1000)
-    await _priority_class(api, "kueue-high", 10000)
+    await priority_class(api, "kueue-low", 1000)
+    await priority_class(api, "kueue-high", 10000)
     name = f"whole-{secrets.token_hex(3)}"
     await apply_all(api, cluster_queue(name, 64), local_queue(namespace, name, "all"))
     # 56 of the 64 GPUs: long starts leave 1 GPU for short jobs, so a seventh whole node is
