@@ -19,6 +19,11 @@ from admitter.api.workload import Workload
 
 log = logging.getLogger(__name__)
 
+LOOKUP_TIMEOUT = 2.0
+"""Seconds one read may take. The API server waits `TIMEOUT_SECONDS` for the whole webhook
+call and a decision may read several kinds in turn, so each read is bounded well below it
+(and the decision as a whole by the server's `DECISION_TIMEOUT`)."""
+
 _Kind = TypeVar("_Kind", bound=Resource)
 _Read = TypeVar("_Read")
 
@@ -43,6 +48,13 @@ class Lookup(Protocol):
         ...
 
 
+class LookupTimeout(Exception):
+    """A read the API server did not answer in time: the request is denied (fail closed)."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        super().__init__(f"reading {what} from the API server took longer than {seconds:g}s")
+
+
 class ApiLookup:
     """Reads straight from the API server, so a queue created a moment ago is already seen.
 
@@ -50,28 +62,43 @@ class ApiLookup:
     each request needs at most one LIST per kind.
     """
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, timeout: float = LOOKUP_TIMEOUT) -> None:
         self._objects = client.CustomObjectsApi(api)
         self._scheduling = client.SchedulingV1Api(api)
+        self._timeout = timeout
+
+    async def _bounded(self, what: str, read: Awaitable[_Read]) -> _Read:
+        """`read`, given up after the timeout. Hazard: a request to an API server that stopped
+        answering (or a cut path) otherwise hangs forever, and `SharedReads` would make every
+        later call join the hung one."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await read
+        except TimeoutError:
+            raise LookupTimeout(what, self._timeout) from None
 
     async def local_queues(self, namespace: str, fresh: bool = False) -> list[LocalQueue]:
-        answer = await self._objects.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, LocalQueue.plural
-        )
+        answer = await self._bounded(
+            f"the LocalQueues of namespace {namespace!r}",
+            self._objects.list_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                        LocalQueue.plural))
         return _parse(LocalQueue, answer)
 
     async def cluster_queues(self) -> list[ClusterQueue]:
-        answer = await self._objects.list_cluster_custom_object(GROUP, VERSION, ClusterQueue.plural)
+        answer = await self._bounded("the ClusterQueues", self._objects.list_cluster_custom_object(
+            GROUP, VERSION, ClusterQueue.plural))
         return _parse(ClusterQueue, answer)
 
     async def topologies(self) -> list[Topology]:
-        answer = await self._objects.list_cluster_custom_object(GROUP, VERSION, Topology.plural)
+        answer = await self._bounded("the Topologies", self._objects.list_cluster_custom_object(
+            GROUP, VERSION, Topology.plural))
         return _parse(Topology, answer)
 
     async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            found: dict[str, Any] = await self._objects.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, Workload.plural, name)
+            found: dict[str, Any] = await self._bounded(
+                f"Workload {namespace}/{name}", self._objects.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, Workload.plural, name))
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -80,7 +107,8 @@ class ApiLookup:
 
     async def priority_value(self, priority_class: str) -> int | None:
         try:
-            found = await self._scheduling.read_priority_class(priority_class)
+            found = await self._bounded(f"PriorityClass {priority_class!r}",
+                                        self._scheduling.read_priority_class(priority_class))
         except ApiException as error:
             if error.status == 404:
                 return None

@@ -23,6 +23,8 @@ from admitter.webhook.names import (
 )
 
 SERVICE_PORT = 9443
+TIMEOUT_SECONDS = 5
+"""How long the API server waits for a webhook; the server answers within `DECISION_TIMEOUT`."""
 Obj = dict[str, Any]
 ClientConfig = Callable[[str], Obj]
 """The `clientConfig` of the webhook served at a path."""
@@ -51,7 +53,7 @@ def _hook(name: str, path: str, client_config: ClientConfig, rules: list[Obj],
         "failurePolicy": "Fail",
         "matchPolicy": "Equivalent",
         **({"reinvocationPolicy": "Never"} if path == MUTATE_JOBS_PATH else {}),
-        "timeoutSeconds": 5,
+        "timeoutSeconds": TIMEOUT_SECONDS,
     }
 
 

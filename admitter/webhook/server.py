@@ -10,6 +10,7 @@ webhook (`apiserver_admission_webhook_*`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from json import JSONDecodeError
@@ -19,7 +20,7 @@ from aiohttp import web
 
 from admitter.api.settings import Settings
 from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
-from admitter.webhook.lookup import Lookup
+from admitter.webhook.lookup import Lookup, LookupTimeout
 from admitter.webhook.names import (
     CONTROLLER_USERNAME,
     HEALTH_PATH,
@@ -44,6 +45,11 @@ DEFAULT_PORT = 9443
 MAX_BODY = 8 * 1024 * 1024
 """A review carries the object twice (old and new); API objects are at most ~1.5 MiB each."""
 
+DECISION_TIMEOUT = 4.0
+"""Seconds a decision may take in all, below the `TIMEOUT_SECONDS` the API server waits: an
+answer that says the cluster was too slow beats the API server's bare "context deadline
+exceeded"."""
+
 Decide = Callable[[AdmissionRequest], Awaitable[Verdict]]
 
 
@@ -51,6 +57,7 @@ def build_app(
     settings: Settings,
     lookup: Lookup,
     controller_usernames: Iterable[str] = (CONTROLLER_USERNAME,),
+    decision_timeout: float = DECISION_TIMEOUT,
 ) -> web.Application:
     """The routes, with the Job rules bound to `settings` and the controller's identities."""
     policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames),
@@ -66,9 +73,11 @@ def build_app(
         return await validate_resource(request, lookup, policy)
 
     app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post(MUTATE_JOBS_PATH, _endpoint("mutate-jobs", mutate))
-    app.router.add_post(VALIDATE_JOBS_PATH, _endpoint("validate-jobs", validate_jobs))
-    app.router.add_post(VALIDATE_RESOURCES_PATH, _endpoint("validate-admitter", validate_resources))
+    app.router.add_post(MUTATE_JOBS_PATH, _endpoint("mutate-jobs", mutate, decision_timeout))
+    app.router.add_post(VALIDATE_JOBS_PATH,
+                        _endpoint("validate-jobs", validate_jobs, decision_timeout))
+    app.router.add_post(VALIDATE_RESOURCES_PATH,
+                        _endpoint("validate-admitter", validate_resources, decision_timeout))
     app.router.add_get(HEALTH_PATH, _healthz)
     return app
 
@@ -81,6 +90,7 @@ async def start_webhook_server(
     *,
     host: str = "0.0.0.0",
     controller_usernames: Iterable[str] = (CONTROLLER_USERNAME,),
+    decision_timeout: float = DECISION_TIMEOUT,
 ) -> web.AppRunner:
     """Serve the webhooks with TLS from `cert_dir` (tls.crt, tls.key, reloaded on rotation).
 
@@ -88,7 +98,7 @@ async def start_webhook_server(
     `await runner.cleanup()` stops it.
     """
     certificate = ReloadingCertificate(cert_dir)
-    runner = web.AppRunner(build_app(settings, lookup, controller_usernames), access_log=None)
+    runner = web.AppRunner(build_app(settings, lookup, controller_usernames, decision_timeout), access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, ssl_context=certificate.context)
@@ -99,14 +109,23 @@ async def start_webhook_server(
     return runner
 
 
-def _endpoint(webhook: str, decide: Decide) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _endpoint(webhook: str, decide: Decide,
+              timeout: float) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(http_request: web.Request) -> web.Response:
         try:
             request = parse_review(await http_request.json())
         except (JSONDecodeError, ReviewError) as error:
             return web.json_response({"error": str(error)}, status=400)
         try:
-            verdict = await decide(request)
+            async with asyncio.timeout(timeout):
+                verdict = await decide(request)
+        except (LookupTimeout, TimeoutError) as error:
+            # Fail closed, and say so: the cluster was too slow to check the request.
+            log.warning("%s: gave up on %s: %r", webhook, request.display_name, error)
+            reason = str(error) or f"the checks took longer than {timeout:g}s"
+            verdict = deny(f"admitter could not check {request.display_name} in time "
+                           f"({reason}); the API server is slow or unreachable, retry later",
+                           504)
         except (ValueError, ArithmeticError) as error:
             # Input no rule foresaw: still the object's fault, so a denial the user can act
             # on, never a 500 that reads as admitter being down.

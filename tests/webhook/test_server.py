@@ -116,6 +116,26 @@ async def test_a_handler_failure_is_answered_with_its_reason(tmp_path, error, co
     assert status["code"] == code and said in status["message"]
 
 
+async def test_a_decision_the_cluster_is_too_slow_for_is_denied_in_time(tmp_path):
+    """Fail closed with the reason, before the API server's own timeoutSeconds."""
+
+    class Hanging(FakeLookup):
+        async def local_queues(self, namespace, fresh=False):
+            await asyncio.Event().wait()
+
+    install_cert(tmp_path, "first")
+    runner = await start_webhook_server(Settings(), Hanging(), tmp_path, 0, host="127.0.0.1",
+                                        decision_timeout=0.2)
+    try:
+        port = runner.addresses[0][1]
+        _, answer = await post(f"https://127.0.0.1:{port}", VALIDATE_JOBS_PATH, review(job()))
+    finally:
+        await runner.cleanup()
+    response = answer["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 504
+    assert "admitter could not check Job team-a/train in time" in response["status"]["message"]
+
+
 async def served_common_name(port: int, context: ssl.SSLContext) -> str:
     _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
     try:
