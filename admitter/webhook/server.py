@@ -98,7 +98,8 @@ async def start_webhook_server(
     `await runner.cleanup()` stops it.
     """
     certificate = ReloadingCertificate(cert_dir)
-    runner = web.AppRunner(build_app(settings, lookup, controller_usernames, decision_timeout), access_log=None)
+    app = build_app(settings, lookup, controller_usernames, decision_timeout)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, ssl_context=certificate.context)
