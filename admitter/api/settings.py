@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+import re
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
-from admitter.api.base import MAX_K_VALUE, ApiModel
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from admitter.api.base import MAX_K_VALUE, ApiModel, LabelKey, ObjectName
 from admitter.api.duration import Duration
 from admitter.core.decisions import CycleSettings
 
@@ -30,6 +34,99 @@ class FairShareSettings(ApiModel):
         return k_value
 
 
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+NEVER_SELECTED = ("kube-system", "kube-public", "kube-node-lease", "admitter-system")
+"""Namespaces whose unlabelled work is never queued, whatever the selector says: the
+control plane's own, and admitter's (its pods must start for admission to work at all)."""
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""Set by the API server on every namespace to its name."""
+
+
+def _check_label_value(value: str) -> str:
+    if not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not a label value: at most 63 letters, digits, "
+                         "'-', '_' or '.', starting and ending with a letter or digit")
+    return value
+
+
+LabelValue = Annotated[str, AfterValidator(_check_label_value)]
+
+
+class LabelSelectorRequirement(ApiModel):
+    """One `matchExpressions` entry, as in a Kubernetes LabelSelector."""
+
+    key: LabelKey
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[LabelValue] = Field(default_factory=list)
+    """Required (non-empty) for In and NotIn, empty for Exists and DoesNotExist."""
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs values (key {self.key!r})")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values, got {self.values} "
+                             f"(key {self.key!r})")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        match self.operator:
+            case "In":
+                return labels.get(self.key) in self.values
+            case "NotIn":
+                return labels.get(self.key) not in self.values
+            case "Exists":
+                return self.key in labels
+        return self.key not in labels
+
+
+class LabelSelector(ApiModel):
+    """A Kubernetes LabelSelector: every `matchLabels` pair and every expression must hold."""
+
+    match_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return (all(labels.get(key) == value for key, value in self.match_labels.items())
+                and all(requirement.matches(labels) for requirement in self.match_expressions))
+
+
+class UnlabelledWork(ApiModel):
+    """Opt-in quota for work that names no queue (Kueue's `manageJobsWithoutQueueName` with
+    `managedJobsNamespaceSelector`): in the namespaces selected, Jobs without the queue label
+    and plain Pods requesting GPUs are queued in the namespace's LocalQueue `localQueue`."""
+
+    namespace_selector: LabelSelector
+    """Which namespaces; must name at least one label (an empty selector would select every
+    namespace). kube-system, kube-public, kube-node-lease and admitter-system are never
+    selected."""
+    local_queue: ObjectName = "default"
+    """The LocalQueue, in each selected namespace, that unlabelled work goes to (Kueue's
+    `localQueueDefaulting` uses `default` too). Work in a selected namespace without it is
+    rejected with a message saying so."""
+
+    @field_validator("namespace_selector")
+    @classmethod
+    def _selects_something_on_purpose(cls, selector: LabelSelector) -> LabelSelector:
+        if not selector.match_labels and not selector.match_expressions:
+            raise ValueError("an empty selector selects every namespace; name the label that "
+                             "opts a namespace in, e.g. matchLabels: {admitter.dev/quota: "
+                             "enforced}")
+        return selector
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether unlabelled work in the namespace (with these labels) is queued."""
+        return namespace not in NEVER_SELECTED and self.namespace_selector.matches(labels)
+
+    def webhook_namespace_selector(self) -> dict[str, object]:
+        """The selector as a webhook's `namespaceSelector`, never matching NEVER_SELECTED."""
+        selector = self.namespace_selector.model_dump(by_alias=True, exclude_defaults=True)
+        never = {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
+                 "values": list(NEVER_SELECTED)}
+        return {**selector, "matchExpressions": [*selector.get("matchExpressions", []), never]}
+
+
 class Settings(ApiModel):
     """Knobs of the admission cycle."""
 
@@ -49,3 +146,6 @@ class Settings(ApiModel):
     starvation_bound: Duration = _CORE.starvation_bound
     """After waiting this long, the head of the highest-ranked queue gets capacity reserved
     so a stream of small jobs cannot starve a large gang."""
+    unlabelled_work: UnlabelledWork | None = None
+    """Opt-in: queue Jobs without the queue label, and plain GPU Pods, in the namespaces
+    selected (docs/webhooks.md); null leaves unlabelled work alone."""

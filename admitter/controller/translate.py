@@ -33,13 +33,24 @@ MAIN_POD_SET = "main"
 JOB_NAME_LABEL = "admitter.dev/job-name"
 """On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
 (its Job deleted with `--cascade=orphan`)."""
+ADMISSION_GATE = "admitter.dev/admission"
+"""The scheduling gate holding a plain Pod admitter queued until its Workload is admitted."""
 
 
 def workload_name(job: Obj) -> str:
     """Stable and unique per Job object: `job-<name>-<5 hex of uid>`, at most 63 chars."""
-    meta = job["metadata"]
+    return _unique_name("job", job)
+
+
+def pod_workload_name(pod: Obj) -> str:
+    """The same for a plain Pod admitter queued: `pod-<name>-<5 hex of uid>`."""
+    return _unique_name("pod", pod)
+
+
+def _unique_name(prefix: str, owner: Obj) -> str:
+    meta = owner["metadata"]
     digest = hashlib.sha256(meta["uid"].encode()).hexdigest()[:5]
-    return f"job-{meta['name'][:50]}-{digest}"
+    return f"{prefix}-{meta['name'][:50]}-{digest}"
 
 
 def job_owner(obj: Obj) -> Obj | None:
@@ -49,6 +60,12 @@ def job_owner(obj: Obj) -> Obj | None:
             found: Obj = owner
             return found
     return None
+
+
+def is_gated(pod: Obj) -> bool:
+    """Whether admitter's scheduling gate holds the Pod."""
+    return any(gate.get("name") == ADMISSION_GATE
+               for gate in (pod.get("spec") or {}).get("schedulingGates") or ())
 
 
 def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -139,39 +156,57 @@ def _requirement(requirement: Mapping[str, Any]) -> Obj:
 
 def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
     """The Workload object admitter keeps for a Job, owned by it."""
-    meta = job["metadata"]
-    spec = job["spec"]
-    template = spec["template"]
-    count = pod_count(spec)
-    requests = {r: format_quantity(a) for r, a in pod_requests(template["spec"]).items()}
+    meta, spec = job["metadata"], job["spec"]
+    return _workload(job, "batch/v1", workload_name(job), {JOB_NAME_LABEL: meta["name"][:63]},
+                     spec["template"]["spec"], pod_count(spec), user_affinity(job), contract,
+                     priority)
+
+
+def workload_for_pod(pod: Obj, contract: JobContract, priority: int) -> Obj:
+    """The Workload admitter keeps for a plain Pod it queued: one pod set of one pod, owned by
+    the Pod (deleting the Pod deletes it)."""
+    spec = pod["spec"]
+    return _workload(pod, "v1", pod_workload_name(pod), {}, spec, 1, spec.get("affinity"),
+                     contract, priority)
+
+
+def _workload(owner: Obj, api_version: str, name: str, labels: dict[str, str],
+              pod_spec: Obj, count: int, affinity: Obj | None, contract: JobContract,
+              priority: int) -> Obj:
+    meta = owner["metadata"]
+    requests = {r: format_quantity(a) for r, a in pod_requests(pod_spec).items()}
     topology = {k: v for k, v in (("required", contract.topology_required),
                                   ("preferred", contract.topology_preferred)) if v}
     workload_spec: Obj = {
         "queueName": meta["labels"][QUEUE_LABEL],
-        "podSets": [{"name": MAIN_POD_SET, "count": count, "requests": requests}],
+        "podSets": [{"name": MAIN_POD_SET, "count": count, "requests": requests,
+                     **placement_constraints(pod_spec, affinity)}],
         "priority": priority,
         "minRuntime": format_duration(contract.min_runtime),
         "resumable": contract.resumable,
     }
-    workload_spec["podSets"][0].update(placement_constraints(template["spec"], user_affinity(job)))
-    if template["spec"].get("priorityClassName"):
-        workload_spec["priorityClassName"] = template["spec"]["priorityClassName"]
+    if pod_spec.get("priorityClassName"):
+        workload_spec["priorityClassName"] = pod_spec["priorityClassName"]
     if topology:
         workload_spec["topology"] = topology
     return {
         "apiVersion": "admitter.dev/v1alpha1",
         "kind": "Workload",
         "metadata": {
-            "name": workload_name(job),
+            "name": name,
             "namespace": meta["namespace"],
-            "labels": {JOB_NAME_LABEL: meta["name"][:63]},
+            "labels": labels,
             "ownerReferences": [{
-                "apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
-                "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True,
+                "apiVersion": api_version, "kind": _KINDS[api_version],
+                "name": meta["name"], "uid": meta["uid"], "controller": True,
+                "blockOwnerDeletion": True,
             }],
         },
         "spec": workload_spec,
     }
+
+
+_KINDS = {"batch/v1": "Job", "v1": "Pod"}
 
 
 @lru_cache(maxsize=1 << 16)

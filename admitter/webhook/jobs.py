@@ -1,9 +1,11 @@
 """The Job webhooks: queued Jobs start suspended, and users cannot run them, move them or
 declare a contract admitter cannot honour.
 
-Only Jobs carrying the queue label reach these handlers (the webhook's objectSelector), and on
+Jobs carrying the queue label reach these handlers (the webhooks' objectSelector), and on
 UPDATE only what changed is re-checked, so a queue or cap edited later never blocks the
-controller's own updates of Jobs admitted earlier.
+controller's own updates of Jobs admitted earlier. With `unlabelledWork` set, Jobs without the
+label in the namespaces it selects reach the mutating handler too, and are labelled with the
+namespace's default LocalQueue.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from admitter.api.contract import (
 from admitter.api.convert import cluster_levels, core_queue, effective_max_min_runtime
 from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
+from admitter.api.settings import UnlabelledWork
 from admitter.api.workload import MAX_POD_COUNT
 from admitter.controller.translate import pod_requests, workload_name
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
@@ -59,22 +62,72 @@ class JobPolicy:
     """Identities allowed to unsuspend and to mark Jobs admitted: admitter's own."""
     non_preemptible_priority: int | None = NON_PREEMPTIBLE_PRIORITY
     """The settings' threshold: a Job at or above it is warned that it is never preempted."""
+    unlabelled: UnlabelledWork | None = None
+    """The opt-in for work without the queue label, if any."""
 
 
 async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
     """Suspend a queued Job at creation so no pod starts before admitter admits it, and write
     its queue's `defaultMinRuntime` onto it when it declares no min runtime (so the user sees
-    the contract the Job runs under)."""
-    queue = _queue(request.object)
-    if request.operation != "CREATE" or queue is None:
+    the contract the Job runs under). An unlabelled Job in a namespace `unlabelledWork`
+    selects is labelled with the default LocalQueue first."""
+    if request.operation != "CREATE":
         return allow()
-    patch = [] if _suspended(request.object) else list(SUSPEND_PATCH)
-    if MIN_RUNTIME_ANNOTATION not in _annotations(request.object):
-        default = await _default_min_runtime(request.namespace, queue, lookup, policy)
-        if default is not None:
-            patch += _add_annotation(request.object, MIN_RUNTIME_ANNOTATION,
-                                     format_duration(default))
-    return allow(patch)
+    queue, patch = _queue(request.object), []
+    if queue is None:
+        queue = await unlabelled_queue(request, lookup, policy)
+        if queue is None:
+            return allow()
+        if await local_queue_named(request, queue, lookup) is None:
+            return missing_default_queue(request, queue)
+        patch += add_to_metadata(request.object, "labels", QUEUE_LABEL, queue)
+    if not _suspended(request.object):
+        patch += SUSPEND_PATCH
+    return allow(patch + await default_min_runtime_patch(request, queue, lookup, policy))
+
+
+async def unlabelled_queue(request: AdmissionRequest, lookup: Lookup,
+                           policy: JobPolicy) -> str | None:
+    """The LocalQueue unlabelled work in the request's namespace goes to, or None when the
+    namespace is not selected (the webhook's namespaceSelector may be broader than the
+    settings, e.g. registered before they changed: the settings decide)."""
+    if policy.unlabelled is None:
+        return None
+    labels = await lookup.namespace_labels(request.namespace)
+    if labels is None or not policy.unlabelled.selects(request.namespace, labels):
+        return None
+    return policy.unlabelled.local_queue
+
+
+async def local_queue_named(request: AdmissionRequest, queue: str,
+                            lookup: Lookup) -> LocalQueue | None:
+    for fresh in (False, True):  # a denial must never rest on a shared, older read
+        for lq in await lookup.local_queues(request.namespace, fresh=fresh):
+            if lq.metadata.name == queue:
+                return lq
+    return None
+
+
+def missing_default_queue(request: AdmissionRequest, queue: str) -> Verdict:
+    """The denial when the namespace's default LocalQueue does not exist: the object would
+    otherwise wait in no queue, or run outside the quota its namespace opted into."""
+    return deny_problems(request.display_name, [(_LABEL_PATH, (
+        f"namespace {request.namespace!r} queues work without the {QUEUE_LABEL} label in "
+        f"LocalQueue {queue!r}, which does not exist; ask an admin to create it, or label the "
+        "object with a LocalQueue that exists"))])
+
+
+async def default_min_runtime_patch(request: AdmissionRequest, queue: str, lookup: Lookup,
+                                    policy: JobPolicy) -> JsonPatch:
+    """The queue's `defaultMinRuntime` as the object's min-runtime annotation, when it
+    declares none."""
+    if MIN_RUNTIME_ANNOTATION in _annotations(request.object):
+        return []
+    default = await _default_min_runtime(request.namespace, queue, lookup, policy)
+    if default is None:
+        return []
+    return add_to_metadata(request.object, "annotations", MIN_RUNTIME_ANNOTATION,
+                           format_duration(default))
 
 
 async def _default_min_runtime(namespace: str, queue: str, lookup: Lookup,
@@ -100,11 +153,12 @@ async def _default_min_runtime(namespace: str, queue: str, lookup: Lookup,
     return None
 
 
-def _add_annotation(job: Job, key: str, value: str) -> JsonPatch:
-    if "annotations" not in (job.get("metadata") or {}):
-        return [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
+def add_to_metadata(obj: Job, section: str, key: str, value: str) -> JsonPatch:
+    """A JSON patch setting one label or annotation (`section`), the map made if missing."""
+    if not (obj.get("metadata") or {}).get(section):
+        return [{"op": "add", "path": f"/metadata/{section}", "value": {key: value}}]
     escaped = key.replace("~", "~0").replace("/", "~1")
-    return [{"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value}]
+    return [{"op": "add", "path": f"/metadata/{section}/{escaped}", "value": value}]
 
 
 async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
@@ -113,7 +167,7 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
     is_controller = request.username in policy.controller_usernames
     problems = [*_queue_label_problems(new, old)]
     if not is_controller:
-        problems += _admitted_mark_problems(new, old)
+        problems += admitted_mark_problems(new, old)
         problems += _suspend_problems(request)
         problems += _admitted_size_problems(new, old)
     problems += _size_problems(new, old)
@@ -241,7 +295,7 @@ async def _moving_admitted_workload_problems(request: AdmissionRequest,
     ))]
 
 
-def _admitted_mark_problems(new: Job, old: Job | None) -> Iterator[Problem]:
+def admitted_mark_problems(new: Job, old: Job | None) -> Iterator[Problem]:
     before = _annotations(old).get(ADMITTED_WORKLOAD_ANNOTATION) if old is not None else None
     if _annotations(new).get(ADMITTED_WORKLOAD_ANNOTATION) != before:
         yield _ADMITTED_PATH, "only admitter sets this annotation; remove your change to it"
@@ -277,7 +331,7 @@ async def _queue_and_contract_problems(
         problem = _closed_queue_problem(local_queue, await lookup.cluster_queues())
         if problem is not None:
             problems.append((_LABEL_PATH, problem))
-    problem = await _contract_problem(_annotations(request.object), local_queue, lookup, policy)
+    problem = await contract_problem(_annotations(request.object), local_queue, lookup, policy)
     if problem is not None:
         problems.append(("metadata.annotations", problem))
     return problems
@@ -307,7 +361,7 @@ def _closed_queue_problem(local_queue: LocalQueue,
     return None
 
 
-async def _contract_problem(
+async def contract_problem(
     annotations: Mapping[str, str],
     local_queue: LocalQueue | None,
     lookup: Lookup,

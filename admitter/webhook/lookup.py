@@ -47,6 +47,10 @@ class Lookup(Protocol):
         """The PriorityClass's value, or None when there is no such class."""
         ...
 
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """The Namespace's labels, or None when there is no such namespace."""
+        ...
+
 
 class LookupTimeout(Exception):
     """A read the API server did not answer in time: the request is denied (fail closed)."""
@@ -65,6 +69,7 @@ class ApiLookup:
     def __init__(self, api: client.ApiClient, timeout: float = LOOKUP_TIMEOUT) -> None:
         self._objects = client.CustomObjectsApi(api)
         self._scheduling = client.SchedulingV1Api(api)
+        self._core = client.CoreV1Api(api)
         self._timeout = timeout
 
     async def _bounded(self, what: str, read: Awaitable[_Read]) -> _Read:
@@ -116,6 +121,17 @@ class ApiLookup:
         value: int = found.value
         return value
 
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        try:
+            found = await self._bounded(f"Namespace {namespace!r}",
+                                        self._core.read_namespace(namespace))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        labels: dict[str, str] = found.metadata.labels or {}
+        return labels
+
 
 class SharedReads:
     """A Lookup whose concurrent identical reads share one request to `inner`.
@@ -162,6 +178,10 @@ class SharedReads:
     async def priority_value(self, priority_class: str) -> int | None:
         return await self._shared(("PriorityClass", priority_class),
                                   lambda: self._inner.priority_value(priority_class))
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        return await self._shared(("Namespace", namespace),
+                                  lambda: self._inner.namespace_labels(namespace))
 
 
 def _parse(kind: type[_Kind], answer: dict[str, Any]) -> list[_Kind]:

@@ -13,11 +13,14 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
+from admitter.api.settings import UnlabelledWork
 from admitter.webhook.names import (
     MUTATE_JOBS_PATH,
+    MUTATE_PODS_PATH,
     NAMESPACE,
     SERVICE,
     VALIDATE_JOBS_PATH,
+    VALIDATE_PODS_PATH,
     VALIDATE_RESOURCES_PATH,
     WEBHOOK_CONFIGURATION,
 )
@@ -52,23 +55,25 @@ def _hook(name: str, path: str, client_config: ClientConfig, rules: list[Obj],
         "sideEffects": "None",
         "failurePolicy": "Fail",
         "matchPolicy": "Equivalent",
-        **({"reinvocationPolicy": "Never"} if path == MUTATE_JOBS_PATH else {}),
+        **({"reinvocationPolicy": "Never"} if path.startswith("/mutate") else {}),
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
 
 
-def webhook_configurations(client_config: ClientConfig) -> tuple[Obj, Obj]:
-    """The Mutating- and the ValidatingWebhookConfiguration, fail-closed (docs/webhooks.md)."""
-    # Unlabelled Jobs never reach admitter, so an outage cannot touch them.
+def webhook_configurations(client_config: ClientConfig,
+                           unlabelled: UnlabelledWork | None = None) -> tuple[Obj, Obj]:
+    """The Mutating- and the ValidatingWebhookConfiguration, fail-closed (docs/webhooks.md);
+    with `unlabelled`, the webhooks for unlabelled work in the namespaces it selects."""
+    # Unlabelled Jobs never reach admitter (unless their namespace opted in), so an outage
+    # cannot touch them.
     queued = {"objectSelector": {"matchExpressions": [
         {"key": QUEUE_LABEL, "operator": "Exists"}]}}
 
     def jobs(*operations: str) -> Obj:
-        return {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": list(operations),
-                "resources": ["jobs"], "scope": "Namespaced"}
+        return core("batch", "jobs", *operations)
 
     metadata = {"name": WEBHOOK_CONFIGURATION, "labels": {"app.kubernetes.io/name": "admitter"}}
-    mutating = {
+    mutating: Obj = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": metadata,
@@ -81,7 +86,7 @@ def webhook_configurations(client_config: ClientConfig) -> tuple[Obj, Obj]:
     # A parent ClusterQueue cannot be deleted while it has children.
     deletions = {"apiGroups": ["admitter.dev"], "apiVersions": ["v1alpha1"],
                  "operations": ["DELETE"], "resources": ["clusterqueues"]}
-    validating = {
+    validating: Obj = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": metadata,
@@ -92,13 +97,43 @@ def webhook_configurations(client_config: ClientConfig) -> tuple[Obj, Obj]:
                   [resources, deletions]),
         ],
     }
+    if unlabelled is not None:
+        hooks = unlabelled_hooks(client_config, unlabelled)
+        mutating["webhooks"] += hooks[:2]
+        validating["webhooks"] += hooks[2:]
     return mutating, validating
 
 
-async def register_url_webhooks(api: client.ApiClient, host_port: str, ca_pem: bytes) -> None:
+def unlabelled_hooks(client_config: ClientConfig, unlabelled: UnlabelledWork) -> list[Obj]:
+    """Two mutating webhooks (unlabelled Jobs, Pods) and one validating (gated Pods), each
+    limited to the selected namespaces: an outage touches no other namespace."""
+    selected = {"namespaceSelector": unlabelled.webhook_namespace_selector()}
+    unlabelled_jobs = {"objectSelector": {"matchExpressions": [
+        {"key": QUEUE_LABEL, "operator": "DoesNotExist"}]}}
+    queued_pods = {"objectSelector": {"matchExpressions": [
+        {"key": QUEUE_LABEL, "operator": "Exists"}]}}
+    return [
+        _hook("mutate-unlabelled-jobs.admitter.dev", MUTATE_JOBS_PATH, client_config,
+              [core("batch", "jobs", "CREATE")], **selected, **unlabelled_jobs),
+        _hook("mutate-pods.admitter.dev", MUTATE_PODS_PATH, client_config,
+              [core("", "pods", "CREATE")], **selected),
+        _hook("validate-pods.admitter.dev", VALIDATE_PODS_PATH, client_config,
+              [core("", "pods", "UPDATE")], **selected, **queued_pods),
+    ]
+
+
+def core(group: str, resource: str, *operations: str) -> Obj:
+    """A rule for one namespaced built-in resource."""
+    return {"apiGroups": [group], "apiVersions": ["v1"], "operations": list(operations),
+            "resources": [resource], "scope": "Namespaced"}
+
+
+async def register_url_webhooks(api: client.ApiClient, host_port: str, ca_pem: bytes,
+                                unlabelled: UnlabelledWork | None = None) -> None:
     """Create or replace both configurations, pointed at `https://HOST:PORT`; call it once the
     server answers there (fail-closed webhooks that cannot be reached block queued Jobs)."""
-    mutating, validating = webhook_configurations(url_client_config(host_port, ca_pem))
+    mutating, validating = webhook_configurations(url_client_config(host_port, ca_pem),
+                                                  unlabelled)
     registration = client.AdmissionregistrationV1Api(api)
     for body, read, create, replace in (
         (mutating, registration.read_mutating_webhook_configuration,

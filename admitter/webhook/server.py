@@ -25,9 +25,12 @@ from admitter.webhook.names import (
     CONTROLLER_USERNAME,
     HEALTH_PATH,
     MUTATE_JOBS_PATH,
+    MUTATE_PODS_PATH,
     VALIDATE_JOBS_PATH,
+    VALIDATE_PODS_PATH,
     VALIDATE_RESOURCES_PATH,
 )
+from admitter.webhook.pods import mutate_pod, validate_pod
 from admitter.webhook.resources import validate_resource
 from admitter.webhook.review import (
     AdmissionRequest,
@@ -61,7 +64,7 @@ def build_app(
 ) -> web.Application:
     """The routes, with the Job rules bound to `settings` and the controller's identities."""
     policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames),
-                       settings.non_preemptible_priority)
+                       settings.non_preemptible_priority, settings.unlabelled_work)
 
     async def mutate(request: AdmissionRequest) -> Verdict:
         return await mutate_job(request, lookup, policy)
@@ -72,12 +75,21 @@ def build_app(
     async def validate_resources(request: AdmissionRequest) -> Verdict:
         return await validate_resource(request, lookup, policy)
 
+    async def mutate_pods(request: AdmissionRequest) -> Verdict:
+        return await mutate_pod(request, lookup, policy)
+
+    async def validate_pods(request: AdmissionRequest) -> Verdict:
+        return validate_pod(request, policy)
+
     app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post(MUTATE_JOBS_PATH, _endpoint("mutate-jobs", mutate, decision_timeout))
-    app.router.add_post(VALIDATE_JOBS_PATH,
-                        _endpoint("validate-jobs", validate_jobs, decision_timeout))
-    app.router.add_post(VALIDATE_RESOURCES_PATH,
-                        _endpoint("validate-admitter", validate_resources, decision_timeout))
+    for path, name, decide in (
+        (MUTATE_JOBS_PATH, "mutate-jobs", mutate),
+        (VALIDATE_JOBS_PATH, "validate-jobs", validate_jobs),
+        (VALIDATE_RESOURCES_PATH, "validate-admitter", validate_resources),
+        (MUTATE_PODS_PATH, "mutate-pods", mutate_pods),
+        (VALIDATE_PODS_PATH, "validate-pods", validate_pods),
+    ):
+        app.router.add_post(path, _endpoint(name, decide, decision_timeout))
     app.router.add_get(HEALTH_PATH, _healthz)
     return app
 

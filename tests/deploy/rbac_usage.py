@@ -41,6 +41,7 @@ CLIENT_VERBS = {"read": "get", "get": "get", "list": "list", "create": "create",
 """kubernetes_asyncio method prefixes (`list_cluster_custom_object`, `read_namespaced_lease`)."""
 TYPED_REQUESTS: dict[str, Triple] = {
     "read_priority_class": ("scheduling.k8s.io", "priorityclasses", "get"),
+    "read_namespace": ("", "namespaces", "get"),
 }
 """Typed-API methods the code calls, with the request each makes."""
 ADMIN_ONLY = {"admitter.webhook.registration"}

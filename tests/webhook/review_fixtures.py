@@ -158,6 +158,10 @@ class FakeLookup:
         return next((o for o in self._of("Workload") if o["metadata"]["name"] == name
                      and o["metadata"]["namespace"] == namespace), None)
 
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        return next((o["metadata"].get("labels") or {} for o in self._of("Namespace")
+                     if o["metadata"]["name"] == namespace), None)
+
 
 def standard_lookup() -> FakeLookup:
     """org (maxMinRuntime 4h) → research → team-a (2h) and team-b; LocalQueue `default` →
