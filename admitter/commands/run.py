@@ -99,7 +99,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
         await webhooks.start()
         if args.webhook_url_host:
             await register_url_webhooks(client.api, args.webhook_url_host,
-                                        (Path(args.webhook_cert_dir) / CA_FILE).read_bytes())
+                                        (Path(args.webhook_cert_dir) / CA_FILE).read_bytes(),
+                                        settings.unlabelled_work)
     leading = elector.run(reconciler.run) if args.leader_elect else reconciler.run()
     tasks = [asyncio.create_task(reconciler.run_informers()), asyncio.create_task(leading)]
     try:

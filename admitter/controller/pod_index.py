@@ -6,7 +6,9 @@ node model subtracts. Summing both walked every pod on every pass (a third of bu
 4,000-Job view); this index follows the pod and Job informers instead, so a pass reads sums
 that cost in proportion to what changed. A pod counts while it is bound to a node and not
 terminated; it is admitter's while a Job with the queue label owns it (the Job informer holds
-exactly those), and moves between the two sums when such a Job appears or goes.
+exactly those), and moves between the two sums when such a Job appears or goes. A plain Pod
+admitter started (`unlabelledWork`) is in neither sum: its Workload's admission counts it,
+on the node the Pod is pinned to.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple, TypeVar
 
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
 from admitter.api.quantity import to_base_units
 from admitter.controller.informer import Key, StoreWatcher, key_of
 from admitter.controller.kube import Obj
@@ -72,6 +75,9 @@ class PodIndex:
         # here would end the informer, so a pod that cannot be read is only reported.
         try:
             owner = job_owner(pod)
+            if owner is None and ADMITTED_WORKLOAD_ANNOTATION in (
+                    pod["metadata"].get("annotations") or {}):
+                return  # a plain Pod admitter started: counted through its Workload
             job = None if owner is None else (pod["metadata"]["namespace"], str(owner["name"]))
             requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
         except UNREADABLE_ERRORS as error:

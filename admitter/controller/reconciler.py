@@ -29,6 +29,7 @@ from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
+from admitter.controller.plain_pods import PlainPods, wakes_when_idle
 from admitter.controller.queue_holds import QueueFinalizers, holdings
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import StatusWriter
@@ -37,7 +38,8 @@ from admitter.controller.translate import (
     is_true,
     job_owner,
     parse_time,
-    workload_for_job,
+    pod_spec_of,
+    workload_for,
     workload_name,
 )
 from admitter.controller.unreadable import UNREADABLE_ERRORS
@@ -64,6 +66,7 @@ class Reconciler:
         self.status = StatusWriter(client, settings.fair_share.window)
         self.queue_finalizers = QueueFinalizers(client, self._observe_queue)
         self.metrics = Metrics()
+        self.plain_pods = PlainPods(client, self.caches)
         self.translations = Translations()
         self.unreadable = self.caches.pod_index.unreadable
         """Objects skipped because they cannot be understood, reported after every pass."""
@@ -142,6 +145,7 @@ class Reconciler:
         if self.ensure_workloads(now, jobs):
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
+        await kube.each(self.plain_pods.converge(now, self._finish, self._isolated))
         view = build_view(self.caches, self.settings, now, self.translations,
                           self.admitting.overlay, self.unreadable)
         await self.finish_orphans(view.orphans, now)
@@ -165,6 +169,7 @@ class Reconciler:
         if self.creations is not None and not self.creations.done():
             return False
         missing = [job for job in jobs if self._lacks_workload(job)]
+        missing += self.plain_pods.lacking_workloads()
         if not missing:
             return True
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
@@ -184,14 +189,15 @@ class Reconciler:
             return False
 
     async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
+        kind = job.get("kind") or "Job"  # or a plain Pod admitter queued
         try:
             workload = self._workload_for(job, tree)
         except ContractError as error:
-            self.events.record(job, "Job", "Warning", "InvalidContract", str(error), now,
+            self.events.record(job, kind, "Warning", "InvalidContract", str(error), now,
                                REPEAT_AFTER)
             return
         except UNREADABLE_ERRORS as error:
-            self.unreadable.add("Job", job, error)
+            self.unreadable.add(kind, job, error)
             return
         try:
             created = await self.kube.create(kube.WORKLOADS, workload)
@@ -210,9 +216,8 @@ class Reconciler:
             limit = effective_max_min_runtime(tree, cluster_queue, limit)
         contract = parse_contract(meta.get("annotations") or {}, max_min_runtime=limit,
                                   topology_levels=self.caches.topology_levels())
-        template = job["spec"]["template"]["spec"]
-        priority = self.caches.priority_of(template.get("priorityClassName"))
-        return workload_for_job(job, contract, priority)
+        priority = self.caches.priority_of(pod_spec_of(job).get("priorityClassName"))
+        return workload_for(job, contract, priority)
 
     async def converge_jobs(self, now: float, jobs: list[Obj]) -> None:
         """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
@@ -419,6 +424,7 @@ class Reconciler:
         backoff = eviction.reason is EvictionReason.PODS_READY_TIMEOUT
         updated, suspended = await self.actions.evict(wl, job, eviction.reason.value,
                                                       eviction.message, now, backoff)
+        await self.plain_pods.stop_owner(wl)  # a plain Pod cannot be suspended: deleted
         self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
         self.caches.workloads.observe(updated)
         if suspended is not None:
@@ -438,6 +444,7 @@ class Reconciler:
         created = parse_time(wl["metadata"].get("creationTimestamp")) or now
         self.metrics.observe_admission(admission.queue, max(0.0, now - created))
         self._record(wl, job, "Admitted", admission.message, now)
+        await self.plain_pods.start_owner(updated, self._isolated)
         if job is not None and not await self._isolated(
                 Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):
             self.touched.add(key_of(job))
@@ -483,7 +490,7 @@ def _matters_when_idle(event: str, obj: Obj) -> bool:
     quota is released at once) and Jobs coming or going."""
     kind = obj.get("kind")
     if kind == "Pod":
-        return False
+        return wakes_when_idle(event, obj)
     if kind == "Job" and event == "MODIFIED":
         return is_true(obj, "Complete") or is_true(obj, "Failed")
     return True

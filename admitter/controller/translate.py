@@ -154,6 +154,18 @@ def _requirement(requirement: Mapping[str, Any]) -> Obj:
     return found
 
 
+def pod_spec_of(owner: Obj) -> Obj:
+    """The pod spec a Workload's owner runs: a Pod's own, or a Job's template."""
+    spec: Obj = owner["spec"] if owner.get("kind") == "Pod" else owner["spec"]["template"]["spec"]
+    return spec
+
+
+def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
+    """The Workload for a Job or a queued plain Pod."""
+    make = workload_for_pod if owner.get("kind") == "Pod" else workload_for_job
+    return make(owner, contract, priority)
+
+
 def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
     """The Workload object admitter keeps for a Job, owned by it."""
     meta, spec = job["metadata"], job["spec"]

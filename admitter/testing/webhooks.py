@@ -107,7 +107,8 @@ async def admitter_webhooks(api: Any, settings: Settings, cert_dir: Path,
                                         controller_usernames=controller_usernames)
     try:
         port: int = runner.addresses[0][1]
-        await register_url_webhooks(api, f"127.0.0.1:{port}", certs.ca.cert_pem)
+        await register_url_webhooks(api, f"127.0.0.1:{port}", certs.ca.cert_pem,
+                                    settings.unlabelled_work)
         yield port
     finally:
         await runner.cleanup()

@@ -1,0 +1,105 @@
+"""Plain Pods admitter queued: which Pods are its, what each pass writes for one, and how its
+admission reaches the Pod."""
+
+from __future__ import annotations
+
+import pytest
+
+from admitter.api.contract import JobContract
+from admitter.controller.plain_pods import (
+    PodStep,
+    is_queued_pod,
+    pod_step,
+    started_pod_patch,
+)
+from admitter.controller.pod_index import PodIndex
+from admitter.controller.translate import ADMISSION_GATE, workload_for, workload_for_job
+from admitter.core.model import GPU
+
+GATE = {"name": ADMISSION_GATE}
+QUEUE = "admitter.dev/queue-name"
+MARK = "admitter.dev/admitted-workload"
+
+
+def pod(gated: bool = True, phase: str = "Pending", mark: bool = False, owner: str | None = None,
+        labelled: bool = True, node: str | None = None, **spec) -> dict:
+    meta: dict = {"name": "nb", "namespace": "ns", "uid": "uid-1", "resourceVersion": "7",
+                  "labels": {QUEUE: "default"} if labelled else {}, "annotations": {}}
+    if mark:
+        meta["annotations"][MARK] = "pod-nb-x"
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "o", "uid": "u"}]
+    body = {"containers": [{"name": "c", "resources": {"limits": {GPU: "2"}}}], **spec}
+    if gated:
+        body.setdefault("schedulingGates", [GATE])
+    if node:
+        body["nodeName"] = node
+    return {"kind": "Pod", "metadata": meta, "spec": body, "status": {"phase": phase}}
+
+
+def workload(admitted: bool = False, finished: bool = False) -> dict:
+    status: dict = {"conditions": []}
+    if admitted:
+        status["admission"] = {"clusterQueue": "cq", "topologyDomain": {"rack": "r1"},
+                               "nodeHints": [{"podSet": "main", "node": "gpu-3", "count": 1}]}
+    if finished:
+        status["conditions"].append({"type": "Finished", "status": "True"})
+    return {"metadata": {"name": "pod-nb-x", "namespace": "ns"}, "status": status}
+
+
+def test_only_pods_admitter_gated_or_started_are_queued():
+    assert is_queued_pod(pod())
+    assert is_queued_pod(pod(gated=False, mark=True))
+    assert not is_queued_pod(pod(gated=False)), "a queue label alone queues nothing"
+    assert not is_queued_pod(pod(labelled=False))
+    assert not is_queued_pod(pod(owner="Job")), "Job pods are queued through their Job"
+
+
+@pytest.mark.parametrize("given, wl, step", [
+    (pod(), workload(), PodStep.NONE),  # waiting
+    (pod(), workload(admitted=True), PodStep.START),
+    (pod(gated=False, mark=True, phase="Running"), workload(admitted=True), PodStep.NONE),
+    (pod(gated=False, mark=True, phase="Running"), workload(), PodStep.STOP),  # evicted
+    (pod(gated=False, mark=True, phase="Succeeded"), workload(admitted=True), PodStep.FINISH),
+    (pod(gated=False, mark=True, phase="Failed"), workload(finished=True), PodStep.NONE),
+])
+def test_each_pass_takes_the_one_step_that_brings_pod_and_workload_together(given, wl, step):
+    assert pod_step(given, wl) is step
+
+
+def test_starting_lifts_only_admitters_gate_and_pins_the_pod_where_it_was_counted():
+    other = {"name": "example.com/other"}
+    term = {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}
+    given = pod(schedulingGates=[other, GATE], affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}})
+    patch = started_pod_patch(given, workload(admitted=True))
+    assert patch["metadata"] == {"resourceVersion": "7", "annotations": {MARK: "pod-nb-x"}}
+    assert patch["spec"]["schedulingGates"] == [other]
+    (pinned,) = patch["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    # Only additions to the user's term: what Kubernetes allows on a gated Pod.
+    assert pinned == {
+        "matchExpressions": [{"key": "gpu", "operator": "Exists"},
+                             {"key": "rack", "operator": "In", "values": ["r1"]}],
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-3"]}]}
+
+
+def test_a_pods_workload_is_the_job_translation_with_one_pod_owned_by_the_pod():
+    contract = JobContract(3600.0, True, None, None)
+    made = workload_for(pod(), contract, priority=5)
+    assert made["metadata"]["name"].startswith("pod-nb-")
+    assert made["metadata"]["ownerReferences"] == [{
+        "apiVersion": "v1", "kind": "Pod", "name": "nb", "uid": "uid-1", "controller": True,
+        "blockOwnerDeletion": True}]
+    as_job = {"metadata": {**pod()["metadata"], "name": "nb"},
+              "spec": {"parallelism": 1, "template": {"spec": pod()["spec"]}}}
+    assert made["spec"] == workload_for_job(as_job, contract, priority=5)["spec"]
+    assert made["spec"]["podSets"][0]["count"] == 1
+
+
+def test_a_started_plain_pod_is_counted_through_its_workload_not_as_foreign_usage():
+    index = PodIndex()
+    index.pods.replaced([pod(gated=False, mark=True, phase="Running", node="n1"),
+                         {**pod(gated=False, phase="Running", node="n2"),
+                          "metadata": {"name": "other", "namespace": "ns"}}])
+    assert index.foreign == {"n2": {GPU: 2}}
