@@ -118,6 +118,16 @@ class Caches:
             return None
         return job
 
+    def pod_of(self, workload: Obj) -> Obj | None:
+        """The very Pod that owns the Workload (a plain Pod admitter queued), if the cache
+        holds it."""
+        for owner in workload["metadata"].get("ownerReferences") or ():
+            if owner.get("kind") == "Pod":
+                pod = self.pods.get(workload["metadata"]["namespace"], owner.get("name", ""))
+                if pod is not None and pod["metadata"].get("uid") == owner.get("uid"):
+                    return pod
+        return None
+
     def unfinished_workloads(self, overlay: Mapping[Key, Obj] | None = None) -> list[Obj]:
         """Workloads not Finished, each as `overlay` has it if there (an admission being
         written), and those `overlay` holds over a Finished version in the store: what a pass

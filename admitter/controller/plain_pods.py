@@ -143,24 +143,15 @@ class PlainPods:
                 writes.append(isolated(step.value, pod, self.stop(pod)))
         return writes
 
-    def pod_of(self, wl: Obj) -> Obj | None:
-        """The very Pod that owns the Workload, if the cache holds it."""
-        for owner in wl["metadata"].get("ownerReferences") or ():
-            if owner.get("kind") == "Pod":
-                pod = self.caches.pods.get(wl["metadata"]["namespace"], owner.get("name", ""))
-                if pod is not None and pod["metadata"].get("uid") == owner.get("uid"):
-                    return pod
-        return None
-
     async def start_owner(self, wl: Obj, isolated: Isolated) -> None:
         """Start the Pod that owns a Workload just admitted, if a Pod owns it."""
-        pod = self.pod_of(wl)
+        pod = self.caches.pod_of(wl)
         if pod is not None:
             await isolated(PodStep.START.value, pod, self.start(pod, wl))
 
     async def stop_owner(self, wl: Obj) -> None:
         """Stop the Pod that owns a Workload just evicted, if a Pod owns it."""
-        pod = self.pod_of(wl)
+        pod = self.caches.pod_of(wl)
         if pod is not None:
             await self.stop(pod)
 

@@ -189,7 +189,7 @@ class Reconciler:
             return False
 
     async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
-        kind = job.get("kind") or "Job"  # or a plain Pod admitter queued
+        kind = "Pod" if job.get("kind") == "Pod" else "Job"  # a plain Pod admitter queued
         try:
             workload = self._workload_for(job, tree)
         except ContractError as error:

@@ -199,8 +199,9 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
                     closed[key] = Pending(key, "", QUEUE_CLOSED, why, 0)
                     continue
             cq = queue_of.get(place, "")
-            core = translation.core_for(wl, cq,
-                                        _pods_ready(wl, job, translation.expected_pods))
+            ready = (_pods_ready(wl, job, translation.expected_pods) if job is not None
+                     else _plain_pod_ready(wl, caches.pod_of(wl)))
+            core = translation.core_for(wl, cq, ready)
             pods = translation.admitted_pods(wl, job, core, bound) if core.placement else None
         except UNREADABLE_ERRORS as error:
             unreadable.add("Workload", wl, error)
@@ -287,3 +288,11 @@ def _pods_ready(wl: Obj, job: Obj | None, expected: int) -> bool:
         return True
     status = job.get("status") or {}
     return int(status.get("ready", 0)) + int(status.get("succeeded", 0)) >= expected
+
+
+def _plain_pod_ready(wl: Obj, pod: Obj | None) -> bool:
+    """An admitted plain Pod is ready once it runs (or ran); a Workload owned by no Pod
+    (created directly) as soon as it is admitted."""
+    if pod is None or not (wl.get("status") or {}).get("admission"):
+        return True
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
