@@ -4,8 +4,10 @@ admission reaches the Pod."""
 from __future__ import annotations
 
 import pytest
+from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
 
 from admitter.api.contract import JobContract
+from admitter.controller import kube
 from admitter.controller.plain_pods import (
     PodStep,
     is_queued_pod,
@@ -13,7 +15,7 @@ from admitter.controller.plain_pods import (
     started_pod_patch,
 )
 from admitter.controller.pod_index import PodIndex
-from admitter.controller.translate import ADMISSION_GATE, workload_for, workload_for_job
+from admitter.controller.translate import ADMISSION_GATE, is_true, workload_for, workload_for_job
 from admitter.core.model import GPU
 
 GATE = {"name": ADMISSION_GATE}
@@ -103,3 +105,51 @@ def test_a_started_plain_pod_is_counted_through_its_workload_not_as_foreign_usag
                          {**pod(gated=False, phase="Running", node="n2"),
                           "metadata": {"name": "other", "namespace": "ns"}}])
     assert index.foreign == {"n2": {GPU: 2}}
+
+
+# The controller's passes on an in-memory API --------------------------------------------
+
+def queued_pod() -> dict:
+    """As the Pod webhook leaves it: labelled, gated, not yet scheduled."""
+    return pod(phase="Pending")
+
+
+async def admitted_world():
+    now = [CLOCK]
+    api = FakeApi()
+    controller = reconciler(api, lambda: now[0])
+    team(api, controller, quota=8, n0=8)
+    given = queued_pod()
+    given["metadata"]["namespace"] = "ns"
+    add(api, controller.caches.pods, kube.PODS, given)
+    await settled_pass(controller)  # its Workload is made
+    await settled_pass(controller)  # and admitted
+    return api, controller, now, kube.PODS.path("ns", "nb")
+
+
+async def test_an_admitted_pod_is_ungated_and_pinned_to_the_node_it_was_counted_on():
+    api, _, _, path = await admitted_world()
+    started = api.objects[path]
+    assert started["spec"]["schedulingGates"] == []
+    assert started["metadata"]["annotations"][MARK].startswith("pod-nb-")
+    (term,) = started["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]
+
+
+async def test_a_pod_that_never_runs_is_evicted_by_deleting_it():
+    api, controller, now, path = await admitted_world()
+    controller.caches.pods.observe(api.objects[path])  # still Pending, never ran
+    now[0] += controller.settings.pods_ready_timeout + 1
+    await settled_pass(controller)
+    assert ("DELETE", path, {"preconditions": {"uid": "uid-1"}}) in api.writes
+    assert path not in api.objects
+
+
+async def test_a_pod_that_ended_releases_its_quota():
+    api, controller, _, path = await admitted_world()
+    done = {**api.objects[path], "status": {"phase": "Succeeded"}}
+    controller.caches.pods.observe(api.put(kube.PODS, done))
+    await settled_pass(controller)
+    (wl,) = [obj for key, obj in api.objects.items() if "/workloads/" in key]
+    assert is_true(wl, "Finished") and not wl["status"].get("admission")
