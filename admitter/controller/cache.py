@@ -11,7 +11,7 @@ from admitter.api.convert import cluster_levels
 from admitter.controller import kube
 from admitter.controller.informer import Informer, Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.pod_index import PodIndex
+from admitter.controller.pod_index import PodIndex, StartedPod
 from admitter.controller.translate import is_true, job_owner
 
 
@@ -146,5 +146,22 @@ class Caches:
 
     def foreign_usage(self) -> dict[str, dict[str, int]]:
         """Per node, the requests of running pods that admitter does not manage; admitted
-        workloads are counted through their admission instead."""
-        return self.pod_index.foreign
+        workloads are counted through their admission instead. A plain Pod admitter started
+        is foreign unless its Workload holds an admission (evicted, it runs until deleted)."""
+        foreign = self.pod_index.foreign
+        unadmitted = [started for (namespace, _), started in self.pod_index.started.items()
+                      if not self._admits(namespace, started)]
+        if not unadmitted:
+            return foreign
+        merged = {node: dict(amounts) for node, amounts in foreign.items()}
+        for started in unadmitted:
+            amounts = merged.setdefault(started.node, {})
+            for resource, amount in started.requests.items():
+                amounts[resource] = amounts.get(resource, 0) + amount
+        return merged
+
+    def _admits(self, namespace: str, started: StartedPod) -> bool:
+        wl = self.workloads.get(namespace, started.workload)
+        return (wl is not None and bool((wl.get("status") or {}).get("admission"))
+                and any(owner.get("uid") == started.uid
+                        for owner in wl["metadata"].get("ownerReferences") or ()))

@@ -7,8 +7,9 @@ node model subtracts. Summing both walked every pod on every pass (a third of bu
 that cost in proportion to what changed. A pod counts while it is bound to a node and not
 terminated; it is admitter's while a Job with the queue label owns it (the Job informer holds
 exactly those), and moves between the two sums when such a Job appears or goes. A plain Pod
-admitter started (`unlabelledWork`) is in neither sum: its Workload's admission counts it,
-on the node the Pod is pinned to.
+admitter started (`unlabelledWork`, marked with its Workload) is kept apart, in `started`:
+while that Workload is admitted its admission counts the Pod, else it is foreign usage
+(`Caches.foreign_usage`), so a forged mark hides no Pod.
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ class _Running(NamedTuple):
     requests: dict[str, int]
 
 
+class StartedPod(NamedTuple):
+    """A plain Pod admitter started: its node, requests, and the Workload its mark names."""
+
+    node: str
+    requests: dict[str, int]
+    workload: str
+    uid: str
+
+
 class PodIndex:
     """`bound`: (namespace, Job) → pods per node, admitter's Jobs only; `foreign`: node →
     requests of every other running pod. Both are read, never written, by passes."""
@@ -48,6 +58,7 @@ class PodIndex:
         self._managed: set[Key] = set()
         self._running: dict[Key, _Running] = {}
         self._by_job: dict[Key, set[Key]] = {}
+        self.started: dict[Key, StartedPod] = {}
         """Counted pods per owning Job, managed or not, to move when the Job comes or goes."""
         self.pods = StoreWatcher(self._pod_changed, self._pods_replaced)
         self.jobs = StoreWatcher(self._job_changed, self._jobs_replaced)
@@ -74,14 +85,16 @@ class PodIndex:
         # Hazard: this runs inside the pod informer, on any tenant's pod; an error raised
         # here would end the informer, so a pod that cannot be read is only reported.
         try:
+            meta = pod["metadata"]
             owner = job_owner(pod)
-            if owner is None and ADMITTED_WORKLOAD_ANNOTATION in (
-                    pod["metadata"].get("annotations") or {}):
-                return  # a plain Pod admitter started: counted through its Workload
-            job = None if owner is None else (pod["metadata"]["namespace"], str(owner["name"]))
+            job = None if owner is None else (meta["namespace"], str(owner["name"]))
             requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
+            mark = (meta.get("annotations") or {}).get(ADMITTED_WORKLOAD_ANNOTATION)
         except UNREADABLE_ERRORS as error:
             self.unreadable.add("Pod", pod, error)
+            return
+        if owner is None and mark is not None:
+            self.started[key] = StartedPod(node, requests, str(mark), str(meta.get("uid")))
             return
         running = self._running[key] = _Running(node, job, requests)
         if job is not None:
@@ -90,6 +103,7 @@ class PodIndex:
 
     def _forget(self, key: Key) -> None:
         self.unreadable.discard("Pod", key)
+        self.started.pop(key, None)
         running = self._running.pop(key, None)
         if running is None:
             return

@@ -14,7 +14,6 @@ from admitter.controller.plain_pods import (
     pod_step,
     started_pod_patch,
 )
-from admitter.controller.pod_index import PodIndex
 from admitter.controller.translate import ADMISSION_GATE, is_true, workload_for, workload_for_job
 from admitter.core.model import GPU
 
@@ -99,12 +98,23 @@ def test_a_pods_workload_is_the_job_translation_with_one_pod_owned_by_the_pod():
     assert made["spec"]["podSets"][0]["count"] == 1
 
 
-def test_a_started_plain_pod_is_counted_through_its_workload_not_as_foreign_usage():
-    index = PodIndex()
-    index.pods.replaced([pod(gated=False, mark=True, phase="Running", node="n1"),
-                         {**pod(gated=False, phase="Running", node="n2"),
-                          "metadata": {"name": "other", "namespace": "ns"}}])
-    assert index.foreign == {"n2": {GPU: 2}}
+def test_a_started_plain_pod_is_foreign_usage_unless_its_workload_is_admitted():
+    """Counted once: through the admission while there is one; else (evicted and still
+    running, or a mark forged on a Pod admitter never queued) where it runs."""
+    api = FakeApi()
+    caches = reconciler(api).caches
+    started = pod(gated=False, mark=True, phase="Running", node="n1")
+    add(api, caches.pods, kube.PODS, started)
+    assert caches.foreign_usage() == {"n1": {GPU: 2}}, "a mark alone hides no Pod"
+    owned = {"metadata": {"name": "pod-nb-x", "namespace": "ns",
+                          "ownerReferences": [{"kind": "Pod", "name": "nb", "uid": "uid-1"}]},
+             "spec": {}}
+    add(api, caches.workloads, kube.WORKLOADS, {**owned, **workload(admitted=True),
+                                                "metadata": owned["metadata"]})
+    assert caches.foreign_usage() == {}
+    add(api, caches.workloads, kube.WORKLOADS, {**owned, **workload(),
+                                                "metadata": owned["metadata"]})
+    assert caches.foreign_usage() == {"n1": {GPU: 2}}, "evicted, it runs until deleted"
 
 
 # The controller's passes on an in-memory API --------------------------------------------
