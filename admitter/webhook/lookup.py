@@ -99,37 +99,30 @@ class ApiLookup:
             GROUP, VERSION, Topology.plural))
         return _parse(Topology, answer)
 
-    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def _one(self, what: str, read: Awaitable[_Read]) -> _Read | None:
+        """One object, or None when there is none (404)."""
         try:
-            found: dict[str, Any] = await self._bounded(
-                f"Workload {namespace}/{name}", self._objects.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, Workload.plural, name))
+            return await self._bounded(what, read)
         except ApiException as error:
             if error.status == 404:
                 return None
             raise
+
+    async def workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = await self._one(
+            f"Workload {namespace}/{name}", self._objects.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, Workload.plural, name))
         return found
 
     async def priority_value(self, priority_class: str) -> int | None:
-        try:
-            found = await self._bounded(f"PriorityClass {priority_class!r}",
-                                        self._scheduling.read_priority_class(priority_class))
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        value: int = found.value
+        found = await self._one(f"PriorityClass {priority_class!r}",
+                                self._scheduling.read_priority_class(priority_class))
+        value: int | None = None if found is None else found.value
         return value
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
-        try:
-            found = await self._bounded(f"Namespace {namespace!r}",
-                                        self._core.read_namespace(namespace))
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        labels: dict[str, str] = found.metadata.labels or {}
+        found = await self._one(f"Namespace {namespace!r}", self._core.read_namespace(namespace))
+        labels: dict[str, str] | None = None if found is None else found.metadata.labels or {}
         return labels
 
 
