@@ -145,7 +145,6 @@ class Reconciler:
         if self.ensure_workloads(now, jobs):
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
-        await kube.each(self.plain_pods.converge(now, self._finish, self._isolated))
         view = build_view(self.caches, self.settings, now, self.translations,
                           self.admitting.overlay, self.unreadable)
         await self.finish_orphans(view.orphans, now)
@@ -222,7 +221,8 @@ class Reconciler:
     async def converge_jobs(self, now: float, jobs: list[Obj]) -> None:
         """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
         writes for different Jobs go out concurrently (a burst of finishes is common). A Job
-        whose write fails is logged and retried by a later pass; the others go on."""
+        whose write fails is logged and retried by a later pass; the others go on. Queued
+        plain Pods converge alongside (`plain_pods.py`)."""
         writes = []
         for job in jobs:
             try:
@@ -237,7 +237,7 @@ class Reconciler:
             converge = self._converge(step, job, wl, now)
             if converge is not None:
                 writes.append(self._isolated(step.value, job, converge))
-        await kube.each(writes)
+        await kube.each([*writes, *self.plain_pods.converge(now, self._finish, self._isolated)])
 
     def _converge(self, step: Step, job: Obj,
                   wl: Obj, now: float) -> Coroutine[Any, Any, None] | None:

@@ -8,6 +8,7 @@ settings decide again (`unlabelled_queue`). Pods of Jobs are left alone: their J
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.controller.translate import ADMISSION_GATE, is_gated, job_owner, pod_requests
@@ -26,7 +27,7 @@ from admitter.webhook.jobs import (
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
 
-Pod = dict
+Pod = dict[str, Any]
 
 
 async def mutate_pod(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
