@@ -128,6 +128,14 @@ class Caches:
                     return pod
         return None
 
+    def event_target(self, workload: Obj, job: Obj | None) -> tuple[Obj, str]:
+        """Where Events about the Workload go (and their kind): on its Job, or the plain Pod
+        that owns it, where `kubectl describe` shows them; else on the Workload itself."""
+        if job is not None:
+            return job, "Job"
+        pod = self.pod_of(workload)
+        return (pod, "Pod") if pod is not None else (workload, "Workload")
+
     def unfinished_workloads(self, overlay: Mapping[Key, Obj] | None = None) -> list[Obj]:
         """Workloads not Finished, each as `overlay` has it if there (an admission being
         written), and those `overlay` holds over a Finished version in the store: what a pass

@@ -464,9 +464,9 @@ class Reconciler:
 
     def _record(self, wl: Obj, job: Obj | None, reason: str, message: str, now: float,
                 repeat_after: float = 0.0, per_reason: bool = False) -> None:
-        """One Event per decision, on the object its owner made: the Job, or the Workload
-        when it was created directly."""
-        target, kind = (job, "Job") if job is not None else (wl, "Workload")
+        """One Event per decision, on the object its owner made: the Job (or plain Pod), or
+        the Workload when it was created directly."""
+        target, kind = self.caches.event_target(wl, job)
         self.events.record(target, kind, "Normal", reason, message, now, repeat_after,
                            per_reason)
 

@@ -145,6 +145,9 @@ async def test_an_admitted_pod_is_ungated_and_pinned_to_the_node_it_was_counted_
     (term,) = started["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]
+    told = [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
+            for e in api.events()]
+    assert ("Pod", "nb", "Admitted") in told, "kubectl describe pod says it was admitted"
 
 
 async def test_a_pod_that_never_runs_is_evicted_by_deleting_it():
