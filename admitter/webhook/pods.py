@@ -34,7 +34,7 @@ async def mutate_pod(request: AdmissionRequest, lookup: Lookup, policy: JobPolic
     """Gate a plain GPU Pod in a selected namespace, labelled with its LocalQueue (the one it
     names, else the namespace's default)."""
     pod = request.object
-    if request.operation != "CREATE" or not _queued_kind(pod):
+    if request.operation != "CREATE" or policy.unlabelled is None or not _queued_kind(pod):
         return allow()
     default = await unlabelled_queue(request, lookup, policy)
     if default is None:
