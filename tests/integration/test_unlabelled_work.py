@@ -1,10 +1,11 @@
 """Opt-in quota for unlabelled work on the real control plane: in a namespace the settings
 select, an unlabelled GPU Job is held and admitted against quota, and plain GPU Pods are gated
-until admitted (one over quota stays gated, its Workload saying why); the same objects in a
-namespace not selected run untouched."""
+until admitted (one over quota stays gated, its Workload saying why) and deleted when
+preempted; the same objects in a namespace not selected run untouched."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from admitter_world import (
     in_process_controller,
     jobs,
     local_queue,
+    priority_class,
     running,
     workloads,
 )
@@ -104,8 +106,10 @@ async def opted_in(local_cluster: LocalCluster, api: Kube, namespace: str,
     finally:
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
             local_cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found")
-        for name in ("first", "second"):
-            await api.request("DELETE", kube.PODS.path(namespace, name), {"gracePeriodSeconds": 0})
+        for pod in (await api.request("GET", kube.PODS.path(namespace)))["items"]:
+            with contextlib.suppress(ApiException):  # gone already
+                await api.request("DELETE", kube.PODS.path(namespace, pod["metadata"]["name"]),
+                                  {"gracePeriodSeconds": 0})
 
 
 async def test_unlabelled_work_is_queued_only_where_the_settings_select_it(
@@ -159,3 +163,37 @@ async def test_unlabelled_work_is_queued_only_where_the_settings_select_it(
     assert (await jobs(api, other_namespace))["free"]["spec"]["suspend"] is False
     assert not (await get_pod(api, other_namespace, "free"))["spec"].get("schedulingGates")
     assert await workloads(api, other_namespace) == []
+
+
+async def test_a_preempted_plain_pod_is_deleted_and_its_quota_goes_to_the_preemptor(
+        api: Kube, namespace: str, opted_in: Settings, kubeconfig: Path) -> None:
+    """A Pod cannot be suspended: evicting it deletes it, as Kueue stops Pods."""
+    await priority_class(api, "unlabelled-test-low", 10)
+    await priority_class(api, "unlabelled-test-high", 50)
+    low = gpu_pod(namespace, "low", 8)
+    low["metadata"]["annotations"].update({"admitter.dev/min-runtime": "2s",
+                                           "admitter.dev/resumable": "true"})
+    low["spec"]["priorityClassName"] = "unlabelled-test-low"
+    high = unlabelled_job(namespace, "high", 8)
+    high["metadata"]["annotations"]["admitter.dev/min-runtime"] = "2s"
+    high["spec"]["template"]["spec"]["priorityClassName"] = "unlabelled-test-high"
+    async with in_process_controller(kubeconfig, opted_in):
+        await api.create(kube.PODS, low)
+
+        async def low_running() -> bool:
+            pod = await get_pod(api, namespace, "low")
+            return (pod.get("status") or {}).get("phase") == "Running"
+
+        await eventually(low_running, "the low-priority Pod to fill the queue's 8 GPUs", 90)
+        await api.create(kube.JOBS, high)
+
+        async def preempted() -> bool:
+            try:
+                await get_pod(api, namespace, "low")
+            except ApiException as error:
+                if not kube.is_not_found(error):
+                    raise
+                return running((await jobs(api, namespace))["high"])
+            return False
+
+        await eventually(preempted, "the low Pod deleted and the high Job running", 90)
