@@ -66,7 +66,7 @@ def pending_due_ms(pending: int) -> float:
                  for i in range(pending)}
     decisions = [Pending(f"ns/w-{i}", "team", "NoFit", ("no room",), i + 1, None)
                  for i in range(pending)]
-    writer = StatusWriter(None, 0.0)  # type: ignore[arg-type]  # picks, never writes
+    writer = StatusWriter(None)  # type: ignore[arg-type]  # picks, never writes
     return least_ms(lambda: writer.pending_due(workloads, decisions, CLOCK))
 
 
