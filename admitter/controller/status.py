@@ -12,6 +12,7 @@ their refresh periods and for the periodic pass."""
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
@@ -27,6 +28,8 @@ from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, Pending
 from admitter.core.model import GPU, FairShareSettings, Phase, Workload
 from admitter.core.usage import HOUR, UsageLedger
+
+log = logging.getLogger(__name__)
 
 USAGE_WRITE_PERIOD = 60.0
 QUEUE_WRITE_INTERVAL = 1.0
@@ -109,15 +112,30 @@ class QueueUsage:
         return {"usage": [{"start": format_time(hour * HOUR), "gpuSeconds": seconds}
                           for hour, seconds in hours.items()],
                 "usageAccountedAt": format_time(accounted),
-                "gpuHoursInWindow": sum(hours.values()) / HOUR}
+                "gpuHoursInWindow": round(sum(hours.values()) / HOUR, 3)}
 
     def _restore(self, name: str, status: Obj, now: float) -> None:
+        """Hazard: status is written by whoever may write it, not only by admitter; a bucket
+        that cannot be read is skipped (logged) rather than failing every pass, and a charge
+        time in the future (another leader's clock) is taken as now."""
         hours: dict[int, float] = {}
         for bucket in status.get("usage") or []:
-            start = parse_time(bucket["start"]) or 0.0
-            hour = math.floor(start / HOUR)
-            hours[hour] = hours.get(hour, 0.0) + float(bucket["gpuSeconds"])
-        self.ledger.restore(name, hours, parse_time(status.get("usageAccountedAt")) or now)
+            try:
+                hour = math.floor((parse_time(bucket["start"]) or 0.0) / HOUR)
+                seconds = float(bucket["gpuSeconds"])
+                if not 0 <= seconds < math.inf:
+                    raise ValueError(f"gpuSeconds {seconds} is not a finite amount >= 0")
+            except (AttributeError, KeyError, TypeError, ValueError) as error:
+                log.warning("ClusterQueue %s: usage bucket %r skipped: %s", name, bucket, error)
+                continue
+            hours[hour] = hours.get(hour, 0.0) + seconds
+        try:
+            accounted = min(parse_time(status.get("usageAccountedAt")) or now, now)
+        except (AttributeError, TypeError, ValueError) as error:
+            log.warning("ClusterQueue %s: usageAccountedAt unreadable, taken as now: %s",
+                        name, error)
+            accounted = now
+        self.ledger.restore(name, hours, accounted)
 
 
 def _gpus(workload: Workload) -> float:

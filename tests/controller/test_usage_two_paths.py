@@ -159,3 +159,20 @@ def test_a_run_stopped_after_the_last_write_is_lost_to_a_new_leader() -> None:
     assert keeper.observe(queues, [], 2 * HOUR) == {"a": 4 * (HOUR + 600)}
     successor = QueueUsage(fair_share)
     assert successor.observe(cluster_queues(written, "uid"), [], 2 * HOUR) == {"a": 4 * HOUR}
+
+
+def test_unreadable_usage_in_a_status_is_skipped_not_fatal() -> None:
+    """A bucket someone else wrote badly is left out; a charge time ahead of this leader's
+    clock is taken as now, so the runs it finds are charged from now on."""
+    status = {"usage": [{"start": format_time(0), "gpuSeconds": 7200.0},
+                        {"start": "yesterday", "gpuSeconds": 1.0},
+                        {"gpuSeconds": 5.0},
+                        {"start": format_time(HOUR), "gpuSeconds": -3.0}],
+              "usageAccountedAt": format_time(100 * HOUR)}
+    keeper = QueueUsage(FairShareSettings(window=7 * 24 * HOUR))
+    pending = Workload("ns/w", "a", (PodSet("main", 1, {GPU: 2}),), 0.0, 0, 600.0)
+    running = pending.admitted(2 * HOUR, ({"n0": 1},))
+    assert keeper.observe(cluster_queues({"a": status}, "uid"), [running], 2 * HOUR) == {
+        "a": 7200.0}
+    assert keeper.observe(cluster_queues({"a": status}, "uid"), [running], 3 * HOUR) == {
+        "a": 7200.0 + 2 * HOUR}
