@@ -55,7 +55,8 @@ def view_ms(live: int, finished: int) -> float:
         add(api, caches.workloads, kube.WORKLOADS,
             {**workload("ns", f"done-{i}", 1), "status": {"conditions": [done]}})
     translations = Translations()
-    return least_ms(lambda: build_view(caches, controller.settings, CLOCK, translations))
+    return least_ms(lambda: build_view(caches, controller.settings, CLOCK, translations,
+                                       usage=controller.usage))
 
 
 def pending_due_ms(pending: int) -> float:
