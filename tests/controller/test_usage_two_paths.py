@@ -103,7 +103,7 @@ MOVES = st.lists(st.lists(st.tuples(st.integers(0, 9), st.booleans()), max_size=
                  min_size=1, max_size=40)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(WORKLOADS, MOVES, st.sampled_from([HOUR, 2 * HOUR + 1800, 5 * HOUR]),
        st.sampled_from([0.0, 1800.0]), st.sets(st.integers(0, 40)))
 def test_controller_and_simulator_see_the_same_windowed_usage(
