@@ -19,7 +19,7 @@ from setuptools import setup
 CORE = sorted(str(path) for path in Path("admitter/core").glob("*.py")
               if path.name != "__init__.py")
 SIMULATOR_LOOP = [f"admitter/sim/{name}.py"
-                  for name in ("engine", "ledger", "accounting", "jobs", "workloads")]
+                  for name in ("engine", "accounting", "jobs", "workloads")]
 """What runs per simulated moment; reports, plots and checks run once and stay interpreted."""
 
 if os.environ.get("ADMITTER_PURE_PYTHON") == "1":

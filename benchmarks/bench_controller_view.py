@@ -55,7 +55,8 @@ def view_ms(live: int, finished: int) -> float:
         add(api, caches.workloads, kube.WORKLOADS,
             {**workload("ns", f"done-{i}", 1), "status": {"conditions": [done]}})
     translations = Translations()
-    return least_ms(lambda: build_view(caches, controller.settings, CLOCK, translations))
+    return least_ms(lambda: build_view(caches, controller.settings, CLOCK, translations,
+                                       usage=controller.usage))
 
 
 def pending_due_ms(pending: int) -> float:
@@ -66,7 +67,7 @@ def pending_due_ms(pending: int) -> float:
                  for i in range(pending)}
     decisions = [Pending(f"ns/w-{i}", "team", "NoFit", ("no room",), i + 1, None)
                  for i in range(pending)]
-    writer = StatusWriter(None, 0.0)  # type: ignore[arg-type]  # picks, never writes
+    writer = StatusWriter(None)  # type: ignore[arg-type]  # picks, never writes
     return least_ms(lambda: writer.pending_due(workloads, decisions, CLOCK))
 
 

@@ -15,7 +15,7 @@ from admitter.api.quantity import format_quantity, from_base_units
 from admitter.api.scenario import Scenario
 from admitter.api.scenario_file import load_scenario, queue_tree
 from admitter.core.fairshare import FairShare
-from admitter.core.usage import fair_share_now, spread_history
+from admitter.core.usage import UsageLedger, fair_share_now
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,8 +43,9 @@ def fair_share_at_start(scenario: Scenario) -> FairShare:
         for resource, amount in core_resources(template.pod_requests).items():
             leaf[resource] = leaf.get(resource, 0) + amount * template.pods * instances
     settings = core_fair_share_settings(scenario.settings.fair_share)
-    records = spread_history(scenario.history, 0.0, settings)
-    return fair_share_now(tree, capacity, demand, records, 0.0, settings)[2]
+    ledger = UsageLedger(settings)
+    ledger.add_history(scenario.history, 0.0)
+    return fair_share_now(tree, capacity, demand, ledger.usage(0.0), settings)[2]
 
 
 def _display_amount(resource: str, amount: int) -> float | int:

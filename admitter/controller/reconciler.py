@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL, ContractError, parse_contract
-from admitter.api.convert import effective_max_min_runtime
+from admitter.api.convert import core_fair_share_settings, effective_max_min_runtime
 from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status, finish_reason
@@ -32,7 +32,7 @@ from admitter.controller.metrics import Metrics
 from admitter.controller.plain_pods import PlainPods, wakes_when_idle
 from admitter.controller.queue_holds import QueueFinalizers, holdings
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
-from admitter.controller.status import StatusWriter
+from admitter.controller.status import QueueUsage, StatusWriter
 from admitter.controller.translate import (
     condition,
     is_true,
@@ -63,7 +63,9 @@ class Reconciler:
         self.caches = Caches.create(client, self._changed)
         self.actions = Actions(client)
         self.events = EventRecorder(client, identity)
-        self.status = StatusWriter(client, settings.fair_share.window)
+        self.status = StatusWriter(client)
+        self.usage = QueueUsage(core_fair_share_settings(settings.fair_share))
+        """Funded GPU time per queue, restored from the ClusterQueues by each new leader."""
         self.queue_finalizers = QueueFinalizers(client, self._observe_queue)
         self.metrics = Metrics()
         self.plain_pods = PlainPods(client, self.caches)
@@ -114,6 +116,8 @@ class Reconciler:
         """Reconcile forever (the leader's loop)."""
         await self.caches.wait_synced()
         self._swept_at = -math.inf  # a new leader checks every Job at once
+        # and reads usage from the ClusterQueues: its own may miss what another leader charged
+        self.usage = QueueUsage(core_fair_share_settings(self.settings.fair_share))
         try:
             while True:
                 result: CycleResult | None = None
@@ -146,7 +150,7 @@ class Reconciler:
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
         view = build_view(self.caches, self.settings, now, self.translations,
-                          self.admitting.overlay, self.unreadable)
+                          self.admitting.overlay, self.unreadable, self.usage)
         await self.finish_orphans(view.orphans, now)
         began = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, view.snapshot)
@@ -376,6 +380,11 @@ class Reconciler:
             log.warning("%d of %d evictions failed, admissions wait for the next pass: %s",
                         len(failed), len(outcomes), failed[0])
             admissions = ()
+        evicted = [e.key for e, outcome in zip(result.evictions, outcomes, strict=True)
+                   if not isinstance(outcome, BaseException)]
+        starting = {admission.key for admission in admissions}
+        self.usage.decided(evicted, [w for w in view.snapshot.workloads if w.key in starting],
+                           now)
         self.queue_finalizers.sync(view.cluster_queues, view.local_queues, view.workloads,
                                    admissions)
         for admission in admissions:
@@ -408,8 +417,8 @@ class Reconciler:
         held = holdings(view.cluster_queues, view.workloads.values())
         self.reports = asyncio.create_task(kube.each([
             *(self._explain(wl, p, now) for wl, p in explain),
-            *self.status.cluster_queue_writes(view.cluster_queues, result,
-                                              view.snapshot.workloads, held, now),
+            *self.status.cluster_queue_writes(view.cluster_queues, result, self.usage, held,
+                                              now),
             *self.status.local_queue_writes(view.local_queues.values(), pending, held, now),
         ]))
         self.reports.add_done_callback(_log_failure)

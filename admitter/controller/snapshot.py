@@ -15,19 +15,18 @@ from admitter.controller.cache import Caches
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
 from admitter.controller.queue_holds import QUEUE_CLOSED, closed_reason
+from admitter.controller.status import QueueUsage
 from admitter.controller.translate import (
     JOB_NAME_LABEL,
     core_node,
     core_workload,
     job_owner,
-    parse_time,
 )
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.core.decisions import Pending, Snapshot
 from admitter.core.model import (
     Node,
     Queue,
-    UsageRecord,
     Workload,
     merged_placement,
 )
@@ -35,7 +34,6 @@ from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
 
 log = logging.getLogger(__name__)
-HOUR = 3600.0
 
 
 @dataclass(frozen=True)
@@ -156,10 +154,11 @@ class Translations:
 
 def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
                overlay: Mapping[Key, Obj] | None = None,
-               unreadable: Unreadable | None = None) -> View:
+               unreadable: Unreadable | None = None, usage: QueueUsage | None = None) -> View:
     """`overlay` holds Workloads as decisions being written will make them. An object that
     cannot be translated is left out and recorded in `unreadable`: a Node's capacity is then
-    not offered, a Workload waits."""
+    not offered, a Workload waits. `usage` is the reconciler's, kept between passes; without
+    it, usage is read from the ClusterQueues' status alone."""
     unreadable = unreadable if unreadable is not None else Unreadable()
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues, unreadable)
@@ -218,9 +217,12 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
         objects[core.key] = wl
         workloads.append(core)
     translations.forget_unseen()
-    usage = [record for name, cq in cluster_queues.items() for record in usage_records(name, cq)]
+    core_settings = core_cycle_settings(settings)
+    if usage is None:
+        usage = QueueUsage(core_settings.fair_share)
+    used = usage.observe(cluster_queues, workloads, now)
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
-                        usage, core_cycle_settings(settings))
+                        used, core_settings)
     return View(snapshot, objects, cluster_queues, local_queues, closed, orphans)
 
 
@@ -262,23 +264,6 @@ def _rooted(queues: list[Queue]) -> list[Queue]:
         log.warning("ClusterQueue %s ignored: it is in a parent cycle or below a missing "
                     "parent", name)
     return [queue for queue in queues if rooted[queue.name]]
-
-
-def usage_records(name: str, cq: Obj) -> list[UsageRecord]:
-    """The queue's hourly usage buckets as records the core integrates over its window.
-
-    The hour still being charged holds only the seconds up to `usageAccountedAt`: spread over
-    the whole hour, the core (which clips records at now) would count a fraction of them."""
-    status = cq.get("status") or {}
-    accounted = parse_time(status.get("usageAccountedAt"))
-    records = []
-    for bucket in status.get("usage", []):
-        start = parse_time(bucket["start"]) or 0.0
-        end = start + HOUR
-        if accounted is not None and start < accounted < end:
-            end = accounted
-        records.append(UsageRecord(name, start, end, bucket["gpuSeconds"] / (end - start)))
-    return records
 
 
 def _pods_ready(wl: Obj, job: Obj | None, expected: int) -> bool:

@@ -12,6 +12,7 @@ their refresh periods and for the periodic pass."""
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
@@ -25,9 +26,11 @@ from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import Holdings, active_condition
 from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, Pending
-from admitter.core.model import GPU, Phase, Workload
+from admitter.core.model import GPU, FairShareSettings, Phase, Workload
+from admitter.core.usage import HOUR, UsageLedger
 
-HOUR = 3600.0
+log = logging.getLogger(__name__)
+
 USAGE_WRITE_PERIOD = 60.0
 QUEUE_WRITE_INTERVAL = 1.0
 PENDING_WRITES_PER_PASS = 32
@@ -44,18 +47,99 @@ def quantities(amounts: Mapping[str, int]) -> dict[str, Any]:
     return {r: format_quantity(from_base_units(r, a)) for r, a in sorted(amounts.items())}
 
 
-def charge(buckets: list[Obj], gpus: float, start: float, end: float, window: float) -> list[Obj]:
-    """Add `gpus` held from `start` to `end` to hourly buckets; drop those out of the window."""
-    by_start = {parse_time(b["start"]) or 0.0: float(b["gpuSeconds"]) for b in buckets}
-    moment = start
-    while gpus > 0 and moment < end:
-        hour = math.floor(moment / HOUR) * HOUR
-        until = min(end, hour + HOUR)
-        by_start[hour] = by_start.get(hour, 0.0) + gpus * (until - moment)
-        moment = until
-    horizon = end - window
-    return [{"start": format_time(hour), "gpuSeconds": round(seconds, 3)}
-            for hour, seconds in sorted(by_start.items()) if hour + HOUR > horizon]
+class QueueUsage:
+    """The core's usage ledger as the controller feeds it; one per leadership.
+
+    Each ClusterQueue's hours are restored from its status (`usage`, `usageAccountedAt`) the
+    first time this leader sees it; from then on the ledger is the truth and the status its
+    copy, written with the queue's status (at least every USAGE_WRITE_PERIOD). Runs are the
+    funded admitted Workloads: the cycle's evictions close and its admissions open at the
+    pass's moment, as the simulator's do; each pass closes those no longer admitted (finished,
+    deleted, moved) and opens those it does not know from their `admittedAt` (admitted under
+    an earlier leader: the restored hours already hold their time up to `usageAccountedAt`).
+
+    Times are whole seconds, the API's resolution (`admittedAt`, `usageAccountedAt`), so the
+    persisted form restores exactly. What a new leader cannot know is the time, since the last
+    status write, of runs that stopped before it took over: that is lost."""
+
+    def __init__(self, settings: FairShareSettings) -> None:
+        self.ledger = UsageLedger(settings)
+        self._restored: dict[str, str] = {}
+        """ClusterQueue name → uid of the object its hours were restored from."""
+
+    def observe(self, cluster_queues: Mapping[str, Obj], workloads: Iterable[Workload],
+                now: float) -> dict[str, float]:
+        """The windowed usage per queue at `now` for the snapshot, after restoring the queues
+        not seen yet and opening and closing runs to match `workloads`."""
+        at = float(math.floor(now))
+        for name, cq in cluster_queues.items():
+            uid = cq["metadata"].get("uid", "")
+            if self._restored.get(name) != uid:  # new, or deleted and made again
+                self._restored[name] = uid
+                self._restore(name, cq.get("status") or {}, at)
+        for name in [name for name in self._restored if name not in cluster_queues]:
+            del self._restored[name]
+            self.ledger.forget(name)
+        held = {w.key: w for w in workloads if w.phase is Phase.ADMITTED and w.funded}
+        runs = self.ledger.runs()
+        for key, run in runs.items():
+            workload = held.get(key)
+            if workload is None or (workload.queue, _gpus(workload)) != run:
+                self.ledger.close(key, at)
+        known = self.ledger.runs()
+        unknown = [w for w in held.values() if w.key not in known]
+        for workload in sorted(unknown, key=lambda w: (w.admitted_at or at, w.key)):
+            self.ledger.open(workload.key, workload.queue,
+                             min(workload.admitted_at or at, at), _gpus(workload))
+        return self.ledger.usage(at)
+
+    def decided(self, evicted: Iterable[str], admitted: Iterable[Workload],
+                now: float) -> None:
+        """The cycle's evictions stopped and its admissions started at `now`."""
+        at = float(math.floor(now))
+        for key in evicted:
+            self.ledger.close(key, at)
+        for workload in admitted:
+            if workload.funded:
+                self.ledger.open(workload.key, workload.queue, at, _gpus(workload))
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The queue's usage fields as its status persists them."""
+        found = self.ledger.hours(name)
+        if found is None:
+            return {"usage": [], "gpuHoursInWindow": 0.0}
+        accounted, hours = found
+        return {"usage": [{"start": format_time(hour * HOUR), "gpuSeconds": seconds}
+                          for hour, seconds in hours.items()],
+                "usageAccountedAt": format_time(accounted),
+                "gpuHoursInWindow": round(sum(hours.values()) / HOUR, 3)}
+
+    def _restore(self, name: str, status: Obj, now: float) -> None:
+        """Hazard: status is written by whoever may write it, not only by admitter; a bucket
+        that cannot be read is skipped (logged) rather than failing every pass, and a charge
+        time in the future (another leader's clock) is taken as now."""
+        hours: dict[int, float] = {}
+        for bucket in status.get("usage") or []:
+            try:
+                hour = math.floor((parse_time(bucket["start"]) or 0.0) / HOUR)
+                seconds = float(bucket["gpuSeconds"])
+                if not 0 <= seconds < math.inf:
+                    raise ValueError(f"gpuSeconds {seconds} is not a finite amount >= 0")
+            except (AttributeError, KeyError, TypeError, ValueError) as error:
+                log.warning("ClusterQueue %s: usage bucket %r skipped: %s", name, bucket, error)
+                continue
+            hours[hour] = hours.get(hour, 0.0) + seconds
+        try:
+            accounted = min(parse_time(status.get("usageAccountedAt")) or now, now)
+        except (AttributeError, TypeError, ValueError) as error:
+            log.warning("ClusterQueue %s: usageAccountedAt unreadable, taken as now: %s",
+                        name, error)
+            accounted = now
+        self.ledger.restore(name, hours, accounted)
+
+
+def _gpus(workload: Workload) -> float:
+    return float(workload.requests().get(GPU, 0))
 
 
 def _with_removals(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,9 +148,8 @@ def _with_removals(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, 
 
 
 class StatusWriter:
-    def __init__(self, client: Kube, window: float) -> None:
+    def __init__(self, client: Kube) -> None:
         self.kube = client
-        self.window = window
         self._written: dict[str, tuple[Any, float]] = {}
         self._explained: dict[tuple[str, str], float] = {}
         """Workload uid and queue → when this process last wrote its pending reason there."""
@@ -102,14 +185,9 @@ class StatusWriter:
         self.next_due = math.inf
 
     def cluster_queue_writes(self, cluster_queues: Mapping[str, Obj], result: CycleResult,
-                             running: Iterable[Workload], held: Holdings,
+                             usage: QueueUsage, held: Holdings,
                              now: float) -> list[Coroutine[Any, Any, None]]:
         """The ClusterQueue status writes due now (decided now, sent by the caller)."""
-        gpus: dict[str, float] = {}
-        for workload in running:
-            if workload.phase is Phase.ADMITTED and workload.funded:
-                gpus[workload.queue] = gpus.get(workload.queue, 0.0) + workload.requests().get(
-                    GPU, 0)
         fair = result.fair_share
         writes: list[Coroutine[Any, Any, None]] = []
         for name, cq in sorted(cluster_queues.items()):
@@ -128,15 +206,10 @@ class StatusWriter:
             if not self._due(f"cq/{name}", (visible, active), now, USAGE_WRITE_PERIOD):
                 continue
             status = cq.get("status") or {}
-            accounted = parse_time(status.get("usageAccountedAt")) or now
-            buckets = charge(status.get("usage", []), gpus.get(name, 0.0), accounted, now,
-                             self.window)
             conditions = with_condition(status.get("conditions", []), "Active", *active, now)
             cleared = {field: _with_removals(status.get(field) or {}, amounts)
                        for field, amounts in maps.items()}
-            body = {**visible, **cleared, "conditions": conditions, "usage": buckets,
-                    "usageAccountedAt": format_time(now),
-                    "gpuHoursInWindow": round(sum(b["gpuSeconds"] for b in buckets) / HOUR, 3)}
+            body = {**visible, **cleared, "conditions": conditions, **usage.status(name)}
             writes.append(self._write_queue(kube.CLUSTER_QUEUES, f"cq/{name}", cq["metadata"],
                                             body, (visible, active), now))
         return writes

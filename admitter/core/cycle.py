@@ -200,7 +200,7 @@ class _Cycle:
                     ) -> tuple[dict[str, float] | None, dict[str, float], FairShare]:
         """Fair share of `demand` (funded requests per leaf) with the windowed usage; also the
         windowed GPU-seconds per queue (subtree sums), None with time-based fair share off."""
-        return fair_share_now(self.tree, capacity, demand, self.snapshot.usage, self.now,
+        return fair_share_now(self.tree, capacity, demand, self.snapshot.usage,
                               self.snapshot.settings.fair_share)
 
     # Step 2 -----------------------------------------------------------------------------

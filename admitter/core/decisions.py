@@ -17,7 +17,6 @@ from admitter.core.model import (
     Node,
     PlainRecord,
     Queue,
-    UsageRecord,
     Workload,
 )
 
@@ -38,7 +37,8 @@ class Snapshot:
     """A frozen view of the cluster at `now`: every decision of a cycle is made against it.
 
     `workloads` holds the pending and admitted ones (finished workloads no longer matter);
-    `usage` holds funded GPU use records reaching into the fair-share window.
+    `usage` holds the funded GPU-seconds per leaf queue inside the fair-share window at
+    `now` (`UsageLedger.usage`).
     """
 
     now: float
@@ -46,7 +46,7 @@ class Snapshot:
     topology: Sequence[str]
     queues: Sequence[Queue]
     workloads: Sequence[Workload]
-    usage: Sequence[UsageRecord] = ()
+    usage: Mapping[str, float] = field(default_factory=dict)
     settings: CycleSettings = field(default_factory=CycleSettings)
 
 

@@ -318,23 +318,6 @@ class PlainRecord:
         return f"{type(self).__name__}{self._fields()!r}"
 
 
-class UsageRecord(PlainRecord):
-    """Funded GPU use of one leaf queue: `gpus` devices held from `start` to `end`. Read-only
-    by convention, not frozen: a caller may hand over a fresh set every cycle, and a frozen
-    dataclass's constructor runs interpreted (docs/admission-cycle.md, Speed)."""
-
-    __slots__ = ("end", "gpus", "queue", "start")
-
-    def __init__(self, queue: str, start: float, end: float, gpus: float) -> None:
-        self.queue = queue
-        self.start = start
-        self.end = end
-        self.gpus = gpus
-
-    def _fields(self) -> tuple[object, ...]:
-        return self.queue, self.start, self.end, self.gpus
-
-
 def merged_placement(per_pod_set: tuple[Mapping[str, int], ...]) -> dict[str, int]:
     """Pods per node over all pod sets (`Workload.placement` from `pod_set_placements`)."""
     merged: dict[str, int] = {}

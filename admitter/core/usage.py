@@ -1,66 +1,213 @@
 """Time-based fair share: how much funded GPU time each queue used inside the lookback window.
 
-Only funded time is charged (Ai2's allocated occupancy). The records given here are already
-funded-only: the caller drops workloads with `min_runtime == 0` before building them, so this
-module never sees unfunded time and never needs to ask.
+One ledger keeps it, for the controller and the simulator alike: `UsageLedger` charges the
+runs of funded workloads into hourly buckets per queue and reads the window off them. Hourly
+buckets are the form the controller persists in each ClusterQueue's status (a week is 168 of
+them, whatever the number of runs); the simulator keeps the same form, so the usage its
+figures rest on is the usage the controller would decide on.
+
+The rule the hourly form sets: an hour's GPU-seconds count as if spread evenly over the hour
+(up to `now` for the hour going on). Only the hour the window's start cuts through, and the
+decay inside an hour, depend on it; a run's GPU-seconds are otherwise counted exactly.
+
+Only funded time is charged (Ai2's allocated occupancy): callers open runs for funded
+workloads only, so the ledger never sees unfunded time and never needs to ask.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from admitter.core.fairshare import FairShare, compute_fair_share
-from admitter.core.model import GPU, FairShareSettings, UsageRecord
+from admitter.core.model import GPU, FairShareSettings
 from admitter.core.queue_tree import QueueTree
 
 HOUR = 3600.0
 
 
-def spread_history(
-    gpu_hours: Mapping[str, float], now: float, settings: FairShareSettings
-) -> list[UsageRecord]:
-    """Turn per-queue lumps of funded GPU-hours with no timestamps into records.
+class _QueueHours:
+    """One queue's GPU-seconds by hour (index `start // HOUR`), complete up to `accounted`,
+    and the GPUs its open runs hold since then."""
 
-    A lump (a scenario's `history: {team-a: 120}`) is read as used evenly over the whole window
-    ending at `now`: the only reading that needs no invented timestamps. As time moves on, the
-    lump then slides out of the window and decays like any other usage. Off when `window == 0`.
+    __slots__ = ("accounted", "gpus", "hours", "runs", "settled", "span")
+
+    def __init__(self, accounted: float) -> None:
+        self.accounted = accounted
+        self.gpus = 0.0
+        self.runs = 0
+        self.hours: dict[int, float] = {}
+        """Ascending: charging only moves forward."""
+        self.span = (0, -1)
+        self.settled = 0.0
+        """Σ of the hours in `range(*span)`: whole hours inside the window and no longer
+        charged, summed again only when the window's start or the hour charged moves on (a
+        week is 168 hours, a simulation runs tens of thousands of cycles)."""
+
+    def advance(self, to: float) -> None:
+        """Charge what the open runs held from `accounted` to `to`; earlier times are
+        already charged."""
+        if to <= self.accounted:
+            return
+        if self.gpus > 0:
+            _charge(self.hours, self.gpus, self.accounted, to)
+        self.accounted = to
+
+    def drop_before(self, hour: int) -> None:
+        hours = self.hours
+        while hours:
+            first = next(iter(hours))
+            if first >= hour:
+                return
+            del hours[first]
+
+    def plain(self, now: float, oldest: float, edge: int) -> float:
+        """Undecayed GPU-seconds in the window: whole hours as they are, the hour the window's
+        start cuts (`edge`) as much of it as lies inside."""
+        first = edge if edge * HOUR >= oldest else edge + 1
+        current = math.floor(now / HOUR)
+        if self.span != (first, current):
+            self.span = (first, current)
+            self.settled = 0.0
+            for hour in range(first, current):
+                self.settled += self.hours.get(hour, 0.0)
+        total = self.settled
+        if current >= first:
+            total += self.hours.get(current, 0.0)
+        if first > edge:
+            total += self.share(edge, now, oldest, 0.0)
+        return total
+
+    def decayed(self, now: float, oldest: float, edge: int, half_life: float) -> float:
+        total = 0.0
+        for hour in self.hours:
+            if hour >= edge:
+                total += self.share(hour, now, oldest, half_life)
+        return total
+
+    def share(self, hour: int, now: float, oldest: float, half_life: float) -> float:
+        """The hour's GPU-seconds spread evenly over `[start, min(start + HOUR, now)]`, the
+        part inside the window, decayed."""
+        seconds = self.hours.get(hour, 0.0)
+        start = hour * HOUR
+        end = start + HOUR if start + HOUR < now else now
+        first = start if start > oldest else oldest
+        if seconds <= 0 or end <= first:
+            return 0.0
+        return seconds / (end - start) * _decayed_seconds(now - end, now - first, half_life)
+
+
+def _charge(hours: dict[int, float], gpus: float, start: float, end: float) -> None:
+    """Add `gpus` held from `start` to `end` to the hours they fall in."""
+    moment = start
+    while moment < end:
+        hour = math.floor(moment / HOUR)
+        until = min(end, (hour + 1) * HOUR)
+        hours[hour] = hours.get(hour, 0.0) + gpus * (until - moment)
+        moment = until
+
+
+class UsageLedger:
+    """Funded GPU-seconds per leaf queue by hour, fed with runs that open and close.
+
+    Pure: every time is an argument, and times given to one queue must not go back (an
+    earlier one counts as the queue's last). Off (every call a no-op, `usage` empty) when the
+    window is 0.
+
+    Hazard: a run opened at a time before its queue's `accounted` is charged from `accounted`
+    only: the hours restored from a ClusterQueue's status already hold what it used before.
     """
-    window = settings.window
-    if window <= 0:
-        return []
-    return [
-        UsageRecord(queue=queue, start=now - window, end=now, gpus=hours * HOUR / window)
-        for queue, hours in gpu_hours.items()
-        if hours > 0
-    ]
 
+    def __init__(self, settings: FairShareSettings) -> None:
+        self._window = settings.window
+        self._half_life = settings.half_life
+        self._queues: dict[str, _QueueHours] = {}
+        self._runs: dict[str, tuple[str, float]] = {}
+        """Open runs: workload key → (queue, GPUs)."""
 
-def windowed_usage(
-    records: Iterable[UsageRecord],
-    now: float,
-    settings: FairShareSettings,
-    tree: QueueTree | None = None,
-) -> dict[str, float]:
-    """Decayed GPU-seconds per queue inside `[now - window, now]`.
+    def restore(self, queue: str, hours: Mapping[int, float], accounted: float) -> None:
+        """Take a queue's hours as persisted, complete up to `accounted`; open runs of that
+        queue are dropped (their holders open them again)."""
+        if self._window <= 0:
+            return
+        self.forget(queue)
+        state = self._queues[queue] = _QueueHours(accounted)
+        state.hours = {hour: float(hours[hour]) for hour in sorted(hours)}
 
-    Each record is clipped to the window and its decayed weight 0.5^((now - t) / half_life)
-    integrated exactly over what is left; `half_life == 0` means no decay. Keys are the queues
-    the records name; with a `tree`, every queue of the tree is present and each parent holds
-    the sum of its subtree. Empty when time-based fair share is off (`window == 0`).
-    """
-    window, half_life = settings.window, settings.half_life
-    if window <= 0:
-        return {}
-    own: dict[str, float] = {}
-    for record in records:
-        start, end = max(record.start, now - window), min(record.end, now)
-        if end <= start or record.gpus <= 0:
-            continue
-        own[record.queue] = own.get(record.queue, 0.0) + record.gpus * _decayed_seconds(
-            now - end, now - start, half_life
-        )
-    return own if tree is None else tree.roll_up(own, 0.0)
+    def forget(self, queue: str) -> None:
+        """Drop a queue and its open runs (its ClusterQueue is gone)."""
+        self._queues.pop(queue, None)
+        for key in [key for key, (held_by, _) in self._runs.items() if held_by == queue]:
+            del self._runs[key]
+
+    def add_history(self, gpu_hours: Mapping[str, float], now: float) -> None:
+        """Per-queue lumps of GPU-hours with no timestamps (a scenario's `history`), read as
+        used evenly over the window ending at `now`: the only reading that needs no invented
+        timestamps. Before any run of those queues."""
+        window = self._window
+        for queue, amount in gpu_hours.items():
+            if window > 0 and amount > 0:
+                state = self._queues.setdefault(queue, _QueueHours(now))
+                _charge(state.hours, amount * HOUR / window, now - window, now)
+                state.span = (0, -1)
+
+    def open(self, key: str, queue: str, at: float, gpus: float) -> None:
+        """A funded workload started holding `gpus` at `at`."""
+        if self._window <= 0 or gpus <= 0 or key in self._runs:
+            return
+        state = self._queues.get(queue)
+        if state is None:
+            state = self._queues[queue] = _QueueHours(at)
+        state.advance(at)
+        state.gpus += gpus
+        state.runs += 1
+        self._runs[key] = (queue, gpus)
+
+    def close(self, key: str, at: float) -> None:
+        """It stopped (finished, evicted, gone) at `at`; an unknown key is ignored."""
+        run = self._runs.pop(key, None)
+        if run is None:
+            return
+        queue, gpus = run
+        state = self._queues[queue]
+        state.advance(at)
+        state.gpus -= gpus
+        state.runs -= 1
+        if not state.runs:
+            state.gpus = 0.0  # no rounding left over from a long sequence of runs
+
+    def runs(self) -> dict[str, tuple[str, float]]:
+        """Open runs: workload key → (queue, GPUs) (a copy)."""
+        return dict(self._runs)
+
+    def hours(self, queue: str) -> tuple[float, dict[int, float]] | None:
+        """The persisted form of a queue: up to when it is charged, and its GPU-seconds by
+        hour index (ascending); None for a queue the ledger does not know."""
+        state = self._queues.get(queue)
+        return None if state is None else (state.accounted, dict(state.hours))
+
+    def usage(self, now: float) -> dict[str, float]:
+        """Decayed GPU-seconds per queue inside `[now - window, now]`, after charging the open
+        runs up to `now`; hours wholly before the window are dropped.
+
+        Each hour counts as its GPU-seconds spread evenly over `[start, min(start + HOUR,
+        now)]`, clipped to the window and weighed by 0.5^((now - t) / half_life) integrated
+        exactly over what is left (`half_life == 0`: no decay, and an hour wholly inside the
+        window counts its GPU-seconds as they are). Queues that used nothing are left out."""
+        if self._window <= 0:
+            return {}
+        oldest = now - self._window
+        edge = math.floor(oldest / HOUR)
+        half_life = self._half_life
+        used: dict[str, float] = {}
+        for queue, state in self._queues.items():
+            state.advance(now)
+            state.drop_before(edge)
+            total = (state.decayed(now, oldest, edge, half_life) if half_life > 0
+                     else state.plain(now, oldest, edge))
+            if total > 0:
+                used[queue] = total
+        return used
 
 
 def _decayed_seconds(age_from: float, age_to: float, half_life: float) -> float:
@@ -104,18 +251,17 @@ def fair_share_now(
     tree: QueueTree,
     capacity: dict[str, int],
     demand: dict[str, dict[str, int]],
-    records: Iterable[UsageRecord],
-    now: float,
+    used: Mapping[str, float],
     settings: FairShareSettings,
 ) -> tuple[dict[str, float] | None, dict[str, float], FairShare]:
-    """Fair share of `demand` (funded requests per leaf) on `capacity`, surplus weighed by the
-    funded usage of the window ending at `now`: the division every cycle makes and `admitter
-    fairshare` prints. Also the window's GPU-seconds per queue (subtree sums; None with the
-    window off, when usage plays no part) and their normalised form."""
+    """Fair share of `demand` (funded requests per leaf) on `capacity`, surplus weighed by
+    `used`, the window's GPU-seconds per leaf (`UsageLedger.usage`): the division every cycle
+    makes and `admitter fairshare` prints. Also the window's GPU-seconds per queue (subtree
+    sums; None with the window off, when usage plays no part) and their normalised form."""
     usage: dict[str, float] = {}
     raw: dict[str, float] | None = None
     if settings.window > 0:
-        raw = windowed_usage(records, now, settings, tree)
+        raw = tree.roll_up(used, 0.0)
         usage = normalised_usage(tree, raw, capacity.get(GPU, 0), settings)
     k_value = settings.k_value if settings.window > 0 else 0.0
     return raw, usage, compute_fair_share(tree, capacity, demand, usage, k_value)

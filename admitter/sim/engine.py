@@ -44,9 +44,9 @@ from admitter.core.decisions import Admission, CycleResult, Eviction, Snapshot
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
+from admitter.core.usage import UsageLedger
 from admitter.sim.accounting import Accounting
 from admitter.sim.jobs import Job, Stint
-from admitter.sim.ledger import UsageLedger
 from admitter.sim.workloads import Instance, expand
 
 DRIFT_CYCLES = 30
@@ -111,7 +111,8 @@ class Simulation:
         self._allocations = Allocations(tree)
         """Kept between cycles like the node model: what running workloads hold per queue."""
         self._settings = core_cycle_settings(scenario.settings)
-        self._ledger = UsageLedger(self._settings.fair_share, scenario.history)
+        self._ledger = UsageLedger(self._settings.fair_share)
+        self._ledger.add_history(scenario.history, 0.0)
         self.accounting = Accounting(tree, nodes)
         self._jobs: dict[str, Job] = {}
         self._pending: dict[str, Job] = {}
@@ -296,7 +297,7 @@ class Simulation:
             topology=self._levels,
             queues=self._queues,
             workloads=workloads,
-            usage=self._ledger.records(at),
+            usage=self._ledger.usage(at),
             settings=self._settings,
         )
 

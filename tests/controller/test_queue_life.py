@@ -234,7 +234,7 @@ def decisions(workloads: dict[str, Obj]) -> list[Pending]:
 
 def test_a_first_reason_held_back_for_a_fresh_workload_is_scheduled_for_when_it_is_due():
     api = FakeApi()
-    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    writer = StatusWriter(api)  # type: ignore[arg-type]
     fresh = pending_objects(api, 1, CLOCK)
     writer.begin()
     assert writer.pending_due(fresh, decisions(fresh), CLOCK + 0.25) == []
@@ -246,7 +246,7 @@ def test_a_first_reason_held_back_for_a_fresh_workload_is_scheduled_for_when_it_
 
 def test_a_burst_of_first_reasons_goes_out_a_bounded_batch_a_second():
     api = FakeApi()
-    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    writer = StatusWriter(api)  # type: ignore[arg-type]
     burst = pending_objects(api, 3 * PENDING_WRITES_PER_PASS, CLOCK - 60)
     writer.begin()
     due = writer.pending_due(burst, decisions(burst), CLOCK)
@@ -265,12 +265,13 @@ async def settled_result(controller: Reconciler) -> CycleResult:
 async def test_allocation_shows_zero_and_a_change_held_back_by_the_interval_is_scheduled():
     api, controller = world()
     shown = FakeApi()  # what the writer under test writes, apart from the controller's own
-    writer = StatusWriter(shown, 0.0)  # type: ignore[arg-type]
+    writer = StatusWriter(shown)  # type: ignore[arg-type]
     team = shown.put(kube.CLUSTER_QUEUES, stored(api, kube.CLUSTER_QUEUES, "team"))
 
     async def show(result: CycleResult, now: float) -> object:
         writer.begin()
-        await kube.each(writer.cluster_queue_writes({"team": team}, result, [], Holdings(), now))
+        await kube.each(writer.cluster_queue_writes({"team": team}, result, controller.usage,
+                                                       Holdings(), now))
         return stored(shown, kube.CLUSTER_QUEUES, "team")["status"]["allocated"]
 
     idle = await settled_result(controller)

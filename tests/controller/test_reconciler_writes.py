@@ -151,7 +151,7 @@ async def test_an_unchanged_workload_is_translated_once() -> None:
 
 async def test_when_a_pending_reason_is_written() -> None:
     api = FakeApi()
-    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    writer = StatusWriter(api)  # type: ignore[arg-type]
     wl = api.put(kube.WORKLOADS, workload("ns", "a", 8))
     fresh = workload("ns", "b", 8)
     fresh["metadata"]["creationTimestamp"] = format_time(CLOCK)
@@ -176,7 +176,7 @@ async def test_when_a_pending_reason_is_written() -> None:
 
 async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:
     api = FakeApi()
-    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    writer = StatusWriter(api)  # type: ignore[arg-type]
     seen = api.put(kube.WORKLOADS, workload("ns", "a", 8))
     await api.patch(kube.WORKLOADS, "a", {"status": {"admission": {"clusterQueue": "team"}}},
                     "ns", "status")
@@ -187,7 +187,7 @@ async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:
 
 async def test_a_queue_status_is_written_when_it_changes_at_most_once_a_second() -> None:
     api = FakeApi()
-    writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
+    writer = StatusWriter(api)  # type: ignore[arg-type]
     lq = api.put(kube.LOCAL_QUEUES, local_queue("ns", "team"))
     waiting = [workload("ns", f"w{i}", 8) for i in range(3)]
 

@@ -7,7 +7,6 @@ from decimal import Decimal
 from admitter.api.contract import JobContract
 from admitter.api.workload import Workload as WorkloadObject
 from admitter.controller.actions import pin_to_domain, with_condition
-from admitter.controller.status import charge
 from admitter.controller.translate import (
     core_workload,
     format_time,
@@ -85,16 +84,6 @@ def test_pinning_narrows_every_required_term_and_keeps_the_rest():
     assert own["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"][-1]["key"] == "gpu", "input untouched"
     assert pin_to_domain(None, {}) is None
-
-
-def test_usage_is_charged_into_hourly_buckets_and_pruned_to_the_window():
-    hour = 3600.0
-    buckets = charge([], gpus=8, start=0.5 * hour, end=2.25 * hour, window=7 * 24 * hour)
-    assert [(b["start"], b["gpuSeconds"]) for b in buckets] == [
-        (format_time(0), 8 * 1800.0), (format_time(hour), 8 * hour),
-        (format_time(2 * hour), 8 * 900.0)]
-    later = charge(buckets, gpus=0, start=2.25 * hour, end=3 * hour, window=1.5 * hour)
-    assert [b["start"] for b in later] == [format_time(hour), format_time(2 * hour)]
 
 
 def test_condition_transition_time_moves_only_when_status_changes():

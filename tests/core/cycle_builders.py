@@ -21,7 +21,6 @@ from admitter.core.model import (
     Queue,
     ResourceQuota,
     TopologyRequest,
-    UsageRecord,
     Workload,
 )
 from admitter.core.topology import HOSTNAME
@@ -64,7 +63,8 @@ class World:
     nodes: list[Node]
     queues: list[Queue]
     workloads: dict[str, Workload] = field(default_factory=dict)
-    usage: list[UsageRecord] = field(default_factory=list)
+    usage: dict[str, float] = field(default_factory=dict)
+    """Funded GPU-seconds per leaf queue inside the window, the same at every cycle."""
     settings: CycleSettings = NO_TIME_FAIRNESS
     topology: tuple[str, ...] = LEVELS
     history: list[CycleResult] = field(default_factory=list)

@@ -15,7 +15,7 @@ from cycle_builders import (
 )
 
 from admitter.core.decisions import CycleSettings
-from admitter.core.model import GPU, FairShareSettings, Phase, UsageRecord, Workload
+from admitter.core.model import GPU, FairShareSettings, Phase, Workload
 
 HOUR = 3600.0
 
@@ -334,7 +334,7 @@ def test_unfunded_work_fills_reserved_nodes_until_the_gang_can_start():
 def test_time_based_fair_share_favours_the_team_that_used_less():
     settings = CycleSettings(fair_share=FairShareSettings(window=7 * 86400, k_value=1.0))
     world = World(racks(2), [queue("a", 0, order=0), queue("b", 0, order=1)], settings=settings)
-    world.usage = [UsageRecord("a", -7 * 86400, 0, 16)]
+    world.usage = {"a": 16 * 7 * 86400.0}
     world.submit(*(job(f"a{i}", "a", gpus=1, at=0) for i in range(32)))
     world.submit(*(job(f"b{i}", "b", gpus=1, at=0) for i in range(32)))
     result = world.cycle(0)

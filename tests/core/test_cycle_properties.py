@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import Eviction
 from admitter.core.headroom import is_short
-from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase, UsageRecord
+from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
@@ -214,7 +214,7 @@ def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_use(
     queue's workload has taken GPUs from another queue's, the other never takes GPUs back from
     the first, and no protection is ever cut."""
     world.settings = replace(world.settings, fair_share=FairShareSettings(window=7 * 86400))
-    world.usage = [UsageRecord(f"q{i}", -3600.0, 0.0, gpus) for i, gpus in enumerate(used)]
+    world.usage = {f"q{i}": gpus * 3600.0 for i, gpus in enumerate(used)}
     _run_without_swapping_back(world)
 
 

@@ -5,16 +5,16 @@ for a clearly better-ranked allocation, cheapest victims first, short jobs' head
 from cycle_builders import RACK, World, admitted, evicted, job, pending, queue, racks
 
 from admitter.core.decisions import CycleSettings
-from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, UsageRecord, Workload
+from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
 
 HOUR = 3600.0
 WEEK = FairShareSettings(window=7 * 86400, k_value=1.0)
 
 
-def _used(**gpu_hours: float) -> list[UsageRecord]:
-    """Funded GPU-hours per queue, used in the hour before t = 0 (inside the window all along:
+def _used(**gpu_hours: float) -> dict[str, float]:
+    """Funded GPU-hours per queue inside the window, as GPU-seconds (the same at every cycle:
     the ranks stay put while the tests' clock moves)."""
-    return [UsageRecord(q, -HOUR, 0.0, hours) for q, hours in gpu_hours.items()]
+    return {q: hours * HOUR for q, hours in gpu_hours.items()}
 
 
 def _two_teams(gpus_a: float, gpus_b: float, *, nodes: int = 1) -> World:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from admitter_world import (
 )
 
 from admitter.controller.kube import Kube
+from admitter.controller.translate import parse_time
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
 
@@ -222,3 +224,39 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
     for name in (j["metadata"]["name"] for j in burst):
         created = await pods(api, namespace, name)
         assert len(created) <= 1, f"{name} was started twice ({len(created)} pods)"
+
+
+async def test_usage_charged_by_one_controller_is_carried_on_by_the_next(
+        api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path) -> None:
+    """A ClusterQueue's usage is the running Job's GPUs times the time since its admission,
+    to the second, in every status write: under the controller that admitted it, and under a
+    new one that restores the hours from status and charges the time no controller ran."""
+    team_a, _ = queues
+    local = await api.request("GET", f"/apis/admitter.dev/v1alpha1/namespaces/{namespace}/"
+                              f"localqueues/{team_a}")
+    cluster_queue_name = local["spec"]["clusterQueue"]
+    await apply_all(api, gpu_job(namespace, "train", gpus=8, runtime="1h", queue=team_a))
+
+    async def charged(after: float) -> tuple[float, float] | None:
+        """(seconds charged, seconds since admission) once a write is later than `after`."""
+        cq = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues/"
+                               f"{cluster_queue_name}")
+        status = cq.get("status") or {}
+        accounted = parse_time(status.get("usageAccountedAt"))
+        listed = await workloads(api, namespace)
+        admission = ((listed[0].get("status") or {}).get("admission") or {}) if listed else {}
+        admitted = parse_time(admission.get("admittedAt"))
+        if accounted is None or admitted is None or accounted <= max(after, admitted):
+            return None
+        return sum(b["gpuSeconds"] for b in status.get("usage", [])), accounted - admitted
+
+    async with in_process_controller(kubeconfig):
+        used, ran = await eventually(lambda: charged(0.0), "a usage write after the admission",
+                                     timeout=45)
+        assert used == 8 * ran
+    stopped = time.time()
+    await asyncio.sleep(2)  # no controller: the Job runs on, and its time is owed
+    async with in_process_controller(kubeconfig):
+        used, ran = await eventually(lambda: charged(stopped), "the new controller's write",
+                                     timeout=45)
+        assert used == 8 * ran and ran > 2
