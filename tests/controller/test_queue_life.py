@@ -39,7 +39,7 @@ from admitter.controller.status import (
     StatusWriter,
 )
 from admitter.controller.translate import format_time, workload_name
-from admitter.core.decisions import CycleResult, Pending
+from admitter.core.decisions import CycleResult, Pending, PendingReason
 
 DELETED_AT = format_time(CLOCK)
 
@@ -228,7 +228,7 @@ def pending_objects(api: FakeApi, count: int, created: float) -> dict[str, Obj]:
 
 
 def decisions(workloads: dict[str, Obj]) -> list[Pending]:
-    return [Pending(key, "team", "QuotaExceeded", "m", i + 1)
+    return [Pending(key, "team", PendingReason.QUOTA_EXCEEDED, "m", i + 1)
             for i, key in enumerate(workloads)]
 
 

@@ -33,7 +33,7 @@ from admitter.controller.status import (
     StatusWriter,
 )
 from admitter.controller.translate import format_time
-from admitter.core.decisions import Pending
+from admitter.core.decisions import Pending, PendingReason
 
 
 def world(node_gpus: int = 8, quota: int = 8,
@@ -159,13 +159,13 @@ async def test_when_a_pending_reason_is_written() -> None:
 
     def due(obj: Obj, reason: str, message: str, now: float) -> list[str]:
         key = f"ns/{obj['metadata']['name']}"
-        decision = Pending(key, "team", reason, message, 1)
+        decision = Pending(key, "team", PendingReason(reason), message, 1)
         return [p.message for _, p in writer.pending_due({key: obj}, [decision], now)]
 
     assert due(fresh, "NoFit", "m", CLOCK) == [], "not while it may still be admitted at once"
     assert due(fresh, "NoFit", "m", CLOCK + EXPLAIN_AFTER) == ["m"]
     [(_, first)] = writer.pending_due(
-        {"ns/a": wl}, [Pending("ns/a", "team", "QuotaExceeded", "holds 8", 1)], CLOCK)
+        {"ns/a": wl}, [Pending("ns/a", "team", PendingReason.QUOTA_EXCEEDED, "holds 8", 1)], CLOCK)
     wl = await writer.pending(wl, first, CLOCK)
     assert due(wl, "QuotaExceeded", "holds 8", CLOCK + 1000) == [], "shown already"
     assert due(wl, "QuotaExceeded", "holds 16", CLOCK + MESSAGE_REFRESH - 1) == []
@@ -180,7 +180,7 @@ async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:
     seen = api.put(kube.WORKLOADS, workload("ns", "a", 8))
     await api.patch(kube.WORKLOADS, "a", {"status": {"admission": {"clusterQueue": "team"}}},
                     "ns", "status")
-    decision = Pending("ns/a", "team", "NoFit", "no room", 1)
+    decision = Pending("ns/a", "team", PendingReason.NO_FIT, "no room", 1)
     assert await writer.pending(seen, decision, CLOCK) is None
     assert stored(api, "a")["status"] == {"admission": {"clusterQueue": "team"}}
 
