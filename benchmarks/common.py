@@ -1,7 +1,8 @@
-"""Shared pieces of the control-plane benchmarks (`bench_kueue_shape.py`, `bench_fill.py`,
-`bench_kueue_side_by_side.py`): a local control plane with admitter's CRDs, queue objects,
-list-then-watch loops and summary statistics. The controller process is in
-`controller_process.py`.
+"""Shared pieces of the benchmarks: the repository and `tests/builders` on the path (every
+benchmark imports this module first), and for the control-plane benchmarks
+(`bench_kueue_shape.py`, `bench_fill.py`, `bench_kueue_side_by_side.py`) a local control plane
+with admitter's CRDs, list-then-watch loops and summary statistics. The controller process is
+in `controller_process.py`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the builders package the tests use (tests/builders)
 
 from admitter.controller import kube  # noqa: E402
 from admitter.controller.kube import Kind, Kube, Obj  # noqa: E402

@@ -4,7 +4,6 @@ decide, and how a gang confined to some nodes is placed or explained."""
 from __future__ import annotations
 
 import pytest
-from builders_nodes import RACK, cluster, gang, node, workload
 
 from admitter.core.model import (
     GPU,
@@ -18,6 +17,8 @@ from admitter.core.model import (
     tolerates_all,
 )
 from admitter.core.placement import Placement, PlacementFailure, place
+
+from builders.core import RACK, cluster, gang, node, workload
 
 GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from builders_nodes import BLOCK, CPU, LEVELS, RACK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +28,8 @@ from admitter.core.model import (
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, place
 from admitter.core.topology import HOSTNAME
+
+from builders.core import BLOCK, CPU, LEVELS, RACK
 
 TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 TAINTS = st.sampled_from([(), (), (), (TAINT,), (Taint("dedicated", "infer", "NoExecute"),),

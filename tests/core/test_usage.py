@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from fairshare_builders import queue, tree
 
 from admitter.core.model import FairShareSettings, UsageRecord
 from admitter.core.usage import normalised_usage, spread_history, windowed_usage
+
+from builders.core import queue, tree
 
 HOUR, DAY = 3600.0, 86400.0
 WEEK = FairShareSettings()
@@ -56,7 +57,7 @@ def test_decay_and_window_combine() -> None:
 
 
 def test_with_a_tree_parents_hold_their_subtree() -> None:
-    queues = tree(queue("p"), queue("c1", "p"), queue("c2", "p"), queue("lone"))
+    queues = tree(queue("p"), queue("c1", parent="p"), queue("c2", parent="p"), queue("lone"))
     raw = windowed_usage([record("c1", -2, 0), record("c2", -1, 0, gpus=3)], 0.0, WEEK, queues)
     assert raw == pytest.approx({"p": 5 * HOUR, "c1": 2 * HOUR, "c2": 3 * HOUR, "lone": 0.0})
 
@@ -84,7 +85,8 @@ def test_roots_normalise_by_the_clusters_gpu_time() -> None:
 
 
 def test_children_normalise_by_their_parent_so_siblings_add_up_to_one() -> None:
-    queues = tree(queue("p"), queue("c1", "p"), queue("c2", "p"), queue("q"), queue("d1", "q"))
+    queues = tree(queue("p"), queue("c1", parent="p"), queue("c2", parent="p"), queue("q"),
+                  queue("d1", parent="q"))
     raw = {"c1": 3 * HOUR, "c2": 1 * HOUR, "p": 999.0}  # parent entries are ignored
     usage = normalised_usage(queues, raw, 4, FairShareSettings(window=2 * HOUR))
     assert usage == pytest.approx({"p": 0.5, "c1": 0.75, "c2": 0.25, "q": 0.0, "d1": 0.0})
