@@ -8,6 +8,8 @@ from admitter.core.model import (
     GPU,
     UNLIMITED,
     Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     PodSet,
     Queue,
     ResourceQuota,
@@ -23,7 +25,8 @@ from admitter.testing import BLOCK_LABEL as BLOCK
 from admitter.testing import RACK_LABEL as RACK
 
 __all__ = ["BLOCK", "CPU", "GIB", "GPU", "HOSTNAME", "LEVELS", "MEMORY", "RACK", "ZONE", "cluster",
-           "gang", "job", "knobs", "node", "queue", "racks", "tree", "workload"]
+           "gang", "job", "knobs", "node", "queue", "racks", "requirement", "term", "tree",
+           "workload"]
 
 ZONE = "topology.admitter.dev/zone"
 """A level above blocks, for the benchmarks' largest clusters."""
@@ -61,6 +64,17 @@ def racks(count: int, nodes_per_rack: int = 2, gpus: int = 8, blocks: int = 1) -
 
 def cluster(*nodes: Node, levels: tuple[str, ...] = LEVELS) -> ClusterState:
     return ClusterState(nodes, levels)
+
+
+def requirement(key: str, operator: str, *values: str) -> NodeSelectorRequirement:
+    """One node-affinity requirement: `requirement(RACK, "In", "r1", "r2")`."""
+    return NodeSelectorRequirement(key, operator, values)
+
+
+def term(*expressions: NodeSelectorRequirement,
+         fields: tuple[NodeSelectorRequirement, ...] = ()) -> NodeSelectorTerm:
+    """A required node-affinity term: its label expressions and field requirements ANDed."""
+    return NodeSelectorTerm(expressions, fields)
 
 
 def gang(

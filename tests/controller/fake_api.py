@@ -20,6 +20,8 @@ from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import format_time
 from admitter.core.model import GPU
 
+from builders.kube import cluster_queue, local_queue
+
 Write = tuple[str, str, Obj]
 """(verb, resource path, body)."""
 CLOCK = 1_800_000_000.0
@@ -208,8 +210,8 @@ def team(api: FakeApi, controller: Reconciler, quota: int, **node_gpus: int) -> 
     caches = controller.caches
     for name, gpus in node_gpus.items():
         add(api, caches.nodes, kube.NODES, node(name.replace("_", "-"), gpus))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota, limit=quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
 
 
 def reconciler(api: FakeApi, clock: Callable[[], float] = lambda: CLOCK) -> Reconciler:
@@ -231,16 +233,6 @@ async def settled_pass(controller: Reconciler) -> None:
 def node(name: str, gpus: int) -> Obj:
     return {"metadata": {"name": name, "labels": {}},
             "status": {"allocatable": {GPU: str(gpus), "cpu": "64"}}}
-
-
-def cluster_queue(name: str, gpus: int) -> Obj:
-    return {"metadata": {"name": name, "creationTimestamp": CREATED},
-            "spec": {"resources": {GPU: {"quota": gpus, "limit": gpus}}}}
-
-
-def local_queue(namespace: str, cluster_queue_name: str) -> Obj:
-    return {"metadata": {"name": "default", "namespace": namespace},
-            "spec": {"clusterQueue": cluster_queue_name}}
 
 
 def job(namespace: str, name: str, gpus: int) -> Obj:

@@ -6,18 +6,7 @@ from __future__ import annotations
 
 import math
 
-from fake_api import (
-    CLOCK,
-    FakeApi,
-    SlowApi,
-    add,
-    cluster_queue,
-    job,
-    local_queue,
-    node,
-    reconciler,
-    team,
-)
+from fake_api import CLOCK, FakeApi, SlowApi, add, job, node, reconciler, team
 from fake_api import settled_pass as one_pass
 from fake_api import workload as workload_object
 
@@ -41,6 +30,8 @@ from admitter.controller.status import (
 from admitter.controller.translate import format_time, workload_name
 from admitter.core.decisions import CycleResult, Pending, PendingReason
 
+from builders.kube import cluster_queue, local_queue
+
 DELETED_AT = format_time(CLOCK)
 
 
@@ -58,13 +49,13 @@ def world(quota: int = 8) -> tuple[FakeApi, Reconciler]:
     controller = reconciler(api, tick)
     caches = controller.caches
     add(api, caches.nodes, kube.NODES, node("n0", 16))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("org", 16))
-    team = cluster_queue("team", quota)
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("org", 16, limit=16))
+    team = cluster_queue("team", quota, limit=quota)
     team["spec"]["parent"] = "org"
     add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, team)
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("other", quota))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
-    spare = local_queue("ns", "other")
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("other", quota, limit=quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
+    spare = local_queue("other", namespace="ns")
     spare["metadata"]["name"] = "spare"
     add(api, caches.local_queues, kube.LOCAL_QUEUES, spare)
     return api, controller
@@ -192,8 +183,8 @@ async def test_an_admitted_workload_keeps_its_queue_when_its_job_is_relabelled()
 
 
 def test_why_a_queue_is_closed():
-    team = cluster_queue("team", 8)
-    local_queues = {("ns", "default"): local_queue("ns", "team")}
+    team = cluster_queue("team", 8, limit=8)
+    local_queues = {("ns", "default"): local_queue("team", namespace="ns")}
     assert closed_reason(local_queues, {"team": team}, "ns", "default") is None
     assert "LocalQueue 'gone' does not exist in namespace 'ns'" in closed_reason(
         local_queues, {"team": team}, "ns", "gone")
@@ -205,7 +196,7 @@ def test_why_a_queue_is_closed():
 
 
 def test_the_active_condition_names_what_a_deletion_waits_for():
-    queue = cluster_queue("team", 8)
+    queue = cluster_queue("team", 8, limit=8)
     assert active_condition(queue, ["ns/a"]) == ("True", "Ready", "admitting workloads")
     queue["metadata"]["deletionTimestamp"] = DELETED_AT
     status, reason, message = active_condition(queue, [f"ns/w{i}" for i in range(5)])

@@ -7,18 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from fake_api import (
-    CLOCK,
-    FakeApi,
-    add,
-    cluster_queue,
-    job,
-    local_queue,
-    node,
-    reconciler,
-    settled_pass,
-    workload,
-)
+from fake_api import CLOCK, FakeApi, add, job, node, reconciler, settled_pass, workload
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
@@ -35,6 +24,8 @@ from admitter.controller.status import (
 from admitter.controller.translate import format_time
 from admitter.core.decisions import Pending, PendingReason
 
+from builders.kube import cluster_queue, local_queue
+
 
 def world(node_gpus: int = 8, quota: int = 8,
           clock: Callable[[], float] = lambda: CLOCK) -> tuple[FakeApi, Reconciler]:
@@ -43,8 +34,8 @@ def world(node_gpus: int = 8, quota: int = 8,
     controller = reconciler(api, clock)
     caches = controller.caches
     add(api, caches.nodes, kube.NODES, node("n0", node_gpus))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota, limit=quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
     return api, controller
 
 
@@ -101,7 +92,8 @@ async def test_a_changed_reason_is_written_again_with_one_event() -> None:
     writes, events = api.count("PATCH", "workloads/status"), len(api.events())
     # The node shrinks and the quota grows: the Workload now waits for room, not quota.
     add(api, controller.caches.nodes, kube.NODES, node("n0", 8))
-    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
+    grown = cluster_queue("team", 16, limit=16)
+    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, grown)
     clock[0] += REASON_REFRESH
     await settled_pass(controller)
     await settled_pass(controller)
@@ -188,7 +180,7 @@ async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:
 async def test_a_queue_status_is_written_when_it_changes_at_most_once_a_second() -> None:
     api = FakeApi()
     writer = StatusWriter(api, 0.0)  # type: ignore[arg-type]
-    lq = api.put(kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    lq = api.put(kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
     waiting = [workload("ns", f"w{i}", 8) for i in range(3)]
 
     async def show(pending: int, now: float) -> Obj:

@@ -11,17 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from fake_api import (
-    FakeApi,
-    add,
-    cluster_queue,
-    job,
-    node,
-    reconciler,
-    settled_pass,
-    team,
-    workload,
-)
+from fake_api import FakeApi, add, job, node, reconciler, settled_pass, team, workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +21,8 @@ from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
+
+from builders.kube import cluster_queue
 
 
 def bare_pod(name: str, requests: dict[str, object], node: str = "node-a") -> Obj:
@@ -136,7 +128,7 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
     add(api, caches.nodes, kube.NODES, {"metadata": {"name": "node-b"},
                                         "status": {"allocatable": {GPU: "1e40"}}})
     add(api, caches.cluster_queues, kube.CLUSTER_QUEUES,
-        {**cluster_queue("broken", 8), "spec": {"resources": "none"}})
+        {**cluster_queue("broken", 8, limit=8), "spec": {"resources": "none"}})
     add(api, caches.jobs, kube.JOBS, job("ns", "good", 8))
     for _ in range(2):
         await settled_pass(controller)

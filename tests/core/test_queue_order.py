@@ -82,36 +82,18 @@ def test_levels_are_ordered_on_their_subtree_use() -> None:
 @pytest.mark.parametrize(
     ("queues", "usage", "expected"),
     [
-        pytest.param(
-            [queue("low", priority=1), queue("high", priority=2)],
-            {},
-            ["high", "low"],
-            id="higher priority first",
-        ),
-        pytest.param(
-            [queue("heavy", weight=1), queue("light", weight=2)],
-            {"heavy": 0.3, "light": 0.4},
-            ["light", "heavy"],
-            id="lower usage per weight first",
-        ),
-        pytest.param(
-            [queue("unweighted", weight=0), queue("weighted")],
-            {"unweighted": 0.1, "weighted": 0.9},
-            ["weighted", "unweighted"],
-            id="usage with zero weight is infinitely heavy",
-        ),
-        pytest.param(
-            [queue("busy", priority=2), queue("quiet", priority=1)],
-            {"busy": 0.9, "quiet": 0.0},
-            ["busy", "quiet"],
-            id="priority before usage",
-        ),
-        pytest.param(
-            [queue("b"), queue("a"), queue("c")],
-            {},
-            ["b", "a", "c"],
-            id="creation order",
-        ),
+        pytest.param([queue("low", priority=1), queue("high", priority=2)], {},
+                     ["high", "low"], id="higher priority first"),
+        pytest.param([queue("heavy", weight=1), queue("light", weight=2)],
+                     {"heavy": 0.3, "light": 0.4}, ["light", "heavy"],
+                     id="lower usage per weight first"),
+        pytest.param([queue("unweighted", weight=0), queue("weighted")],
+                     {"unweighted": 0.1, "weighted": 0.9}, ["weighted", "unweighted"],
+                     id="usage with zero weight is infinitely heavy"),
+        pytest.param([queue("busy", priority=2), queue("quiet", priority=1)],
+                     {"busy": 0.9, "quiet": 0.0}, ["busy", "quiet"], id="priority before usage"),
+        pytest.param([queue("b"), queue("a"), queue("c")], {}, ["b", "a", "c"],
+                     id="creation order"),
     ],
 )
 def test_tie_breaks_at_equal_use(
