@@ -46,11 +46,12 @@ def namespace(name: str) -> Obj:
 
 
 def gpu_job(namespace: str, name: str, pods: int = 1, gpus: int = 8, runtime: str = "300s",
-            min_runtime: str = "1h", required: str | None = None, queue: str = "default",
+            min_runtime: str | None = "1h", required: str | None = None, queue: str = "default",
             suspend: bool = True, **pod_spec: Any) -> Obj:
     """A Job as a user writes it, already suspended as the mutating webhook would leave it;
-    KWOK runs its pods for `runtime`. `pod_spec` adds pod template fields (camelCase)."""
-    annotations = {MIN_RUNTIME_ANNOTATION: min_runtime}
+    KWOK runs its pods for `runtime`. No `min_runtime`: unfunded. `pod_spec` adds pod
+    template fields (camelCase)."""
+    annotations = {} if min_runtime is None else {MIN_RUNTIME_ANNOTATION: min_runtime}
     if required:
         annotations[TOPOLOGY_REQUIRED_ANNOTATION] = required
     container = {"name": "main", "image": "registry.invalid/train",

@@ -11,7 +11,6 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.informer import Informer
@@ -20,7 +19,7 @@ from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import format_time
 from admitter.core.model import GPU
 
-from builders.kube import cluster_queue, local_queue
+from builders.kube import cluster_queue, gpu_job, local_queue
 
 Write = tuple[str, str, Obj]
 """(verb, resource path, body)."""
@@ -214,6 +213,18 @@ def team(api: FakeApi, controller: Reconciler, quota: int, **node_gpus: int) -> 
     add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
 
 
+async def submitted_jobs(api: FakeApi, controller: Reconciler, count: int, gpus: int,
+                         **node_gpus: int) -> None:
+    """`team` on 8 GPUs of quota and the given nodes, `count` unfunded Jobs j0, j1, ... of
+    `gpus` GPUs each, and two passes: the Jobs that fit are admitted."""
+    team(api, controller, 8, **node_gpus)
+    for i in range(count):
+        add(api, controller.caches.jobs, kube.JOBS,
+            gpu_job("ns", f"j{i}", gpus=gpus, min_runtime=None))
+    for _ in range(2):
+        await settled_pass(controller)
+
+
 def reconciler(api: FakeApi, clock: Callable[[], float] = lambda: CLOCK) -> Reconciler:
     return Reconciler(api, Settings(), "test", clock)  # type: ignore[arg-type]
 
@@ -233,15 +244,6 @@ async def settled_pass(controller: Reconciler) -> None:
 def node(name: str, gpus: int) -> Obj:
     return {"metadata": {"name": name, "labels": {}},
             "status": {"allocatable": {GPU: str(gpus), "cpu": "64"}}}
-
-
-def job(namespace: str, name: str, gpus: int) -> Obj:
-    container = {"name": "main", "resources": {"limits": {GPU: str(gpus)}}}
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {QUEUE_LABEL: "default"}},
-            "spec": {"suspend": True, "parallelism": 1, "completions": 1,
-                     "template": {"spec": {"containers": [container]}}}}
 
 
 def workload(namespace: str, name: str, gpus: int, owner: Obj | None = None) -> Obj:
