@@ -29,7 +29,7 @@ from admitter.controller import kube
 from admitter.controller.snapshot import Translations, build_view
 from admitter.controller.status import StatusWriter
 from admitter.controller.translate import format_time
-from admitter.core.decisions import Pending
+from admitter.core.decisions import Pending, PendingReason
 
 
 def least_ms(work: Callable[[], object], batches: int = 5, per_batch: int = 10) -> float:
@@ -65,7 +65,7 @@ def pending_due_ms(pending: int) -> float:
                                             "creationTimestamp": format_time(CLOCK - 60 - i)},
                                "spec": {"queueName": "default"}, "status": {}}
                  for i in range(pending)}
-    decisions = [Pending(f"ns/w-{i}", "team", "NoFit", ("no room",), i + 1, None)
+    decisions = [Pending(f"ns/w-{i}", "team", PendingReason.NO_FIT, ("no room",), i + 1, None)
                  for i in range(pending)]
     writer = StatusWriter(None)  # type: ignore[arg-type]  # picks, never writes
     return least_ms(lambda: writer.pending_due(workloads, decisions, CLOCK))

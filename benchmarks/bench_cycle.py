@@ -13,16 +13,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 
-from common import ROOT
+import common  # noqa: F401  (tests/builders on the path)
 from rich.console import Console
 from rich.table import Table
-
-sys.path.insert(0, str(ROOT / "tests" / "core"))
-
-from cycle_builders import BLOCK, NO_TIME_FAIRNESS, RACK, queue
 
 from admitter.core import cycle as cycle_module
 from admitter.core.cycle import run_cycle
@@ -30,7 +25,9 @@ from admitter.core.decisions import Snapshot
 from admitter.core.model import GPU, Node, Phase, PodSet, TopologyRequest, Workload
 from admitter.core.topology import HOSTNAME as HOST
 
-ZONE = "topology.admitter.dev/zone"
+from builders.core import BLOCK, RACK, ZONE, queue
+from builders.world import NO_TIME_FAIRNESS
+
 LEVELS = (ZONE, BLOCK, RACK, HOST)
 TARGET_MS = 200
 """The bound for the headline cycle, drawn on the plot."""

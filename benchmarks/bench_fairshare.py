@@ -10,6 +10,7 @@ import statistics
 import sys
 import time
 
+import common  # noqa: F401  (tests/builders on the path)
 from rich.console import Console
 from rich.table import Table
 
@@ -17,8 +18,8 @@ from admitter.core.fairshare import compute_fair_share
 from admitter.core.model import GPU, Queue, ResourceQuota
 from admitter.core.queue_tree import QueueTree
 
-CPU, MEMORY = "cpu", "memory"
-GIB = 1 << 30
+from builders.core import CPU, GIB, MEMORY
+
 FANOUT = 10
 
 

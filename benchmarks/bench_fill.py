@@ -32,16 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import (
-    QUEUE_LABEL,
     api_writes,
     background,
     bounded,
     control_plane,
     control_plane_cpu,
+    create_leaf_queue,
     follow,
-    leaf_queue,
     machine,
-    namespace,
     node_layout,
     wait_until,
 )
@@ -49,9 +47,12 @@ from controller_process import ControllerProcess, ControllerStats, describe
 from rich.console import Console
 from rich.table import Table
 
+from admitter.api.contract import QUEUE_LABEL
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.testing import GPU_RESOURCE
+
+from builders.kube import namespace
 
 NAMESPACE = "fill"
 WAYS = ("plain", "admitter", "webhooks")
@@ -110,7 +111,7 @@ async def run_way(way: str, nodes: int, jobs: int, timeout: float,
         if way == "plain":
             await client.request("POST", "/api/v1/namespaces", namespace(NAMESPACE))
         else:
-            await leaf_queue(client, NAMESPACE, GPU_RESOURCE, nodes * 8)
+            await create_leaf_queue(client, NAMESPACE, GPU_RESOURCE, nodes * 8)
             controller = ControllerProcess(
                 cluster.kubeconfig_path, Path(work), SETTINGS,
                 None if profile is None else profile / f"controller-fill-{way}.txt",

@@ -36,14 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    ADMITTER_API,
-    QUEUE_LABEL,
     background,
-    cluster_queue,
     control_plane,
     control_plane_cpu,
+    create_leaf_queue,
     follow,
-    leaf_queue,
     machine,
     node_layout,
     wait_until,
@@ -53,9 +50,13 @@ from controller_process import ControllerProcess, ControllerStats, describe
 from rich.console import Console
 from rich.table import Table
 
+from admitter.api.base import API_VERSION as ADMITTER_API
+from admitter.api.contract import QUEUE_LABEL
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.testing import SIMULATED_RUNTIME_ANNOTATION
+
+from builders.kube import cluster_queue
 
 
 @dataclass(frozen=True)
@@ -158,10 +159,11 @@ class ShapeRun:
         for c in range(self.run.cohorts):
             parent = QUOTA * QUEUES_PER_COHORT
             await self.client.create(kube.CLUSTER_QUEUES,
-                                     cluster_queue(f"cohort-{c}", "cpu", parent, parent))
+                                     cluster_queue(f"cohort-{c}", parent, limit=parent,
+                                                   resource="cpu"))
         for ns in self.namespaces:
             cohort = "cohort-" + ns.split("-")[1]
-            await leaf_queue(self.client, ns, "cpu", QUOTA, LIMIT, cohort)
+            await create_leaf_queue(self.client, ns, "cpu", QUOTA, LIMIT, cohort)
         if self.run.mode == "jobs":
             for cls in CLASSES:
                 await self.client.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {

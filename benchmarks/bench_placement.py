@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 
+import common  # noqa: F401  (tests/builders on the path)
 from rich.console import Console
 from rich.table import Table
 
@@ -22,9 +23,9 @@ from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, place
 from admitter.core.topology import HOSTNAME
 
-ZONE, BLOCK, RACK = (f"topology.admitter.dev/{level}" for level in ("zone", "block", "rack"))
+from builders.core import BLOCK, CPU, GIB, MEMORY, RACK, ZONE
+
 LEVELS = (ZONE, BLOCK, RACK, HOSTNAME)
-CPU, MEMORY, GIB = "cpu", "memory", 1 << 30
 
 
 def nodes() -> list[Node]:

@@ -25,6 +25,7 @@ import sys
 import time
 from typing import Any
 
+import common  # noqa: F401  (tests/builders on the path)
 from rich.console import Console
 from rich.table import Table
 
@@ -34,11 +35,12 @@ from admitter.sim.checks import check_simulatable
 from admitter.sim.engine import Simulation
 from admitter.sim.result import build_result
 
+from builders.core import BLOCK, RACK
+
 DAY = 86400.0
 WORKLOADS_PER_30_DAYS = 50_000
 PROGRAMS = 3
 TEAMS_PER_PROGRAM = 8
-BLOCK, RACK = "topology.admitter.dev/block", "topology.admitter.dev/rack"
 STREAMS: dict[str, float] = {"debug": 0.6, "experiment": 0.33, "training": 0.006,
                              "unfunded": 0.064}
 """Share of all workloads per class."""

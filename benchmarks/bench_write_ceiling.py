@@ -30,11 +30,12 @@ from common import (
     control_plane,
     control_plane_cpu,
     machine,
-    namespace,
     node_layout,
 )
 from rich.console import Console
 from rich.table import Table
+
+from builders.kube import namespace
 
 TOOL_SOURCE = ROOT / "hack" / "writeload"
 TOOL = ROOT / "hack" / "bin" / "writeload"

@@ -1,7 +1,8 @@
-"""Shared pieces of the control-plane benchmarks (`bench_kueue_shape.py`, `bench_fill.py`,
-`bench_kueue_side_by_side.py`): a local control plane with admitter's CRDs, queue objects,
-list-then-watch loops and summary statistics. The controller process is in
-`controller_process.py`.
+"""Shared pieces of the benchmarks: the repository and `tests/builders` on the path (every
+benchmark imports this module first), and for the control-plane benchmarks
+(`bench_kueue_shape.py`, `bench_fill.py`, `bench_kueue_side_by_side.py`) a local control plane
+with admitter's CRDs, list-then-watch loops and summary statistics. The controller process is
+in `controller_process.py`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the builders package the tests use (tests/builders)
 
 from admitter.controller import kube  # noqa: E402
 from admitter.controller.kube import Kind, Kube, Obj  # noqa: E402
 from admitter.testing import GpuNodeLayout, LocalCluster  # noqa: E402
 
-ADMITTER_API = "admitter.dev/v1alpha1"
-QUEUE_LABEL = "admitter.dev/queue-name"
-
+from builders.kube import leaf_queue, namespace  # noqa: E402
 
 # ---- the control plane ---------------------------------------------------------------------
 
@@ -85,30 +85,14 @@ def node_layout(nodes: int, cpu: int, gpus: int = 0, pods: int = 256) -> GpuNode
                          nodes_per_rack=max(1, nodes), racks_per_block=1)
 
 
-def cluster_queue(name: str, resource: str, quota: int, limit: int | None = None,
-                  parent: str | None = None) -> Obj:
-    knobs: dict[str, Any] = {"quota": quota}
-    if limit is not None:
-        knobs["limit"] = limit
-    spec: dict[str, Any] = {"resources": {resource: knobs}}
-    if parent:
-        spec["parent"] = parent
-    return {"apiVersion": ADMITTER_API, "kind": "ClusterQueue", "metadata": {"name": name},
-            "spec": spec}
-
-
-async def leaf_queue(client: Kube, name: str, resource: str, quota: int,
-                     limit: int | None = None, parent: str | None = None) -> None:
+async def create_leaf_queue(client: Kube, name: str, resource: str, quota: int,
+                            limit: int | None = None, parent: str | None = None) -> None:
     """A leaf ClusterQueue, a namespace of the same name and its `default` LocalQueue."""
-    await client.create(kube.CLUSTER_QUEUES, cluster_queue(name, resource, quota, limit, parent))
+    cluster_queue, local_queue = leaf_queue(name, quota, namespace=name, resource=resource,
+                                            limit=limit, parent=parent)
+    await client.create(kube.CLUSTER_QUEUES, cluster_queue)
     await client.request("POST", "/api/v1/namespaces", namespace(name))
-    await client.create(kube.LOCAL_QUEUES, {
-        "apiVersion": ADMITTER_API, "kind": "LocalQueue",
-        "metadata": {"name": "default", "namespace": name}, "spec": {"clusterQueue": name}})
-
-
-def namespace(name: str) -> Obj:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    await client.create(kube.LOCAL_QUEUES, local_queue)
 
 
 # ---- watching and timing -------------------------------------------------------------------

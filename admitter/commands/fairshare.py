@@ -15,6 +15,7 @@ from admitter.api.quantity import format_quantity, from_base_units
 from admitter.api.scenario import Scenario
 from admitter.api.scenario_file import load_scenario, queue_tree
 from admitter.core.fairshare import FairShare
+from admitter.core.model import is_funded
 from admitter.core.usage import UsageLedger, fair_share_now
 
 
@@ -36,7 +37,7 @@ def fair_share_at_start(scenario: Scenario) -> FairShare:
             capacity[resource] = capacity.get(resource, 0) + amount
     demand: dict[str, dict[str, int]] = {}
     for template in scenario.workloads:
-        if template.submit != 0 or template.min_runtime == 0:
+        if template.submit != 0 or not is_funded(template.min_runtime):
             continue
         instances = template.count if template.every == 0 else 1
         leaf = demand.setdefault(template.queue, {})

@@ -10,6 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
+from admitter.api.duration import parse_duration
+from admitter.api.workload import (
+    CONDITION_ADMITTED,
+    CONDITION_EVICTED,
+    CONDITION_FINISHED,
+    CONDITION_QUOTA_RESERVED,
+)
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import (
@@ -19,7 +26,7 @@ from admitter.controller.translate import (
     user_affinity,
 )
 from admitter.core.decisions import Admission
-from admitter.core.model import GPU
+from admitter.core.model import GPU, is_funded
 
 BACKOFF_BASE = 60.0
 BACKOFF_CAP = 3600.0
@@ -46,7 +53,7 @@ def charged_seconds(wl: Obj, now: float) -> float:
     """Funded GPU-seconds of the current run, to add to the Workload's charge."""
     spec = wl["spec"]
     admission = (wl.get("status") or {}).get("admission")
-    if not admission or str(spec.get("minRuntime", "0")) in ("0", "0s"):
+    if not admission or not is_funded(parse_duration(spec.get("minRuntime", 0))):
         return 0.0
     gpus = sum(p["count"] * int(p.get("requests", {}).get(GPU, 0)) for p in spec["podSets"])
     started = parse_time(admission.get("admittedAt")) or now
@@ -55,11 +62,12 @@ def charged_seconds(wl: Obj, now: float) -> float:
 
 def admission_status(wl: Obj, decision: Admission, now: float) -> dict[str, Any]:
     """The Workload status fields an admission sets (the rest of its status is kept)."""
-    conditions = with_condition(_conditions(wl), "QuotaReserved", "True", "QuotaReserved",
-                                f"quota reserved in ClusterQueue {decision.queue}", now)
-    conditions = with_condition(conditions, "Admitted", "True", "Admitted",
+    conditions = with_condition(_conditions(wl), CONDITION_QUOTA_RESERVED, "True",
+                                "QuotaReserved", f"quota reserved in ClusterQueue {decision.queue}",
+                                now)
+    conditions = with_condition(conditions, CONDITION_ADMITTED, "True", "Admitted",
                                 decision.message, now)
-    conditions = [c for c in conditions if c["type"] != "Evicted"]
+    conditions = [c for c in conditions if c["type"] != CONDITION_EVICTED]
     hints = [{"podSet": wl["spec"]["podSets"][i]["name"], "node": node, "count": count}
              for i, counts in enumerate(decision.pod_set_nodes)
              for node, count in sorted(counts.items())]
@@ -119,10 +127,10 @@ class Actions:
         before it may be admitted again, the longer the more often it was evicted."""
         status = wl.get("status") or {}
         conditions = _conditions(wl)
-        conditions = with_condition(conditions, "Evicted", "True", reason, message, now)
-        conditions = with_condition(conditions, "Admitted", "False", reason,
+        conditions = with_condition(conditions, CONDITION_EVICTED, "True", reason, message, now)
+        conditions = with_condition(conditions, CONDITION_ADMITTED, "False", reason,
                                     f"evicted: {message}", now)
-        conditions = with_condition(conditions, "QuotaReserved", "False", "Requeued",
+        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", "Requeued",
                                     "waiting for admission again", now)
         count = int(status.get("evictionCount", 0)) + 1
         patch: dict[str, Any] = {
@@ -185,8 +193,9 @@ class Actions:
         """Mark the Workload Finished and release its quota, charging the run so far.
         `Admitted` stays as it was (Kueue's way): `kubectl get wl` shows a finished Workload
         as admitted and finished, not as one that never ran."""
-        conditions = with_condition(_conditions(wl), "Finished", "True", reason, message, now)
-        conditions = with_condition(conditions, "QuotaReserved", "False", "Finished",
+        conditions = with_condition(_conditions(wl), CONDITION_FINISHED, "True", reason,
+                                    message, now)
+        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", "Finished",
                                     "finished; quota released", now)
         status = wl.get("status") or {}
         return await self.patch_workload_status(wl, {

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import cluster_levels
+from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller import kube
 from admitter.controller.informer import Informer, Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
@@ -29,13 +30,13 @@ class LiveWorkloads:
         if new is None:
             if old is not None:
                 self.live.pop(key_of(old), None)
-        elif is_true(new, "Finished"):
+        elif is_true(new, CONDITION_FINISHED):
             self.live.pop(key_of(new), None)
         else:
             self.live[key_of(new)] = new
 
     def _replaced(self, workloads: Iterable[Obj]) -> None:
-        self.live = {key_of(wl): wl for wl in workloads if not is_true(wl, "Finished")}
+        self.live = {key_of(wl): wl for wl in workloads if not is_true(wl, CONDITION_FINISHED)}
 
 
 @dataclass

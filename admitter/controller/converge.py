@@ -18,6 +18,7 @@ from admitter.api.contract import (
     QUEUE_LABEL,
 )
 from admitter.api.quantity import kube_base_units
+from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.kube import Obj
 from admitter.controller.translate import is_true, pod_count, pod_requests
 
@@ -51,7 +52,7 @@ JOB_CHANGED = "JobChanged"
 def converge_step(job: Obj, wl: Obj) -> Step:
     """The one write that brings `job` and its Workload `wl` closer together, if any."""
     if is_true(job, "Complete") or is_true(job, "Failed"):
-        return Step.NONE if is_true(wl, "Finished") else Step.FINISH
+        return Step.NONE if is_true(wl, CONDITION_FINISHED) else Step.FINISH
     admitted = bool((wl.get("status") or {}).get("admission"))
     suspended = bool(job["spec"].get("suspend"))
     if not equivalent(job, wl):

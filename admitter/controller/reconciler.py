@@ -20,6 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.contract import QUEUE_LABEL, ContractError, parse_contract
 from admitter.api.convert import core_fair_share_settings, effective_max_min_runtime
 from admitter.api.settings import Settings
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting
@@ -462,7 +463,7 @@ class Reconciler:
         """Write why the Workload waits; an Event only when the reason changed and was not
         recorded within REPEAT_AFTER (a reason flipping back and forth as the cluster churns
         is told once), so `kubectl describe` tells the story without an Event per pass."""
-        shown = condition(wl, "QuotaReserved") or {}
+        shown = condition(wl, CONDITION_QUOTA_RESERVED) or {}
         updated = await self.status.pending(wl, pending, now)
         if updated is None:
             return  # changed meanwhile; a later pass looks again

@@ -30,6 +30,7 @@ from admitter.core.decisions import (
     Eviction,
     EvictionReason,
     Pending,
+    PendingReason,
     Snapshot,
 )
 from admitter.core.fairshare import FairShare
@@ -139,7 +140,7 @@ class _Cycle:
                     admitted.append(workload)
             elif workload.phase is Phase.PENDING:
                 (invalid if waiting is None else waiting).append(workload)
-            if waiting is not None and workload.min_runtime > 0:  # funded demand, inlined
+            if waiting is not None and workload.funded:
                 leaf = demand.get(workload.queue)
                 if leaf is None:
                     leaf = demand[workload.queue] = {}
@@ -193,7 +194,7 @@ class _Cycle:
         search lets another queue search in the next cycle."""
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
         for workload in invalid:
-            self._wait(workload, "InvalidQueue",
+            self._wait(workload, PendingReason.INVALID_QUEUE,
                        f"queue {workload.queue} is not a leaf ClusterQueue")
 
     def _fair_share(self, demand: dict[str, dict[str, int]], capacity: dict[str, int]
@@ -284,8 +285,8 @@ class _Cycle:
             self.unsettled = self.unsettled or bool(self.admissions)
             self.failures.clear()
             waited = self.now - workload.submitted_at
-            self._wait(workload, "Reserved", f"waited {waited:g}s, past the starvation bound "
-                       f"of {bound:g}s; {describe(workload, chosen)}",
+            self._wait(workload, PendingReason.RESERVED, f"waited {waited:g}s, past the "
+                       f"starvation bound of {bound:g}s; {describe(workload, chosen)}",
                        retry_at=blocked.protected_until)
             return
 
@@ -328,17 +329,17 @@ class _Cycle:
             return False
         if blocked.protected_until is not None:
             names = ", ".join(w.key for w in blocked.protected[:3])
-            self._wait(workload, "ProtectedVictims",
+            self._wait(workload, PendingReason.PROTECTED_VICTIMS,
                        f"{why}; the workloads that could make room ({names}) are protected by "
                        f"their min runtime until t={blocked.protected_until:g}s",
                        retry_at=blocked.protected_until)
         elif limit is not None:
-            self._wait(workload, "LimitExceeded", limit)
+            self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
         elif share is not None:
-            self._wait(workload, "QuotaExceeded", share, " (non-preemptible work stays within "
-                       "its fair share)")
+            self._wait(workload, PendingReason.QUOTA_EXCEEDED, share,
+                       " (non-preemptible work stays within its fair share)")
         else:
-            self._wait(workload, "NoFit", why)
+            self._wait(workload, PendingReason.NO_FIT, why)
         return False
 
     def _make_room(self, workload: Workload, within: str | None, *, search: Search,
@@ -393,14 +394,14 @@ class _Cycle:
                 if need <= idle and self._fits_idle(workload):
                     possible[leaf].append(workload)
                 elif (limit := self.ledger.limit_block(workload)) is not None:
-                    self._wait(workload, "LimitExceeded", limit)
+                    self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
                 elif need > idle:
-                    self._wait(workload, "NoFit", "the cluster has ", idle, " idle ", GPU, "; ",
-                               need, " needed")
+                    self._wait(workload, PendingReason.NO_FIT, "the cluster has ", idle,
+                               " idle ", GPU, "; ", need, " needed")
                 else:
                     failed = self._place(workload)
                     assert isinstance(failed, PlacementFailure)  # place() checks fits() first
-                    self._wait(workload, "NoFit", failed.reason)
+                    self._wait(workload, PendingReason.NO_FIT, failed.reason)
         return possible
 
     def _fits_idle(self, workload: Workload) -> bool:
@@ -412,14 +413,14 @@ class _Cycle:
     def _try_unfunded(self, workload: Workload) -> bool:
         limit = self.ledger.limit_block(workload)
         if limit is not None:
-            self._wait(workload, "LimitExceeded", limit)
+            self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
             return False
         placed = self._place(workload)
         if isinstance(placed, Placement):
             self._admit(workload, placed, "unfunded, on idle capacity")
             self.borrowed = True
             return True
-        self._wait(workload, "NoFit", placed.reason)
+        self._wait(workload, PendingReason.NO_FIT, placed.reason)
         return False
 
     # Shared mechanics -------------------------------------------------------------------
@@ -467,7 +468,8 @@ class _Cycle:
             return True
         if not quiet:
             self._until(workload.eligible_at)
-            self._wait(workload, "Backoff", "requeued after its pods were not ready in time",
+            self._wait(workload, PendingReason.BACKOFF,
+                       "requeued after its pods were not ready in time",
                        retry_at=workload.eligible_at)
         return False
 
@@ -515,7 +517,7 @@ class _Cycle:
         if moment is not None and self.now < moment < self.next_change:
             self.next_change = moment
 
-    def _wait(self, workload: Workload, reason: str, *message: object,
+    def _wait(self, workload: Workload, reason: PendingReason, *message: object,
               retry_at: float | None = None) -> None:
         """`message` in parts, joined only if someone reads it (`Pending.message`)."""
         self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,

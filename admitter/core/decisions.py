@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 
 from admitter.core.fairshare import FairShare
 from admitter.core.model import (
@@ -57,6 +57,27 @@ class EvictionReason(Enum):
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
 
 
+class PendingReason(StrEnum):
+    """Why a workload waits, as its `QuotaReserved=False` condition and event show it."""
+
+    INVALID_QUEUE = "InvalidQueue"
+    """Its queue is not a leaf ClusterQueue."""
+    QUEUE_CLOSED = "QueueClosed"
+    """Its LocalQueue or ClusterQueue is missing or being deleted (the controller's)."""
+    RESERVED = "Reserved"
+    """The room is held for a workload past the starvation bound."""
+    PROTECTED_VICTIMS = "ProtectedVictims"
+    """Only workloads inside their protected min runtime could make room."""
+    LIMIT_EXCEEDED = "LimitExceeded"
+    """Admitting it would take a queue on its path past its limit."""
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    """Non-preemptible work stays within its queue's fair share."""
+    NO_FIT = "NoFit"
+    """No placement, even after preemption."""
+    BACKOFF = "Backoff"
+    """Requeued after its pods were not ready in time; waits before it is tried again."""
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     """Admit `key`: the pods per node per pod set the gang check assumed, and the required
@@ -92,7 +113,8 @@ class Pending(PlainRecord):
 
     __slots__ = ("_message", "_parts", "key", "position", "queue", "reason", "retry_at")
 
-    def __init__(self, key: str, queue: str, reason: str, message: str | tuple[object, ...],
+    def __init__(self, key: str, queue: str, reason: PendingReason,
+                 message: str | tuple[object, ...],
                  position: int, retry_at: float | None = None) -> None:
         self.key = key
         self.queue = queue

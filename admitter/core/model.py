@@ -209,6 +209,12 @@ class TopologyRequest:
     preferred: str | None = None
 
 
+def is_funded(min_runtime: float) -> bool:
+    """The scheduling contract's funded rule: a positive minimum runtime is protected and
+    charged to the queue's budget; 0 is unfunded (free, preemptible at any time)."""
+    return min_runtime > 0
+
+
 class Phase(Enum):
     PENDING = "Pending"
     ADMITTED = "Admitted"
@@ -257,7 +263,7 @@ class Workload:
 
     @property
     def funded(self) -> bool:
-        return self.min_runtime > 0
+        return is_funded(self.min_runtime)
 
     def preemptible(self, non_preemptible_priority: int | None) -> bool:
         """Whether it may ever be evicted; None as the threshold makes every priority so."""

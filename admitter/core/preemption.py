@@ -233,7 +233,7 @@ class RoomFinder:
         ratios: dict[str, float] = {}
         now = self._now
         for workload in self._running.values():
-            funded = workload.min_runtime > 0  # `funded` and `protected_until`, inlined
+            funded = workload.funded  # `protected_until`, inlined
             if funded and not workload.preemptible(self._non_preemptible_priority):
                 continue
             started = workload.admitted_at
@@ -431,6 +431,6 @@ def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:
         group = groups.get(workload.queue)
         if group is None:
             group = groups[workload.queue] = _Group()
-        funded = workload.min_runtime > 0  # `funded`, inlined: runs for every running workload
+        funded = workload.funded
         (group.funded if funded else group.unfunded).append((position, workload))
     return groups

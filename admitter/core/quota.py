@@ -69,7 +69,7 @@ class Allocations:
         for workload in admitted:  # summed per leaf first (inlined), then along each path
             self._keys.add(workload.key)
             requests = workload.requests().items()
-            for own in (own_held, own_funded) if workload.min_runtime > 0 else (own_held,):
+            for own in (own_held, own_funded) if workload.funded else (own_held,):
                 sums = own.get(workload.queue)
                 if sums is None:
                     sums = own[workload.queue] = {}
@@ -112,7 +112,7 @@ class Allocations:
         else:
             self._keys.discard(workload.key)
         requests = workload.requests().items()
-        funded = workload.min_runtime > 0  # `funded`, inlined: runs for every admission
+        funded = workload.funded
         for name in self._paths[workload.queue]:
             held = self.held[name]
             for resource, amount in requests:

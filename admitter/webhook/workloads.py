@@ -14,6 +14,7 @@ from admitter.api.convert import cluster_levels
 from admitter.api.duration import format_duration
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
+from admitter.core.model import is_funded
 from admitter.webhook.jobs import JobPolicy, _effective_cap
 from admitter.webhook.lookup import Lookup
 
@@ -34,7 +35,7 @@ async def reference_problems(
             f"LocalQueue {spec.queue_name!r} does not exist in namespace {namespace!r} "
             f"(existing: {existing})"
         )))
-    elif spec.min_runtime:
+    elif is_funded(spec.min_runtime):
         leaf = local_queue.spec.cluster_queue
         cap = _effective_cap(await lookup.cluster_queues(), leaf, policy.max_min_runtime)
         if spec.min_runtime > cap:

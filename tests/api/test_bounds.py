@@ -16,16 +16,14 @@ from admitter.api.settings import Settings
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
 
+from builders.core import GPU
+from builders.kube import cluster_queue, topology, workload
+
 
 def problems(kind, data) -> str:
     with pytest.raises(ValidationError) as caught:
         kind.model_validate(data)
     return str(InputError.from_validation("x", caught.value))
-
-
-def cluster_queue(**knobs):
-    return {"kind": "ClusterQueue", "metadata": {"name": "team-a"},
-            "spec": {"resources": {"nvidia.com/gpu": knobs}}}
 
 
 @pytest.mark.parametrize(
@@ -42,30 +40,23 @@ def cluster_queue(**knobs):
     ],
 )
 def test_cluster_queue_amounts_and_weights_are_bounded(knobs, expected):
-    assert expected in problems(ClusterQueue, cluster_queue(**knobs))
+    assert expected in problems(ClusterQueue, cluster_queue("team-a", resources={GPU: knobs}))
 
 
 def test_cpu_quota_may_be_fractional_and_the_largest_weight_is_accepted():
-    queue = cluster_queue(quota=4, overQuotaWeight=MAX_OVER_QUOTA_WEIGHT)
-    queue["spec"]["resources"]["cpu"] = {"quota": "500m"}
+    largest = {"quota": 4, "overQuotaWeight": MAX_OVER_QUOTA_WEIGHT}
+    queue = cluster_queue("team-a", resources={GPU: largest, "cpu": {"quota": "500m"}})
     assert ClusterQueue.model_validate(queue).spec.resources["cpu"].quota == 0.5
 
 
 def test_priorities_are_int32():
-    queue = cluster_queue(quota=1)
+    queue = cluster_queue("team-a", 1)
     queue["spec"]["priority"] = 2**31
     assert "spec.priority" in problems(ClusterQueue, queue)
 
 
 def test_k_value_is_finite():
     assert "fairShare.kValue" in problems(Settings, {"fairShare": {"kValue": 1e308}})
-
-
-def workload(**spec):
-    return {"kind": "Workload", "metadata": {"name": "w", "namespace": "team-a"},
-            "spec": {"queueName": "default",
-                     "podSets": [{"name": "main", "count": 1,
-                                  "requests": {"nvidia.com/gpu": 8}}], **spec}}
 
 
 @pytest.mark.parametrize(
@@ -83,12 +74,7 @@ def workload(**spec):
     ],
 )
 def test_workload_requests_durations_and_topology_are_checked(spec, expected):
-    assert expected in problems(Workload, workload(**spec))
-
-
-def topology(*labels):
-    return {"kind": "Topology", "metadata": {"name": "t"},
-            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
+    assert expected in problems(Workload, workload("w", gpus=8, **spec))
 
 
 @pytest.mark.parametrize(
@@ -108,12 +94,12 @@ def topology(*labels):
     ],
 )
 def test_topology_levels_are_label_keys_widest_first(labels, expected):
-    assert expected in problems(Topology, topology(*labels))
+    assert expected in problems(Topology, topology("t", *labels))
 
 
 def test_a_well_formed_topology_is_accepted():
     levels = ("topology.kubernetes.io/zone", "example.com/block", "rack", "kubernetes.io/hostname")
-    assert Topology.model_validate(topology(*levels)).spec.label_keys() == list(levels)
+    assert Topology.model_validate(topology("t", *levels)).spec.label_keys() == list(levels)
 
 
 _LABEL_NAME = st.from_regex(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", fullmatch=True)
@@ -152,10 +138,10 @@ _SCALARS = st.one_of(
 @given(_SCALARS, _SCALARS, _SCALARS)
 def test_any_scalar_in_any_bounded_field_is_a_validation_error_or_valid(amount, weight, runtime):
     """Nothing but a ValidationError may escape: anything else is a 500 from the webhook."""
-    queue = cluster_queue(quota=amount, overQuotaWeight=weight)
-    queue["spec"]["maxMinRuntime"] = runtime
+    queue = cluster_queue("team-a", resources={GPU: {"quota": amount, "overQuotaWeight": weight}})
+    queue["spec"]["maxMinRuntime"] = runtime  # None too: the builder would leave it out
     with contextlib.suppress(ValidationError):
         ClusterQueue.model_validate(queue)
     with contextlib.suppress(ValidationError):
-        Workload.model_validate(workload(minRuntime=runtime, podSets=[
+        Workload.model_validate(workload("w", gpus=8, minRuntime=runtime, podSets=[
             {"name": "main", "count": 1, "requests": {"nvidia.com/gpu": amount}}]))

@@ -10,8 +10,7 @@ from admitter.api.convert import cluster_levels, topology_levels
 from admitter.api.scenario import ClusterSpec
 from admitter.core.topology import HOSTNAME, with_host_level
 
-RACK = "topology.admitter.dev/rack"
-BLOCK = "topology.admitter.dev/block"
+from builders.core import BLOCK, RACK
 
 
 def test_the_host_level_is_last_whether_listed_or_not() -> None:

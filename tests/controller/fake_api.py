@@ -11,7 +11,6 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.informer import Informer
@@ -19,6 +18,8 @@ from admitter.controller.kube import JSON_PATCH, MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import format_time
 from admitter.core.model import GPU
+
+from builders.kube import cluster_queue, gpu_job, local_queue
 
 Write = tuple[str, str, Obj]
 """(verb, resource path, body)."""
@@ -208,8 +209,20 @@ def team(api: FakeApi, controller: Reconciler, quota: int, **node_gpus: int) -> 
     caches = controller.caches
     for name, gpus in node_gpus.items():
         add(api, caches.nodes, kube.NODES, node(name.replace("_", "-"), gpus))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota, limit=quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
+
+
+async def submitted_jobs(api: FakeApi, controller: Reconciler, count: int, gpus: int,
+                         **node_gpus: int) -> None:
+    """`team` on 8 GPUs of quota and the given nodes, `count` unfunded Jobs j0, j1, ... of
+    `gpus` GPUs each, and two passes: the Jobs that fit are admitted."""
+    team(api, controller, 8, **node_gpus)
+    for i in range(count):
+        add(api, controller.caches.jobs, kube.JOBS,
+            gpu_job("ns", f"j{i}", gpus=gpus, min_runtime=None))
+    for _ in range(2):
+        await settled_pass(controller)
 
 
 def reconciler(api: FakeApi, clock: Callable[[], float] = lambda: CLOCK) -> Reconciler:
@@ -231,25 +244,6 @@ async def settled_pass(controller: Reconciler) -> None:
 def node(name: str, gpus: int) -> Obj:
     return {"metadata": {"name": name, "labels": {}},
             "status": {"allocatable": {GPU: str(gpus), "cpu": "64"}}}
-
-
-def cluster_queue(name: str, gpus: int) -> Obj:
-    return {"metadata": {"name": name, "creationTimestamp": CREATED},
-            "spec": {"resources": {GPU: {"quota": gpus, "limit": gpus}}}}
-
-
-def local_queue(namespace: str, cluster_queue_name: str) -> Obj:
-    return {"metadata": {"name": "default", "namespace": namespace},
-            "spec": {"clusterQueue": cluster_queue_name}}
-
-
-def job(namespace: str, name: str, gpus: int) -> Obj:
-    container = {"name": "main", "resources": {"limits": {GPU: str(gpus)}}}
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {QUEUE_LABEL: "default"}},
-            "spec": {"suspend": True, "parallelism": 1, "completions": 1,
-                     "template": {"spec": {"containers": [container]}}}}
 
 
 def workload(namespace: str, name: str, gpus: int, owner: Obj | None = None) -> Obj:

@@ -7,15 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fake_api import (
-    FakeApi,
-    add,
-    job,
-    reconciler,
-    settled_pass,
-    team,
-    workload,
-)
+from fake_api import FakeApi, add, reconciler, settled_pass, team, workload
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
@@ -23,6 +15,8 @@ from admitter.controller import kube
 from admitter.controller.kube import MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import JOB_NAME_LABEL, is_true, workload_name
+
+from builders.kube import gpu_job
 
 
 def stored_job(api: FakeApi, name: str) -> Obj:
@@ -44,7 +38,7 @@ def changed(api: FakeApi, controller: Reconciler, name: str, **spec: Any) -> Non
 
 
 async def admitted_job(api: FakeApi, controller: Reconciler, name: str, gpus: int = 1) -> Obj:
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", name, gpus))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", name, gpus=gpus, min_runtime=None))
     for _ in range(2):
         await settled_pass(controller)
     wl = stored_workload(api, controller, name)
@@ -118,7 +112,8 @@ async def test_workloads_left_behind_by_their_job_are_finished() -> None:
     labelled = workload("ns", "orphaned-by-cascade", 8)  # the GC dropped its owner reference
     labelled["metadata"]["labels"] = {JOB_NAME_LABEL: "gone"}
     gone = {"metadata": {"name": "deleted", "uid": "uid-deleted"}}
-    lagging_job = api.put(kube.JOBS, job("ns", "lagging", 1))  # in the API, not yet cached
+    # in the API, not yet cached:
+    lagging_job = api.put(kube.JOBS, gpu_job("ns", "lagging", gpus=1, min_runtime=None))
     for wl, owner in ((labelled, None), (workload("ns", "owner-gone", 8, gone), None),
                       (workload("ns", "cache-lags", 1, lagging_job), None)):
         add(api, caches.workloads, kube.WORKLOADS, wl if owner is None else owner)
@@ -173,7 +168,7 @@ async def test_one_job_whose_writes_fail_never_aborts_a_pass() -> None:
     await admitted_job(api, controller, "broken")
     changed(api, controller, "broken", spec={"suspend": True})  # admitted, to be started
     api.failing = "broken"
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "fine", 1))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "fine", gpus=1, min_runtime=None))
     for _ in range(2):
         await settled_pass(controller)  # raises if the failing write aborts the pass
     assert not stored_job(api, "fine")["spec"]["suspend"], "the other Job runs"

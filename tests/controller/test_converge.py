@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from fake_api import CLOCK, FakeApi, SlowApi, add, job, reconciler, settled_pass, team
+from fake_api import CLOCK, FakeApi, SlowApi, add, reconciler, submitted_jobs
 
 from admitter.controller import kube
-from admitter.controller.reconciler import SWEEP_EVERY, Reconciler
+from admitter.controller.reconciler import SWEEP_EVERY
 from admitter.controller.translate import format_time, workload_name
-
-
-async def admit_one_gpu_jobs(api: FakeApi, controller: Reconciler, count: int) -> None:
-    """An 8-GPU node and queue, and `count` one-GPU Jobs j0, j1, ... admitted."""
-    team(api, controller, 8, node_a=8)
-    for i in range(count):
-        add(api, controller.caches.jobs, kube.JOBS, job("ns", f"j{i}", 1))
-    for _ in range(2):
-        await settled_pass(controller)
 
 
 async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> None:
@@ -26,7 +17,7 @@ async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> Non
     api.open.set()
     controller = reconciler(api)
     caches = controller.caches
-    await admit_one_gpu_jobs(api, controller, 8)
+    await submitted_jobs(api, controller, 8, gpus=1, node_a=8)
     api.open.clear()
     for stored in caches.jobs.items():
         assert not stored["spec"]["suspend"], "all eight admitted and started"
@@ -53,7 +44,7 @@ async def test_a_pass_checks_the_jobs_that_changed_and_every_job_once_per_sweep(
     api = FakeApi()
     controller = reconciler(api, lambda: now[0])
     caches = controller.caches
-    await admit_one_gpu_jobs(api, controller, 3)
+    await submitted_jobs(api, controller, 3, gpus=1, node_a=8)
     assert controller.jobs_to_check(now[0]) == [], "nothing changed since the last pass"
     changed = caches.jobs.get("ns", "j1")
     assert changed is not None

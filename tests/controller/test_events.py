@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 
-from fake_api import FakeApi, job
+from fake_api import FakeApi
 
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
+
+from builders.kube import gpu_job
 
 
 async def recorded(per_reason: bool) -> list[tuple[str, str]]:
     api = FakeApi()
     recorder = EventRecorder(api, "test")  # type: ignore[arg-type]
-    target = job("ns", "train", 1)
+    target = gpu_job("ns", "train", gpus=1, min_runtime=None)
     target["metadata"]["uid"] = "uid-train"
     for at, reason, message in ((0, "NoFit", "8 GPUs free"), (10, "QuotaExhausted", "at 8"),
                                 (20, "NoFit", "4 GPUs free"),

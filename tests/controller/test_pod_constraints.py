@@ -16,11 +16,11 @@ from admitter.core.model import (
     GPU,
     Node,
     NodeSelection,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     Taint,
     Toleration,
 )
+
+from builders.core import requirement, term
 
 CONTRACT = JobContract(3600, True, None, None)
 
@@ -96,9 +96,9 @@ def test_tolerations_selector_and_affinity_reach_the_core() -> None:
                                    Toleration("dedicated", "Equal", "train", ""))
     assert pod_set.selection == NodeSelection(
         (("pool", "train"),),
-        (NodeSelectorTerm((NodeSelectorRequirement("gpu", "In", ("h100",)),)),
-         NodeSelectorTerm((NodeSelectorRequirement("gpus", "Gt", ("4",)),),
-                          (NodeSelectorRequirement("metadata.name", "NotIn", ("bad",)),))))
+        (term(requirement("gpu", "In", "h100")),
+         term(requirement("gpus", "Gt", "4"),
+              fields=(requirement("metadata.name", "NotIn", "bad"),))))
     tainted = (Taint("nvidia.com/gpu", "present"),)
     assert pod_set.admits(Node("n1", {GPU: 8}, {"pool": "train", "gpu": "h100"},
                                taints=tainted))

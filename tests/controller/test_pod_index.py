@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_api import FakeApi, ListingApi, WatchReplay, add, job, reconciler
+from fake_api import FakeApi, ListingApi, WatchReplay, add, reconciler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +13,8 @@ from admitter.controller import kube
 from admitter.controller.cache import Caches
 from admitter.controller.kube import Obj
 from admitter.core.model import GPU
+
+from builders.kube import gpu_job
 
 NODES = (None, "n1", "n2")
 JOBS = ("j0", "j1", "j2")
@@ -74,7 +76,7 @@ def test_the_index_matches_a_fresh_count_after_any_events(events: list[tuple[Any
         elif kind == "delete-pod":
             replay.delete(caches.pods, args[0])
         elif kind == "job" and caches.jobs.get("ns", args[0]) is None:
-            add(api, caches.jobs, kube.JOBS, job("ns", args[0], 1))
+            add(api, caches.jobs, kube.JOBS, gpu_job("ns", args[0], gpus=1, min_runtime=None))
         elif kind == "delete-job":
             replay.delete(caches.jobs, args[0])
         elif kind in ("relist-pods", "relist-jobs"):
@@ -87,7 +89,7 @@ def test_a_job_that_appears_after_its_pod_takes_the_pod_out_of_foreign_usage() -
     caches = reconciler(api).caches
     caches.pods.observe(pod("p", "n1", "Running", "j0", 2))
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
-    created = add(api, caches.jobs, kube.JOBS, job("ns", "j0", 2))
+    created = add(api, caches.jobs, kube.JOBS, gpu_job("ns", "j0", gpus=2, min_runtime=None))
     assert caches.foreign_usage() == {} and caches.bound_pods() == {("ns", "j0"): {"n1": 1}}
     caches.jobs._apply({"type": "DELETED", "object": created})
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}

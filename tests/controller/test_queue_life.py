@@ -6,18 +6,7 @@ from __future__ import annotations
 
 import math
 
-from fake_api import (
-    CLOCK,
-    FakeApi,
-    SlowApi,
-    add,
-    cluster_queue,
-    job,
-    local_queue,
-    node,
-    reconciler,
-    team,
-)
+from fake_api import CLOCK, FakeApi, SlowApi, add, node, reconciler, team
 from fake_api import settled_pass as one_pass
 from fake_api import workload as workload_object
 
@@ -39,7 +28,9 @@ from admitter.controller.status import (
     StatusWriter,
 )
 from admitter.controller.translate import format_time, workload_name
-from admitter.core.decisions import CycleResult, Pending
+from admitter.core.decisions import CycleResult, Pending, PendingReason
+
+from builders.kube import cluster_queue, gpu_job, local_queue
 
 DELETED_AT = format_time(CLOCK)
 
@@ -58,13 +49,13 @@ def world(quota: int = 8) -> tuple[FakeApi, Reconciler]:
     controller = reconciler(api, tick)
     caches = controller.caches
     add(api, caches.nodes, kube.NODES, node("n0", 16))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("org", 16))
-    team = cluster_queue("team", quota)
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("org", 16, limit=16))
+    team = cluster_queue("team", quota, limit=quota)
     team["spec"]["parent"] = "org"
     add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, team)
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("other", quota))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
-    spare = local_queue("ns", "other")
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("other", quota, limit=quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
+    spare = local_queue("other", namespace="ns")
     spare["metadata"]["name"] = "spare"
     add(api, caches.local_queues, kube.LOCAL_QUEUES, spare)
     return api, controller
@@ -104,7 +95,7 @@ async def settle(controller: Reconciler, passes: int = 3) -> None:
 
 async def test_queues_holding_admitted_workloads_carry_the_finalizer_until_none_are_left():
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
     await settle(controller)
     holding = {name for name, found in finalizers(api).items() if IN_USE_FINALIZER in found}
     assert holding == {"org", "team", "default"}, "the leaf, its ancestors and the LocalQueue"
@@ -117,10 +108,10 @@ async def test_queues_holding_admitted_workloads_carry_the_finalizer_until_none_
 
 async def test_a_cluster_queue_being_deleted_admits_nothing_new_and_says_what_it_waits_for():
     api, controller = world(quota=8)
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "running", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "running", gpus=8, min_runtime=None))
     await settle(controller)
     delete(api, controller, kube.CLUSTER_QUEUES, "team")
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "late", 1))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "late", gpus=1, min_runtime=None))
     await settle(controller)
     late = stored(api, kube.WORKLOADS, workload_name(stored(api, kube.JOBS, "late", "ns")), "ns")
     assert not late["status"].get("admission")
@@ -137,7 +128,7 @@ async def test_a_cluster_queue_being_deleted_admits_nothing_new_and_says_what_it
 
 async def test_an_admission_into_a_queue_whose_deletion_just_began_is_not_written():
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
     await one_pass(controller)  # creates the Workload
     # Deleted between the cache's view and the finalizer: the API server refuses the new
     # finalizer (the fake, by a version the cache never saw and a read showing deletion).
@@ -160,8 +151,8 @@ async def test_an_admission_into_a_queue_whose_deletion_just_began_is_not_writte
 
 async def test_a_pending_workload_follows_its_job_to_another_local_queue():
     api, controller = world(quota=8)
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "first", 8))
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "second", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "first", gpus=8, min_runtime=None))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "second", gpus=8, min_runtime=None))
     await settle(controller)
     names = {n: workload_name(stored(api, kube.JOBS, n, "ns")) for n in ("first", "second")}
     waiting = next(n for n, w in names.items()
@@ -181,7 +172,7 @@ async def test_a_pending_workload_follows_its_job_to_another_local_queue():
 
 async def test_an_admitted_workload_keeps_its_queue_when_its_job_is_relabelled():
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
     await settle(controller)
     relabelled = stored(api, kube.JOBS, "train", "ns")
     relabelled["metadata"]["labels"] = {QUEUE_LABEL: "spare"}  # webhooks bypassed
@@ -192,8 +183,8 @@ async def test_an_admitted_workload_keeps_its_queue_when_its_job_is_relabelled()
 
 
 def test_why_a_queue_is_closed():
-    team = cluster_queue("team", 8)
-    local_queues = {("ns", "default"): local_queue("ns", "team")}
+    team = cluster_queue("team", 8, limit=8)
+    local_queues = {("ns", "default"): local_queue("team", namespace="ns")}
     assert closed_reason(local_queues, {"team": team}, "ns", "default") is None
     assert "LocalQueue 'gone' does not exist in namespace 'ns'" in closed_reason(
         local_queues, {"team": team}, "ns", "gone")
@@ -205,7 +196,7 @@ def test_why_a_queue_is_closed():
 
 
 def test_the_active_condition_names_what_a_deletion_waits_for():
-    queue = cluster_queue("team", 8)
+    queue = cluster_queue("team", 8, limit=8)
     assert active_condition(queue, ["ns/a"]) == ("True", "Ready", "admitting workloads")
     queue["metadata"]["deletionTimestamp"] = DELETED_AT
     status, reason, message = active_condition(queue, [f"ns/w{i}" for i in range(5)])
@@ -228,7 +219,7 @@ def pending_objects(api: FakeApi, count: int, created: float) -> dict[str, Obj]:
 
 
 def decisions(workloads: dict[str, Obj]) -> list[Pending]:
-    return [Pending(key, "team", "QuotaExceeded", "m", i + 1)
+    return [Pending(key, "team", PendingReason.QUOTA_EXCEEDED, "m", i + 1)
             for i, key in enumerate(workloads)]
 
 
@@ -276,7 +267,7 @@ async def test_allocation_shows_zero_and_a_change_held_back_by_the_interval_is_s
 
     idle = await settled_result(controller)
     assert await show(idle, CLOCK) == {"nvidia.com/gpu": 0}, "0, not blank"
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "a", 4))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "a", gpus=4, min_runtime=None))
     await settled_result(controller)  # creates its Workload
     busy = await settled_result(controller)  # admits it
     assert await show(busy, CLOCK + 0.5) == {"nvidia.com/gpu": 0}
@@ -289,7 +280,7 @@ async def test_a_report_left_to_the_running_batch_wakes_the_loop_when_that_batch
     api = SlowApi()
     controller = reconciler(api)
     team(api, controller, 8, node_a=8)
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
     await controller.reconcile()  # creates the Workload; its report's writes wait
     assert controller.reports is not None and not controller.reports.done()
     controller.status.next_due = CLOCK  # something held back earlier

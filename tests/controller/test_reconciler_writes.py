@@ -7,18 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from fake_api import (
-    CLOCK,
-    FakeApi,
-    add,
-    cluster_queue,
-    job,
-    local_queue,
-    node,
-    reconciler,
-    settled_pass,
-    workload,
-)
+from fake_api import CLOCK, FakeApi, add, node, reconciler, settled_pass, workload
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
@@ -33,7 +22,9 @@ from admitter.controller.status import (
     StatusWriter,
 )
 from admitter.controller.translate import format_time
-from admitter.core.decisions import Pending
+from admitter.core.decisions import Pending, PendingReason
+
+from builders.kube import cluster_queue, gpu_job, local_queue
 
 
 def world(node_gpus: int = 8, quota: int = 8,
@@ -43,8 +34,8 @@ def world(node_gpus: int = 8, quota: int = 8,
     controller = reconciler(api, clock)
     caches = controller.caches
     add(api, caches.nodes, kube.NODES, node("n0", node_gpus))
-    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota))
-    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", quota, limit=quota))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
     return api, controller
 
 
@@ -58,7 +49,7 @@ def reserved(wl: Obj) -> Obj:
 
 async def test_a_job_is_admitted_with_one_event_on_it_and_none_for_its_workload() -> None:
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
     await settled_pass(controller)
     assert api.count("POST", "workloads") == 1
     await settled_pass(controller)
@@ -101,7 +92,8 @@ async def test_a_changed_reason_is_written_again_with_one_event() -> None:
     writes, events = api.count("PATCH", "workloads/status"), len(api.events())
     # The node shrinks and the quota grows: the Workload now waits for room, not quota.
     add(api, controller.caches.nodes, kube.NODES, node("n0", 8))
-    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 16))
+    grown = cluster_queue("team", 16, limit=16)
+    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, grown)
     clock[0] += REASON_REFRESH
     await settled_pass(controller)
     await settled_pass(controller)
@@ -127,7 +119,7 @@ async def test_pending_reasons_are_bounded_per_pass_heads_first() -> None:
 async def test_a_workload_whose_job_is_gone_is_left_out() -> None:
     api, controller = world()
     caches = controller.caches
-    present = add(api, caches.jobs, kube.JOBS, job("ns", "present", 8))
+    present = add(api, caches.jobs, kube.JOBS, gpu_job("ns", "present", gpus=8, min_runtime=None))
     gone = {"metadata": {"name": "gone", "uid": "uid-gone"}}
     replaced = {"metadata": {"name": "present", "uid": "uid-of-an-earlier-job"}}
     for name, owner in (("orphan", gone), ("stale", replaced), ("owned", present)):
@@ -159,13 +151,13 @@ async def test_when_a_pending_reason_is_written() -> None:
 
     def due(obj: Obj, reason: str, message: str, now: float) -> list[str]:
         key = f"ns/{obj['metadata']['name']}"
-        decision = Pending(key, "team", reason, message, 1)
+        decision = Pending(key, "team", PendingReason(reason), message, 1)
         return [p.message for _, p in writer.pending_due({key: obj}, [decision], now)]
 
     assert due(fresh, "NoFit", "m", CLOCK) == [], "not while it may still be admitted at once"
     assert due(fresh, "NoFit", "m", CLOCK + EXPLAIN_AFTER) == ["m"]
     [(_, first)] = writer.pending_due(
-        {"ns/a": wl}, [Pending("ns/a", "team", "QuotaExceeded", "holds 8", 1)], CLOCK)
+        {"ns/a": wl}, [Pending("ns/a", "team", PendingReason.QUOTA_EXCEEDED, "holds 8", 1)], CLOCK)
     wl = await writer.pending(wl, first, CLOCK)
     assert due(wl, "QuotaExceeded", "holds 8", CLOCK + 1000) == [], "shown already"
     assert due(wl, "QuotaExceeded", "holds 16", CLOCK + MESSAGE_REFRESH - 1) == []
@@ -180,7 +172,7 @@ async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:
     seen = api.put(kube.WORKLOADS, workload("ns", "a", 8))
     await api.patch(kube.WORKLOADS, "a", {"status": {"admission": {"clusterQueue": "team"}}},
                     "ns", "status")
-    decision = Pending("ns/a", "team", "NoFit", "no room", 1)
+    decision = Pending("ns/a", "team", PendingReason.NO_FIT, "no room", 1)
     assert await writer.pending(seen, decision, CLOCK) is None
     assert stored(api, "a")["status"] == {"admission": {"clusterQueue": "team"}}
 
@@ -188,7 +180,7 @@ async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:
 async def test_a_queue_status_is_written_when_it_changes_at_most_once_a_second() -> None:
     api = FakeApi()
     writer = StatusWriter(api)  # type: ignore[arg-type]
-    lq = api.put(kube.LOCAL_QUEUES, local_queue("ns", "team"))
+    lq = api.put(kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
     waiting = [workload("ns", f"w{i}", 8) for i in range(3)]
 
     async def show(pending: int, now: float) -> Obj:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fake_api import FakeApi, SlowApi, add, cluster_queue, job, reconciler, settled_pass, team
+from fake_api import FakeApi, SlowApi, add, reconciler, settled_pass, team
 
 from admitter.controller import kube
 from admitter.controller.kube import Obj
@@ -10,6 +10,8 @@ from admitter.controller.reconciler import Reconciler
 from admitter.controller.snapshot import Translations, build_view, core_queues
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
+
+from builders.kube import cluster_queue, gpu_job
 
 
 def pod(job_name: str, node_name: str, gpus: int) -> Obj:
@@ -42,7 +44,7 @@ async def four_jobs_on_two_nodes() -> tuple[FakeApi, Reconciler, dict[str, str]]
 
 async def fill(api: FakeApi, controller: Reconciler, names: list[str]) -> None:
     for name in names:
-        add(api, controller.caches.jobs, kube.JOBS, job("ns", name, 2))
+        add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", name, gpus=2, min_runtime=None))
     for _ in range(3):  # Workloads are created in the background, then admitted
         await settled_pass(controller)
 
@@ -78,7 +80,7 @@ async def test_a_pass_counts_the_admissions_still_being_written() -> None:
     caches = controller.caches
     team(api, controller, 16, node_a=4)
     for name in ("j1", "j2", "j3"):
-        add(api, caches.jobs, kube.JOBS, job("ns", name, 2))
+        add(api, caches.jobs, kube.JOBS, gpu_job("ns", name, gpus=2, min_runtime=None))
     await controller.reconcile()  # creates the Workloads in the background
     assert controller.creations is not None
     await controller.creations
@@ -121,7 +123,7 @@ async def test_queues_in_a_parent_cycle_or_under_a_missing_parent_are_left_out_n
     controller = reconciler(api)
     team(api, controller, 8, node_a=8)
     for name, parent in (("a", "b"), ("b", "a"), ("under-a", "a"), ("lost", "deleted")):
-        queue = cluster_queue(name, 8)
+        queue = cluster_queue(name, 8, limit=8)
         queue["spec"]["parent"] = parent
         add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, queue)
     by_name = {cq["metadata"]["name"]: cq for cq in controller.caches.cluster_queues.items()}

@@ -11,17 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from fake_api import (
-    FakeApi,
-    add,
-    cluster_queue,
-    job,
-    node,
-    reconciler,
-    settled_pass,
-    team,
-    workload,
-)
+from fake_api import FakeApi, add, node, reconciler, settled_pass, team, workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +21,8 @@ from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
+
+from builders.kube import cluster_queue, gpu_job
 
 
 def bare_pod(name: str, requests: dict[str, object], node: str = "node-a") -> Obj:
@@ -94,7 +86,7 @@ async def test_a_bare_pod_with_a_fractional_memory_request_is_counted_not_fatal(
     team(api, controller, 8, node_a=8)
     add(api, controller.caches.pods, kube.PODS, bare_pod("odd", {"memory": "500m"}))
     assert controller.caches.foreign_usage() == {"node-a": {"memory": 1}}
-    add(api, controller.caches.jobs, kube.JOBS, job("ns", "train", 8))
+    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "train")
@@ -107,7 +99,7 @@ async def test_a_labelled_job_with_a_fractional_memory_request_is_admitted() -> 
     with_memory = node("node-a", 8)
     with_memory["status"]["allocatable"]["memory"] = "64Gi"
     add(api, controller.caches.nodes, kube.NODES, with_memory)
-    odd = job("ns", "odd", 1)
+    odd = gpu_job("ns", "odd", gpus=1, min_runtime=None)
     odd["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {
         "memory": "500m"}
     add(api, controller.caches.jobs, kube.JOBS, odd)
@@ -127,7 +119,7 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
     add(api, caches.pods, kube.PODS, {"kind": "Pod", "metadata": {"name": "odd",
                                                                  "namespace": "tenant"},
                                       "spec": {"nodeName": "node-a", "containers": "x"}})
-    bad_job = job("ns", "bad", 1)
+    bad_job = gpu_job("ns", "bad", gpus=1, min_runtime=None)
     bad_job["spec"]["parallelism"] = "many"
     add(api, caches.jobs, kube.JOBS, bad_job)
     bad_wl = workload("ns", "bad-wl", 1)
@@ -136,8 +128,8 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
     add(api, caches.nodes, kube.NODES, {"metadata": {"name": "node-b"},
                                         "status": {"allocatable": {GPU: "1e40"}}})
     add(api, caches.cluster_queues, kube.CLUSTER_QUEUES,
-        {**cluster_queue("broken", 8), "spec": {"resources": "none"}})
-    add(api, caches.jobs, kube.JOBS, job("ns", "good", 8))
+        {**cluster_queue("broken", 8, limit=8), "spec": {"resources": "none"}})
+    add(api, caches.jobs, kube.JOBS, gpu_job("ns", "good", gpus=8, min_runtime=None))
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "good"), "the good Job is admitted all the same"
@@ -209,7 +201,7 @@ def _kinds() -> list[tuple[str, Obj]]:
     # The pod runs beside the cluster's node: a pod bound to node-a asking more than it has
     # would rightly take its room (the kubelet would fail it; here it would stay Running).
     return [("pod", bare_pod("mutant-pod", {"memory": "1Gi", GPU: "1"}, node="elsewhere")),
-            ("job", job("ns", "mutant-job", 1)), ("workload", wl),
+            ("job", gpu_job("ns", "mutant-job", gpus=1, min_runtime=None)), ("workload", wl),
             ("node", node("mutant-node", 8))]
 
 
@@ -248,7 +240,7 @@ def test_no_mutated_object_stops_a_pass_or_the_good_jobs(
                 add(api, informer, resource, obj)
             except (KeyError, TypeError, AttributeError):
                 continue  # no name left: the API server would not have stored it
-        add(api, caches.jobs, kube.JOBS, job("ns", "good", 4))
+        add(api, caches.jobs, kube.JOBS, gpu_job("ns", "good", gpus=4, min_runtime=None))
         for _ in range(2):
             await settled_pass(controller)
         assert admitted(controller, "good")

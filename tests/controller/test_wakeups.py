@@ -3,9 +3,8 @@ nothing waiting, not the stream of pod and Job status updates of pods starting u
 
 from __future__ import annotations
 
-from fake_api import FakeApi, add, job, reconciler, settled_pass, team
+from fake_api import FakeApi, reconciler, submitted_jobs
 
-from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.reconciler import SWEEP_EVERY, Reconciler, periodic_wait
 from admitter.core.decisions import Admission, CycleResult
@@ -26,11 +25,7 @@ async def world(jobs: int) -> tuple[FakeApi, Reconciler]:
     """One 8-GPU node, and `jobs` Jobs of 4 GPUs each after two passes."""
     api = FakeApi()
     controller = reconciler(api)
-    team(api, controller, 8, n0=8)
-    for i in range(jobs):
-        add(api, controller.caches.jobs, kube.JOBS, job("ns", f"j{i}", 4))
-    for _ in range(2):
-        await settled_pass(controller)
+    await submitted_jobs(api, controller, jobs, gpus=4, n0=8)
     controller.wakeup.clear()
     return api, controller
 

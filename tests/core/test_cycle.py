@@ -3,19 +3,12 @@
 from dataclasses import replace
 
 import pytest
-from cycle_builders import (
-    RACK,
-    World,
-    admitted,
-    evicted,
-    job,
-    pending,
-    queue,
-    racks,
-)
 
 from admitter.core.decisions import CycleSettings
 from admitter.core.model import GPU, FairShareSettings, Phase, Workload
+
+from builders.core import RACK, job, queue, racks
+from builders.world import World, admitted, evicted, pending
 
 HOUR = 3600.0
 

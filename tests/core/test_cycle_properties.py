@@ -6,7 +6,6 @@ import random
 from dataclasses import replace
 
 import pytest
-from cycle_builders import BLOCK, RACK, World, job, queue
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +17,9 @@ from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
 from admitter.core.topology import HOSTNAME
+
+from builders.core import BLOCK, RACK, job, queue
+from builders.world import World
 
 PROPERTY = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

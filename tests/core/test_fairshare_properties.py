@@ -6,13 +6,14 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from fairshare_builders import GIB, MEMORY, knobs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.core.fairshare import FairShare, compute_fair_share
 from admitter.core.model import GPU, UNLIMITED, Queue, ResourceQuota
 from admitter.core.queue_tree import QueueTree
+
+from builders.core import GIB, MEMORY, knobs
 
 RESOURCES = (GPU, MEMORY)
 SCALE = {GPU: 1, MEMORY: GIB + 7}  # memory in odd byte counts, far too many to loop over

@@ -4,7 +4,6 @@ decide, and how a gang confined to some nodes is placed or explained."""
 from __future__ import annotations
 
 import pytest
-from builders_nodes import RACK, cluster, gang, node, workload
 
 from admitter.core.model import (
     GPU,
@@ -18,6 +17,8 @@ from admitter.core.model import (
     tolerates_all,
 )
 from admitter.core.placement import Placement, PlacementFailure, place
+
+from builders.core import RACK, cluster, gang, node, requirement, term, workload
 
 GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 
@@ -77,25 +78,24 @@ def _node(name: str = "n1", **labels: str) -> Node:
 
 
 def test_a_term_ands_its_requirements_and_an_empty_term_matches_nothing() -> None:
-    term = NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("a",)),
-                             NodeSelectorRequirement("gpus", "Gt", ("4",))))
-    assert term.matches("n1", {"zone": "a", "gpus": "8"})
-    assert not term.matches("n1", {"zone": "a", "gpus": "2"})
+    both = term(requirement("zone", "In", "a"), requirement("gpus", "Gt", "4"))
+    assert both.matches("n1", {"zone": "a", "gpus": "8"})
+    assert not both.matches("n1", {"zone": "a", "gpus": "2"})
     assert not NodeSelectorTerm().matches("n1", {"zone": "a"})
 
 
 def test_match_fields_select_by_node_name() -> None:
-    term = NodeSelectorTerm(fields=(NodeSelectorRequirement("metadata.name", "In", ("n2",)),))
-    assert term.matches("n2", {}) and not term.matches("n1", {})
-    other = NodeSelectorTerm(fields=(NodeSelectorRequirement("metadata.uid", "Exists"),))
+    by_name = term(fields=(requirement("metadata.name", "In", "n2"),))
+    assert by_name.matches("n2", {}) and not by_name.matches("n1", {})
+    other = term(fields=(requirement("metadata.uid", "Exists"),))
     assert not other.matches("n2", {})
 
 
 def test_a_selection_needs_every_selector_label_and_one_term() -> None:
     selection = NodeSelection(
         (("pool", "train"),),
-        (NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("a",)),)),
-         NodeSelectorTerm(fields=(NodeSelectorRequirement("metadata.name", "In", ("n9",)),))))
+        (term(requirement("zone", "In", "a")),
+         term(fields=(requirement("metadata.name", "In", "n9"),))))
     assert selection.matches(_node(pool="train", zone="a"))
     assert selection.matches(_node("n9", pool="train", zone="b"))
     assert not selection.matches(_node("n9", pool="serve", zone="a"))
@@ -117,7 +117,7 @@ def _on_rack(rack: str) -> NodeSelection:
 
 
 def _in_racks(*racks: str) -> NodeSelection:
-    return NodeSelection(terms=(NodeSelectorTerm((NodeSelectorRequirement(RACK, "In", racks),)),))
+    return NodeSelection(terms=(term(requirement(RACK, "In", *racks)),))
 
 
 RACKS = (node("a1", rack="r1", used=8), node("a2", rack="r1", used=8),

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from builders_nodes import BLOCK, CPU, LEVELS, RACK, cluster, gang, node, workload
 
 from admitter.core.model import GPU, Node, Phase, Taint, Toleration
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.topology import HOSTNAME
+
+from builders.core import BLOCK, CPU, LEVELS, RACK, cluster, gang, node, workload
 
 GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 

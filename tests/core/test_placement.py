@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from builders_nodes import BLOCK, CPU, LEVELS, RACK, cluster, gang, node, workload
 
 from admitter.core.model import GPU, Node, Phase, PodSet, Workload
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.topology import HOSTNAME
+
+from builders.core import BLOCK, CPU, LEVELS, RACK, cluster, gang, node, workload
 
 
 @dataclass

@@ -9,17 +9,13 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from builders_nodes import BLOCK, CPU, LEVELS, RACK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.core.model import (
     ANYWHERE,
-    GPU,
     Node,
     NodeSelection,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     PodSet,
     Taint,
     Toleration,
@@ -29,6 +25,8 @@ from admitter.core.model import (
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, place
 from admitter.core.topology import HOSTNAME
+
+from builders.core import BLOCK, CPU, GPU, LEVELS, RACK, requirement, term
 
 TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 TAINTS = st.sampled_from([(), (), (), (TAINT,), (Taint("dedicated", "infer", "NoExecute"),),
@@ -44,27 +42,20 @@ GPU_TYPE = "example.com/gpu-type"
 LEVEL = st.sampled_from([None, BLOCK, RACK, HOSTNAME])
 
 
-def _term(*expressions: NodeSelectorRequirement,
-          fields: tuple[NodeSelectorRequirement, ...] = ()) -> NodeSelectorTerm:
-    return NodeSelectorTerm(expressions, fields)
-
-
-def _is(key: str, operator: str, *values: str) -> NodeSelectorRequirement:
-    return NodeSelectorRequirement(key, operator, values)
-
-
 SELECTIONS = {
     ANYWHERE: lambda n: True,
     NodeSelection(((GPU_TYPE, "h100"),)): lambda n: n.labels.get(GPU_TYPE) == "h100",
-    NodeSelection(terms=(_term(_is(RACK, "In", "r1")),)): lambda n: n.labels.get(RACK) == "r1",
-    NodeSelection(((GPU_TYPE, "a100"),), (_term(_is(BLOCK, "DoesNotExist")),
-                                          _term(_is(RACK, "NotIn", "r1")))):
+    NodeSelection(terms=(term(requirement(RACK, "In", "r1")),)):
+        lambda n: n.labels.get(RACK) == "r1",
+    NodeSelection(((GPU_TYPE, "a100"),), (term(requirement(BLOCK, "DoesNotExist")),
+                                          term(requirement(RACK, "NotIn", "r1")))):
         lambda n: n.labels.get(GPU_TYPE) == "a100" and (
             BLOCK not in n.labels or n.labels.get(RACK) != "r1"),
-    NodeSelection(terms=(_term(_is(GPU_TYPE, "Exists"), _is("example.com/gpus", "Gt", "3")),)):
+    NodeSelection(terms=(term(requirement(GPU_TYPE, "Exists"),
+                              requirement("example.com/gpus", "Gt", "3")),)):
         lambda n: GPU_TYPE in n.labels and int(n.labels["example.com/gpus"]) > 3,
-    NodeSelection(terms=(_term(fields=(_is("metadata.name", "In", "n0", "n3"),)),
-                         _term(_is("example.com/gpus", "Lt", "2")))):
+    NodeSelection(terms=(term(fields=(requirement("metadata.name", "In", "n0", "n3"),)),
+                         term(requirement("example.com/gpus", "Lt", "2")))):
         lambda n: n.name in ("n0", "n3") or int(n.labels["example.com/gpus"]) < 2,
 }
 """Selections with an independent statement of the nodes each one admits."""

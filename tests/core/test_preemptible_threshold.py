@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from cycle_builders import NO_TIME_FAIRNESS, World, admitted, evicted, job, queue, racks
 
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
+
+from builders.core import job, queue, racks
+from builders.world import NO_TIME_FAIRNESS, World, admitted, evicted
 
 
 def _kueue_priorities(threshold: int | None) -> World:

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from fairshare_builders import queue, tree
 
 from admitter.core.model import Queue
 from admitter.core.queue_tree import QueueTree, QueueTreeError
+
+from builders.core import queue, tree
 
 
 def org() -> QueueTree:
     return tree(
         queue("org"),
-        queue("research", "org"),
+        queue("research", parent="org"),
         queue("infra"),
-        queue("vision", "research"),
-        queue("nlp", "research"),
-        queue("ops", "org"),
+        queue("vision", parent="research"),
+        queue("nlp", parent="research"),
+        queue("ops", parent="org"),
     )
 
 
@@ -52,11 +53,13 @@ def test_children_follow_creation_order_not_input_order() -> None:
 @pytest.mark.parametrize(
     ("queues", "culprit", "words"),
     [
-        ([queue("a"), queue("b", "ghost")], "b", "unknown parent 'ghost'"),
+        ([queue("a"), queue("b", parent="ghost")], "b", "unknown parent 'ghost'"),
         ([queue("a"), queue("a")], "a", "defined twice"),
-        ([queue("a", "a")], "a", "parent cycle a -> a"),
-        ([queue("r"), queue("x", "z"), queue("y", "x"), queue("z", "y")], "x", "x -> z -> y -> x"),
-        ([queue("tail", "b"), queue("b", "c"), queue("c", "b")], "b", "parent cycle b -> c -> b"),
+        ([queue("a", parent="a")], "a", "parent cycle a -> a"),
+        ([queue("r"), queue("x", parent="z"), queue("y", parent="x"), queue("z", parent="y")],
+         "x", "x -> z -> y -> x"),
+        ([queue("tail", parent="b"), queue("b", parent="c"), queue("c", parent="b")],
+         "b", "parent cycle b -> c -> b"),
     ],
 )
 def test_invalid_trees_name_the_queue(queues: list[Queue], culprit: str, words: str) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from builders_nodes import LEVELS, RACK, gang, node, workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.core.model import GPU, Node, Phase, PodSet, Taint
 from admitter.core.nodes import ClusterState
 from admitter.core.settle import AdmittedPods, Placement, settle
+
+from builders.core import LEVELS, RACK, gang, node, workload
 
 
 def admitted(key: str, pod_set: PodSet, hinted: dict[str, int], bound: dict[str, int] | None = None,

@@ -2,10 +2,11 @@
 ranked by funded GPU time against their GPU budget, running work requeued past its min runtime
 for a clearly better-ranked allocation, cheapest victims first, short jobs' headroom, drains."""
 
-from cycle_builders import RACK, World, admitted, evicted, job, pending, queue, racks
-
 from admitter.core.decisions import CycleSettings
 from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
+
+from builders.core import RACK, job, queue, racks
+from builders.world import World, admitted, evicted, pending
 
 HOUR = 3600.0
 WEEK = FairShareSettings(window=7 * 86400, k_value=1.0)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from fairshare_builders import queue, tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.core.model import FairShareSettings
 from admitter.core.usage import HOUR, UsageLedger, fair_share_now, normalised_usage
+
+from builders.core import queue, tree
 
 DAY = 86400.0
 WEEK = FairShareSettings()
@@ -84,7 +85,7 @@ def test_decay_and_window_combine() -> None:
 
 
 def test_parents_hold_their_subtree_in_the_cycles_figures() -> None:
-    queues = tree(queue("p"), queue("c1", "p"), queue("c2", "p"), queue("lone"))
+    queues = tree(queue("p"), queue("c1", parent="p"), queue("c2", parent="p"), queue("lone"))
     used = ledger_of([("c1", -2, 0, 1), ("c2", -1, 0, 3)]).usage(0.0)
     raw, _, _ = fair_share_now(queues, {"nvidia.com/gpu": 8}, {}, used, WEEK)
     assert raw == pytest.approx({"p": 5 * HOUR, "c1": 2 * HOUR, "c2": 3 * HOUR, "lone": 0.0})
@@ -151,7 +152,8 @@ def test_roots_normalise_by_the_clusters_gpu_time() -> None:
 
 
 def test_children_normalise_by_their_parent_so_siblings_add_up_to_one() -> None:
-    queues = tree(queue("p"), queue("c1", "p"), queue("c2", "p"), queue("q"), queue("d1", "q"))
+    queues = tree(queue("p"), queue("c1", parent="p"), queue("c2", parent="p"), queue("q"),
+                  queue("d1", parent="q"))
     raw = {"c1": 3 * HOUR, "c2": 1 * HOUR, "p": 999.0}  # parent entries are ignored
     usage = normalised_usage(queues, raw, 4, FairShareSettings(window=2 * HOUR))
     assert usage == pytest.approx({"p": 0.5, "c1": 0.75, "c2": 0.25, "q": 0.0, "d1": 0.0})

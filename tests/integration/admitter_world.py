@@ -1,5 +1,5 @@
-"""Builders and probes for controller tests on the real control plane: queues, Jobs, the
-controller run in-process or as a separate `admitter run` process."""
+"""Probes for controller tests on the real control plane, and the controller run in-process or
+as a separate `admitter run` process; the objects come from `builders.kube`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -19,51 +18,8 @@ from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.testing import GPU_RESOURCE, SIMULATED_RUNTIME_ANNOTATION
 
-QUEUE = "admitter.dev/queue-name"
 FAST = Settings(cycle=1.0, pods_ready_timeout=120.0)
-
-
-def cluster_queue(name: str, quota: int | str, parent: str | None = None,
-                  limit: int | None = None) -> Obj:
-    gpu: dict[str, Any] = {"quota": quota}
-    if limit is not None:
-        gpu["limit"] = limit
-    spec: dict[str, Any] = {"resources": {GPU_RESOURCE: gpu}}
-    if parent:
-        spec["parent"] = parent
-    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "ClusterQueue",
-            "metadata": {"name": name}, "spec": spec}
-
-
-def local_queue(namespace: str, cluster_queue_name: str, name: str = "default") -> Obj:
-    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"clusterQueue": cluster_queue_name}}
-
-
-def gpu_job(namespace: str, name: str, pods: int = 1, gpus: int = 8, runtime: str = "300s",
-            min_runtime: str = "1h", required: str | None = None, queue: str = "default",
-            suspend: bool = True) -> Obj:
-    """A Job as a user writes it, already suspended as the mutating webhook would leave it."""
-    annotations = {"admitter.dev/min-runtime": min_runtime}
-    if required:
-        annotations["admitter.dev/topology-required"] = required
-    container = {"name": "main", "image": "registry.invalid/train",
-                 "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE: queue},
-                     "annotations": annotations},
-        "spec": {
-            "suspend": suspend, "parallelism": pods, "completions": pods, "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": {SIMULATED_RUNTIME_ANNOTATION: runtime}},
-                "spec": {"restartPolicy": "Never", "containers": [container]},
-            },
-        },
-    }
 
 
 async def apply_all(client: Kube, *objects: Obj) -> None:

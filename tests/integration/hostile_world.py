@@ -37,10 +37,12 @@ from admitter.webhook.names import NAMESPACE
 from admitter.webhook.server import start_webhook_server
 from admitter.webhook.thread import WebhookThread
 
+from builders.core import GPU
+from builders.kube import cluster_queue, local_queue, topology
+
 ROOT = Path(__file__).parents[2]
 ADMIN = "admitter-admin"  # the controller process runs with the admin kubeconfig
 TEST_LABEL = "admitter.dev/test-run"
-GPU = "nvidia.com/gpu"
 CAP = 2 * 3600
 """The leaf's maxMinRuntime."""
 
@@ -217,37 +219,8 @@ def _create_tree(world: World) -> None:
     root = cluster_queue(world.root, maxMinRuntime="4h", resources={GPU: {"quota": 64}})
     leaf = cluster_queue(world.leaf, parent=world.root, maxMinRuntime=format_duration(CAP),
                          resources={GPU: {"quota": 16}})
-    topology = {"apiVersion": "admitter.dev/v1alpha1", "kind": "Topology",
-                "metadata": {"name": world.namespace},
-                "spec": {"levels": [{"nodeLabel": RACK_LABEL}]}}
     for kind, obj in ((kube.CLUSTER_QUEUES, root), (kube.CLUSTER_QUEUES, leaf),
-                      (kube.TOPOLOGIES, topology)):
+                      (kube.TOPOLOGIES, topology(world.namespace, RACK_LABEL))):
         admin.request("POST", kind.path(), world.labelled(obj))
-    admin.request("POST", kube.LOCAL_QUEUES.path(world.namespace),
-                  local_queue(world.leaf) | {"metadata": {"name": "default"}})
+    admin.request("POST", kube.LOCAL_QUEUES.path(world.namespace), local_queue(world.leaf))
 
-
-def cluster_queue(name: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
-    spec.setdefault("resources", {GPU: {"quota": 8}})
-    if parent is not None:
-        spec["parent"] = parent
-    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "ClusterQueue",
-            "metadata": {"name": name}, "spec": spec}
-
-
-def local_queue(target: str, name: str = "lq") -> dict[str, Any]:
-    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "LocalQueue",
-            "metadata": {"name": name}, "spec": {"clusterQueue": target}}
-
-
-def topology(name: str, *labels: str) -> dict[str, Any]:
-    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "Topology", "metadata": {"name": name},
-            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
-
-
-def workload(name: str = "forged", queue: str = "default", gpus: Any = 1, count: Any = 1,
-             **spec: Any) -> dict[str, Any]:
-    pod_set = {"name": "main", "count": count, "requests": {GPU: gpus}}
-    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "Workload",
-            "metadata": {"name": name},
-            "spec": {"queueName": queue, "podSets": [pod_set], **spec}}

@@ -14,11 +14,8 @@ import pytest
 from admitter_world import (
     ControllerProcess,
     apply_all,
-    cluster_queue,
-    gpu_job,
     in_process_controller,
     jobs,
-    local_queue,
     pods,
     running,
     workloads,
@@ -28,6 +25,8 @@ from admitter.controller.kube import Kube
 from admitter.controller.translate import parse_time
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
+
+from builders.kube import cluster_queue, gpu_job, leaf_queue
 
 pytestmark = pytest.mark.integration
 TOPOLOGY = f"""
@@ -53,9 +52,9 @@ async def queues(api: Kube, namespace: str) -> AsyncIterator[tuple[str, str]]:
     """Two teams under one root, 32 GPUs of quota each; yields their LocalQueue names."""
     root = f"org-{secrets.token_hex(3)}"
     team_a, team_b = f"{root}-a", f"{root}-b"
-    await apply_all(api, cluster_queue(root, 64), cluster_queue(team_a, 32, root),
-                    cluster_queue(team_b, 32, root), local_queue(namespace, team_a, "team-a"),
-                    local_queue(namespace, team_b, "team-b"))
+    await apply_all(api, cluster_queue(root, 64),
+                    *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="team-a"),
+                    *leaf_queue(team_b, 32, parent=root, namespace=namespace, local_name="team-b"))
     yield "team-a", "team-b"
     for job in (await jobs(api, namespace)).values():
         await api.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/"

@@ -18,16 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from admitter_world import (
-    ControllerProcess,
-    apply_all,
-    cluster_queue,
-    gpu_job,
-    jobs,
-    local_queue,
-    running,
-    workloads,
-)
+from admitter_world import ControllerProcess, apply_all, jobs, running, workloads
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import kube_base_units
@@ -37,6 +28,8 @@ from admitter.controller.translate import condition, is_true
 from admitter.testing import GPU_RESOURCE, LocalCluster
 from admitter.testing.partition import PartitionableRelay
 from admitter.testing.waiting import eventually
+
+from builders.kube import gpu_job, leaf_queue
 
 pytestmark = pytest.mark.integration
 LEASE_SECONDS = 6
@@ -83,8 +76,7 @@ class Replicas:
 async def replicas(api: Kube, namespace: str, local_cluster: LocalCluster,
                    tmp_path: Path) -> AsyncIterator[Replicas]:
     name = f"faults-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, QUEUE_GPUS, limit=QUEUE_GPUS),
-                    local_queue(namespace, name))
+    await apply_all(api, *leaf_queue(name, QUEUE_GPUS, limit=QUEUE_GPUS, namespace=namespace))
     started = Replicas(local_cluster, namespace, tmp_path)
     with _restored(local_cluster):
         try:

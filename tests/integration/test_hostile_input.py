@@ -14,29 +14,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from admitter_world import gpu_job
-from hostile_world import (
-    CAP,
-    GPU,
-    TEST_LABEL,
-    World,
-    cluster_queue,
-    hostile_world,
-    local_queue,
-    topology,
-    workload,
-)
+from hostile_world import CAP, TEST_LABEL, World, hostile_world
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from admitter.api.contract import QUEUE_LABEL as QUEUE
 from admitter.api.duration import DURATION_PATTERN, format_duration
 from admitter.controller import kube
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.waiting import wait_for
 
+from builders.core import GPU
+from builders.kube import cluster_queue, gpu_job, local_queue, topology, workload
+
 pytestmark = pytest.mark.integration
 
-QUEUE = "admitter.dev/queue-name"
 MERGE = "application/merge-patch+json"
 EXAMPLES = settings(max_examples=20, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -114,11 +106,12 @@ def _table(w: World, admitted_job: str, admitted_workload: str, queued_job: str)
               {"spec": {"parent": w.leaf}}, "parent"),
         ("deleting a parent", "DELETE", kube.CLUSTER_QUEUES.path(name=w.root), None, "parent",
          json_type),
-        ("a LocalQueue on a missing ClusterQueue", "POST", lqs, local_queue("nowhere"),
+        ("a LocalQueue on a missing ClusterQueue", "POST", lqs, local_queue("nowhere", name="lq"),
          "clusterQueue", json_type),
-        ("a LocalQueue on a parent", "POST", lqs, local_queue(w.root), "clusterQueue", json_type),
-        ("a LocalQueue on no name", "POST", lqs, local_queue("Not A Name"), "clusterQueue",
+        ("a LocalQueue on a parent", "POST", lqs, local_queue(w.root, name="lq"), "clusterQueue",
          json_type),
+        ("a LocalQueue on no name", "POST", lqs, local_queue("Not A Name", name="lq"),
+         "clusterQueue", json_type),
         topo("the host before the rack", "levels", "kubernetes.io/hostname", RACK_LABEL),
         topo("the zone before the region", "levels", "topology.kubernetes.io/zone",
              "topology.kubernetes.io/region"),

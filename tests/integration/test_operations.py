@@ -8,16 +8,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from admitter_world import (
-    ControllerProcess,
-    apply_all,
-    cluster_queue,
-    gpu_job,
-    in_process_controller,
-    jobs,
-    local_queue,
-    running,
-)
+from admitter_world import ControllerProcess, apply_all, in_process_controller, jobs, running
 from prometheus_client.parser import text_string_to_metric_families
 
 from admitter.controller.kube import LEASES, Kube
@@ -25,12 +16,14 @@ from admitter.controller.server import health_app, serve
 from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
 
+from builders.kube import gpu_job, leaf_queue
+
 pytestmark = pytest.mark.integration
 
 
 async def _one_team(api: Kube, namespace: str, quota: int = 24) -> str:
     name = f"ops-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, quota, limit=quota), local_queue(namespace, name))
+    await apply_all(api, *leaf_queue(name, quota, limit=quota, namespace=namespace))
     return name
 
 

@@ -10,11 +10,8 @@ from pathlib import Path
 import pytest
 from admitter_world import (
     apply_all,
-    cluster_queue,
-    gpu_job,
     in_process_controller,
     jobs,
-    local_queue,
     priority_class,
     running,
     workloads,
@@ -22,6 +19,8 @@ from admitter_world import (
 
 from admitter.controller.kube import Kube, Obj
 from admitter.testing.waiting import eventually
+
+from builders.kube import gpu_job, leaf_queue
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +37,7 @@ async def test_a_high_priority_job_preempts_inside_a_queue_at_its_limit(
     await priority_class(api, "limit-test-low", 10)
     await priority_class(api, "limit-test-high", 50)
     name = f"capped-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 16, limit=16), local_queue(namespace, name, "capped"))
+    await apply_all(api, *leaf_queue(name, 16, limit=16, namespace=namespace, local_name="capped"))
     low = [_job(namespace, f"low-{i}", "capped", "limit-test-low") for i in range(2)]
     async with in_process_controller(kubeconfig):
         await apply_all(api, *low)

@@ -16,17 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admitter_world import (
-    ControllerProcess,
-    apply_all,
-    cluster_queue,
-    gpu_job,
-    jobs,
-    local_queue,
-    priority_class,
-    running,
-    workloads,
-)
+from admitter_world import ControllerProcess, apply_all, jobs, priority_class, running, workloads
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL
@@ -36,14 +26,16 @@ from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import IN_USE_FINALIZER
 from admitter.controller.translate import workload_name
-from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
+from admitter.testing import LocalCluster
 from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
 from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
 
+from builders.core import LEVELS
+from builders.kube import gpu_job, leaf_queue, topology
+
 pytestmark = pytest.mark.integration
-LEVELS = [BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL]
 ADMIN = ADMIN_USERNAME  # the launcher's identity: the controller's, and here the user's too
 
 
@@ -114,7 +106,7 @@ def _relabel(queue: str) -> Obj:
 async def test_the_url_webhooks_point_at_the_controller_with_its_ca(
         local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
     name = f"hooked-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 8), local_queue(namespace, name, "hooked"))
+    await apply_all(api, *leaf_queue(name, 8, namespace=namespace, local_name="hooked"))
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path) as (port, certs):
         mutating = await api.request(
             "GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
@@ -131,10 +123,9 @@ async def test_a_pending_job_moves_to_another_local_queue_and_an_admitted_one_ca
         local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
     """Before: the Workload kept its old queue and the old LocalQueue kept counting it."""
     suffix = secrets.token_hex(3)
-    await apply_all(api, cluster_queue(f"a-{suffix}", 8, limit=8),
-                    cluster_queue(f"b-{suffix}", 8, limit=8),
-                    local_queue(namespace, f"a-{suffix}", "a"),
-                    local_queue(namespace, f"b-{suffix}", "b"))
+    for letter in "ab":
+        await apply_all(api, *leaf_queue(f"{letter}-{suffix}", 8, limit=8, namespace=namespace,
+                                         local_name=letter))
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path):
         await apply_all(api, gpu_job(namespace, "first", queue="a", runtime="1h"))
 
@@ -179,7 +170,7 @@ async def test_a_queue_in_use_waits_for_its_workloads_before_it_goes(
     """Before: the ClusterQueue went at once, its running Jobs belonged to no queue and new
     Jobs were told `InvalidQueue: ... not a leaf`."""
     name = f"doomed-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 16), local_queue(namespace, name, "doomed"))
+    await apply_all(api, *leaf_queue(name, 16, namespace=namespace, local_name="doomed"))
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path):
         await apply_all(api, gpu_job(namespace, "runs", queue="doomed", runtime="1h"))
 
@@ -240,7 +231,7 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
     await priority_class(api, "kueue-low", 1000)
     await priority_class(api, "kueue-high", 10000)
     name = f"whole-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 64), local_queue(namespace, name, "all"))
+    await apply_all(api, *leaf_queue(name, 64, namespace=namespace, local_name="all"))
     # 56 of the 64 GPUs: long starts leave 1 GPU for short jobs, so a seventh whole node is
     # the most long work fills; the urgent Job asks for two nodes.
     fill = [_with_priority(gpu_job(namespace, f"low-{i}", pods=4 - i, queue="all", runtime="1h",
@@ -285,9 +276,8 @@ async def test_a_queue_default_min_runtime_is_written_onto_jobs_that_declare_non
         local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
     """Before: a Job without the annotation was unfunded, whatever its queue."""
     name = f"funded-{secrets.token_hex(3)}"
-    defaulted = cluster_queue(name, 8)
-    defaulted["spec"]["defaultMinRuntime"] = "45m"
-    await apply_all(api, defaulted, local_queue(namespace, name, "funded"))
+    await apply_all(api, *leaf_queue(name, 8, defaultMinRuntime="45m", namespace=namespace,
+                                     local_name="funded"))
     job = gpu_job(namespace, "plain", queue="funded")
     del job["metadata"]["annotations"][MIN_RUNTIME_ANNOTATION]
     declared = gpu_job(namespace, "declared", queue="funded", min_runtime="0")
@@ -322,12 +312,10 @@ async def test_kubectl_get_shows_zero_allocation_every_level_and_each_workloads_
     """Before: GPU ALLOCATED was blank for an idle queue, `get topology` showed its first
     level only, finished Workloads showed ADMITTED False and `get wl` had no REASON."""
     name = f"shown-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 8, limit=8), local_queue(namespace, name, "shown"))
+    await apply_all(api, *leaf_queue(name, 8, limit=8, namespace=namespace, local_name="shown"))
     # Named to sort after any other: the controller decides with the first Topology by name.
     levels_name = f"zz-{name}"
-    await apply_all(api, {"apiVersion": "admitter.dev/v1alpha1", "kind": "Topology",
-                          "metadata": {"name": levels_name},
-                          "spec": {"levels": [{"nodeLabel": level} for level in LEVELS]}})
+    await apply_all(api, topology(levels_name, *LEVELS))
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(local_cluster.kubectl, "delete", "topology", levels_name)
         await stack.enter_async_context(
@@ -342,8 +330,8 @@ async def _shows_status(api: Kube, namespace: str, name: str, levels_name: str) 
         return row if row and row["Admitted"] is not None else None  # status written
 
     assert (await eventually(idle_shown, "the idle queue's status", 60))["GPU Allocated"] == "0"
-    topology = (await _table(api, kube.TOPOLOGIES.path()))[levels_name]
-    assert json.loads(topology["Levels"]) == [{"nodeLabel": level} for level in LEVELS]
+    levels_row = (await _table(api, kube.TOPOLOGIES.path()))[levels_name]
+    assert json.loads(levels_row["Levels"]) == [{"nodeLabel": level} for level in LEVELS]
     await apply_all(api, gpu_job(namespace, "quick", queue="shown", runtime="3s"))
 
     async def quick_admitted() -> bool:
@@ -374,7 +362,7 @@ async def test_the_demos_webhooks_are_admitters_own_registered_by_url(
         local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
     """`make demo` runs the real path: Jobs created running come back suspended."""
     name = f"demo-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 8), local_queue(namespace, name, "demo"))
+    await apply_all(api, *leaf_queue(name, 8, namespace=namespace, local_name="demo"))
     try:
         async with admitter_webhooks(api.api, Settings(), tmp_path / "demo-certs",
                                      [ADMIN_USERNAME]) as port:

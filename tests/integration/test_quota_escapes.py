@@ -10,24 +10,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from admitter_world import (
-    apply_all,
-    cluster_queue,
-    gpu_job,
-    in_process_controller,
-    jobs,
-    local_queue,
-    pods,
-    running,
-    workloads,
-)
+from admitter_world import apply_all, in_process_controller, jobs, pods, running, workloads
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition, is_true
-from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL
+from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
+
+from builders.core import LEVELS
+from builders.kube import gpu_job, leaf_queue, topology
 
 pytestmark = pytest.mark.integration
 
@@ -37,13 +30,9 @@ async def queue(api: Kube, namespace: str) -> AsyncIterator[str]:
     """A ClusterQueue of 32 GPUs and the namespace's LocalQueue `default` on it; the
     Topology the cluster's labels describe."""
     name = f"escapes-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 32, limit=32), local_queue(namespace, name))
-    topology = {"apiVersion": "admitter.dev/v1alpha1", "kind": "Topology",
-                "metadata": {"name": "default"},
-                "spec": {"levels": [{"nodeLabel": label}
-                                    for label in (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)]}}
+    await apply_all(api, *leaf_queue(name, 32, limit=32, namespace=namespace))
     try:
-        await api.create(kube.TOPOLOGIES, topology)
+        await api.create(kube.TOPOLOGIES, topology("default", *LEVELS))
     except ApiException as error:
         if not kube.is_conflict(error):
             raise

@@ -9,19 +9,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from admitter_world import (
-    apply_all,
-    cluster_queue,
-    gpu_job,
-    in_process_controller,
-    jobs,
-    local_queue,
-    pods,
-    workloads,
-)
+from admitter_world import apply_all, in_process_controller, jobs, pods, workloads
 
 from admitter.controller.kube import Kube, Obj
 from admitter.testing import (
@@ -32,6 +22,8 @@ from admitter.testing import (
 )
 from admitter.testing.nodes import KWOK_NODE_SELECTOR
 from admitter.testing.waiting import eventually
+
+from builders.kube import gpu_job, leaf_queue
 
 pytestmark = pytest.mark.integration
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
@@ -67,7 +59,7 @@ async def queue(api: Kube, namespace: str) -> AsyncIterator[str]:
     """One ClusterQueue with the whole cluster's 64 GPUs; yields its LocalQueue's name. The
     test's Jobs and their pods are gone afterwards, so the next test finds free nodes."""
     name = f"real-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, 64), local_queue(namespace, name, "team"))
+    await apply_all(api, *leaf_queue(name, 64, namespace=namespace, local_name="team"))
     yield "team"
     for job in await jobs(api, namespace):
         await api.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{job}",
@@ -87,14 +79,6 @@ def gpu_nodes_tainted(local_cluster: LocalCluster) -> Iterator[None]:
         yield
     finally:
         local_cluster.kubectl("taint", "nodes", "-l", KWOK_NODE_SELECTOR, f"{GPU_TAINT}-")
-
-
-def job(namespace: str, name: str, queue: str, *, gpus: int = 8, required: str | None = None,
-        **pod_spec: Any) -> Obj:
-    """A one-pod GPU Job whose pod template also carries `pod_spec` (camelCase keys)."""
-    built = gpu_job(namespace, name, gpus=gpus, queue=queue, required=required)
-    built["spec"]["template"]["spec"].update(pod_spec)
-    return built
 
 
 async def workload_of(api: Kube, namespace: str, job_name: str) -> Obj | None:
@@ -134,8 +118,8 @@ async def test_tainted_gpu_nodes_admit_only_jobs_that_tolerate_the_taint(
         gpu_nodes_tainted: None) -> None:
     toleration = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
                   "effect": "NoSchedule"}
-    await apply_all(api, job(namespace, "tolerant", queue, tolerations=[toleration]),
-                    job(namespace, "plain", queue))
+    await apply_all(api, gpu_job(namespace, "tolerant", queue=queue, tolerations=[toleration]),
+                    gpu_job(namespace, "plain", queue=queue))
     async with in_process_controller(kubeconfig):
         await eventually(lambda: bound_nodes(api, namespace, "tolerant"),
                          "the tolerating Job admitted and its pod bound", timeout=45)
@@ -152,7 +136,7 @@ async def test_tainted_gpu_nodes_admit_only_jobs_that_tolerate_the_taint(
 async def test_a_node_selector_for_a_full_rack_waits_while_a_free_rack_admits(
         api: Kube, namespace: str, queue: str, kubeconfig: Path) -> None:
     on_rack_0 = {"nodeSelector": {RACK_LABEL: "rack-0"}}
-    fillers = [job(namespace, f"fill-{i}", queue, **on_rack_0) for i in range(2)]
+    fillers = [gpu_job(namespace, f"fill-{i}", queue=queue, **on_rack_0) for i in range(2)]
     # The user's own required affinity is ANDed with admitter's rack pin: rack-2 only.
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
@@ -162,10 +146,11 @@ async def test_a_node_selector_for_a_full_rack_waits_while_a_free_rack_admits(
         for filler in ("fill-0", "fill-1"):
             await eventually(lambda f=filler: bound_nodes(api, namespace, f),
                              f"{filler} bound on rack-0", timeout=45)
-        await apply_all(api, job(namespace, "third", queue, **on_rack_0),
-                        job(namespace, "free-rack", queue, nodeSelector={RACK_LABEL: "rack-1"}),
-                        job(namespace, "own-affinity", queue, required=RACK_LABEL,
-                            affinity=affinity))
+        await apply_all(api, gpu_job(namespace, "third", queue=queue, **on_rack_0),
+                        gpu_job(namespace, "free-rack", queue=queue,
+                                nodeSelector={RACK_LABEL: "rack-1"}),
+                        gpu_job(namespace, "own-affinity", queue=queue, required=RACK_LABEL,
+                                affinity=affinity))
         free_rack = await eventually(lambda: bound_nodes(api, namespace, "free-rack"),
                                      "the Job for a free rack bound", timeout=45)
         own = await eventually(lambda: bound_nodes(api, namespace, "own-affinity"),
@@ -192,7 +177,7 @@ async def test_a_native_sidecars_cpu_is_counted(
     never fits (the old count, the larger of the two, admitted it to a pod that stays
     Pending). A small sidecar's CPU shows in the Workload's request."""
     def with_sidecar(name: str, main_cpu: str, sidecar_cpu: str) -> Obj:
-        built = job(namespace, name, queue, gpus=1)
+        built = gpu_job(namespace, name, queue=queue, gpus=1)
         spec = built["spec"]["template"]["spec"]
         spec["containers"][0]["resources"]["requests"] = {"cpu": main_cpu}
         spec["initContainers"] = [{"name": "proxy", "image": "registry.invalid/proxy",
@@ -217,7 +202,8 @@ async def test_a_job_requiring_the_host_level_is_admitted(
     """Every node is a host domain whether the Topology lists the level or not (this one does
     not); the webhook has always said so, and the controller agrees instead of leaving the
     Job suspended without a Workload."""
-    await apply_all(api, job(namespace, "per-host", queue, gpus=4, required=HOSTNAME_LABEL))
+    await apply_all(api, gpu_job(namespace, "per-host", queue=queue, gpus=4,
+                                 required=HOSTNAME_LABEL))
     async with in_process_controller(kubeconfig):
         [node] = await eventually(lambda: bound_nodes(api, namespace, "per-host"),
                                   "the Job admitted and its pod bound", timeout=45)

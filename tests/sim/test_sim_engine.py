@@ -1,11 +1,12 @@
 """The event loop's own rules: when the core runs, when the run ends, what a horizon cuts."""
 
 import yaml
-from sim_helpers import simulate, starts, workload
 
 from admitter.api.scenario_file import parse_scenario
 from admitter.sim.engine import Simulation
 from admitter.sim.result import percentile
+
+from builders.scenario import simulate, starts, workload
 
 ONE_NODE = """
 cluster:

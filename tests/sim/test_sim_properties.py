@@ -9,11 +9,12 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sim_helpers import simulate
 
 from admitter.api.scenario_file import parse_scenario
 from admitter.sim.engine import Simulation
 from admitter.sim.result import build_result
+
+from builders.scenario import simulate
 
 RACK = "rack"
 CYCLE = 10.0

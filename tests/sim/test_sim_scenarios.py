@@ -1,7 +1,7 @@
 """Small scenarios whose outcome is computed by hand: who starts when, who is evicted, who
 waits. Cycles run every 10 s, so a change at t is acted on at the first multiple of 10 ≥ t."""
 
-from sim_helpers import simulate, starts, stops, workload
+from builders.scenario import simulate, starts, stops, workload
 
 GANG = """
 cluster:

@@ -8,16 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admitter.api.clusterqueue import ClusterQueue
+from admitter.api.contract import QUEUE_LABEL
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
 from admitter.webhook.jobs import JobPolicy
 from admitter.webhook.names import CONTROLLER_USERNAME
 from admitter.webhook.review import AdmissionRequest, parse_review
 
+from builders.kube import cluster_queue, local_queue, topology
+
 NAMESPACE = "team-a"
 USER = "alice"
 CONTROLLER = CONTROLLER_USERNAME
-QUEUE_LABEL = "admitter.dev/queue-name"
 POLICY = JobPolicy(max_min_runtime=8 * 3600.0, controller_usernames=frozenset({CONTROLLER}))
 
 
@@ -89,43 +91,6 @@ def request(
     return parse_review(review(obj, old, user, operation))
 
 
-def cluster_queue(
-    name: str, parent: str | None = None, max_min_runtime: str | None = None,
-    default_min_runtime: str | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"resources": {"nvidia.com/gpu": {"quota": 8}}}
-    if parent is not None:
-        spec["parent"] = parent
-    if max_min_runtime is not None:
-        spec["maxMinRuntime"] = max_min_runtime
-    if default_min_runtime is not None:
-        spec["defaultMinRuntime"] = default_min_runtime
-    return {
-        "apiVersion": "admitter.dev/v1alpha1",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def local_queue(name: str, cluster_queue: str, namespace: str = NAMESPACE) -> dict[str, Any]:
-    return {
-        "apiVersion": "admitter.dev/v1alpha1",
-        "kind": "LocalQueue",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"clusterQueue": cluster_queue},
-    }
-
-
-def topology(name: str, *labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admitter.dev/v1alpha1",
-        "kind": "Topology",
-        "metadata": {"name": name},
-        "spec": {"levels": [{"nodeLabel": label} for label in labels]},
-    }
-
-
 @dataclass
 class FakeLookup:
     """A Lookup over plain manifests; `reads` records which kinds a handler asked for."""
@@ -167,11 +132,11 @@ def standard_lookup() -> FakeLookup:
     """org (maxMinRuntime 4h) → research → team-a (2h) and team-b; LocalQueue `default` →
     team-a and `shared` → team-b in team-a's namespace; one block/rack Topology."""
     return FakeLookup([
-        cluster_queue("org", max_min_runtime="4h"),
+        cluster_queue("org", maxMinRuntime="4h"),
         cluster_queue("research", parent="org"),
-        cluster_queue("team-a", parent="research", max_min_runtime="2h"),
+        cluster_queue("team-a", parent="research", maxMinRuntime="2h"),
         cluster_queue("team-b", parent="research"),
-        local_queue("default", "team-a"),
-        local_queue("shared", "team-b"),
+        local_queue("team-a", namespace=NAMESPACE),
+        local_queue("team-b", name="shared", namespace=NAMESPACE),
         topology("default", "topology.admitter.dev/block", "topology.admitter.dev/rack"),
     ])

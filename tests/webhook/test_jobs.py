@@ -6,19 +6,16 @@ import json
 import pytest
 from review_fixtures import (
     CONTROLLER,
+    NAMESPACE,
     POLICY,
-    QUEUE_LABEL,
     FakeLookup,
     changed,
-    cluster_queue,
     job,
-    local_queue,
     request,
     standard_lookup,
-    topology,
 )
 
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 from admitter.webhook.jobs import (
     SUSPEND_PATCH,
     JobPolicy,
@@ -26,6 +23,8 @@ from admitter.webhook.jobs import (
     validate_job,
 )
 from admitter.webhook.review import review_response
+
+from builders.kube import cluster_queue, local_queue, topology
 
 MIN_RUNTIME = "admitter.dev/min-runtime"
 REQUIRED = "admitter.dev/topology-required"
@@ -220,7 +219,7 @@ async def test_min_runtime_up_to_the_cap_is_allowed():
 
 
 async def test_without_a_cap_on_the_path_the_settings_default_applies():
-    lookup = FakeLookup([cluster_queue("solo"), local_queue("default", "solo")])
+    lookup = FakeLookup([cluster_queue("solo"), local_queue("solo", namespace=NAMESPACE)])
     at_cap = job(suspend=True, annotations={MIN_RUNTIME: "8h"})
     assert (await verdict_of(at_cap, lookup=lookup)).allowed
     message = await denial(job(suspend=True, annotations={MIN_RUNTIME: "9h"}), lookup=lookup)
@@ -255,7 +254,7 @@ async def test_only_the_topology_the_controller_places_by_gives_levels():
 
 
 async def test_a_topology_request_without_any_topology_is_denied():
-    lookup = FakeLookup([cluster_queue("solo"), local_queue("default", "solo")])
+    lookup = FakeLookup([cluster_queue("solo"), local_queue("solo", namespace=NAMESPACE)])
     message = await denial(job(suspend=True, annotations={REQUIRED: "rack"}), lookup=lookup)
     assert "the cluster defines no Topology" in message
 

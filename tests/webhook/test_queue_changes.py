@@ -6,19 +6,19 @@ from __future__ import annotations
 import pytest
 from review_fixtures import (
     NAMESPACE,
-    QUEUE_LABEL,
     FakeLookup,
     changed,
-    cluster_queue,
     job,
-    local_queue,
     request,
     standard_lookup,
 )
 
+from admitter.api.contract import QUEUE_LABEL
 from admitter.controller.translate import workload_name
 from admitter.webhook.jobs import SUSPEND_PATCH, JobPolicy, mutate_job, validate_job
 from admitter.webhook.review import review_response
+
+from builders.kube import cluster_queue, local_queue
 
 POLICY = JobPolicy(max_min_runtime=8 * 3600.0, controller_usernames=frozenset({"admitter"}))
 MIN_RUNTIME = "admitter.dev/min-runtime"
@@ -29,10 +29,10 @@ DELETING = {"deletionTimestamp": "2026-12-01T12:00:00Z"}
 def with_defaults(leaf_default: str | None, org_default: str | None = None) -> FakeLookup:
     """org (cap 4h) → team-a (cap 2h); LocalQueue `default` → team-a."""
     return FakeLookup([
-        cluster_queue("org", max_min_runtime="4h", default_min_runtime=org_default),
-        cluster_queue("team-a", parent="org", max_min_runtime="2h",
-                      default_min_runtime=leaf_default),
-        local_queue("default", "team-a"),
+        cluster_queue("org", maxMinRuntime="4h", defaultMinRuntime=org_default),
+        cluster_queue("team-a", parent="org", maxMinRuntime="2h",
+                      defaultMinRuntime=leaf_default),
+        local_queue("team-a", namespace=NAMESPACE),
     ])
 
 
@@ -86,12 +86,12 @@ def deleting(obj: dict) -> dict:
 
 
 @pytest.mark.parametrize("objects, says", [
-    ([cluster_queue("team-a"), deleting(local_queue("default", "team-a"))],
+    ([cluster_queue("team-a"), deleting(local_queue("team-a", namespace=NAMESPACE))],
      "LocalQueue 'default' is being deleted"),
-    ([deleting(cluster_queue("team-a")), local_queue("default", "team-a")],
+    ([deleting(cluster_queue("team-a")), local_queue("team-a", namespace=NAMESPACE)],
      "LocalQueue 'default' feeds ClusterQueue 'team-a', which is being deleted"),
     ([deleting(cluster_queue("org")), cluster_queue("team-a", parent="org"),
-      local_queue("default", "team-a")],
+      local_queue("team-a", namespace=NAMESPACE)],
      "LocalQueue 'default' feeds ClusterQueue 'org', which is being deleted"),
 ], ids=["local-queue", "cluster-queue", "ancestor"])
 async def test_new_jobs_to_a_queue_being_deleted_are_denied_with_the_reason(objects, says):
@@ -101,12 +101,13 @@ async def test_new_jobs_to_a_queue_being_deleted_are_denied_with_the_reason(obje
 
 
 async def test_a_local_queue_whose_cluster_queue_is_missing_is_left_to_the_controller():
-    lookup = FakeLookup([local_queue("default", "team-a")])  # its reason: QueueClosed
+    lookup = FakeLookup([local_queue("team-a", namespace=NAMESPACE)])  # its reason: QueueClosed
     assert (await validate_job(request(job(suspend=True)), lookup, POLICY)).allowed
 
 
 async def test_jobs_already_in_a_queue_being_deleted_may_still_change():
-    lookup = FakeLookup([deleting(cluster_queue("team-a")), local_queue("default", "team-a")])
+    lookup = FakeLookup([deleting(cluster_queue("team-a")),
+                         local_queue("team-a", namespace=NAMESPACE)])
     old = job(suspend=True)
     new = changed(old, annotations={MIN_RUNTIME: "1h"})
     assert (await validate_job(request(new, old), lookup, POLICY)).allowed

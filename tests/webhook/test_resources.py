@@ -3,18 +3,11 @@
 import copy
 
 import pytest
-from review_fixtures import (
-    CONTROLLER,
-    POLICY,
-    FakeLookup,
-    cluster_queue,
-    local_queue,
-    request,
-    standard_lookup,
-    topology,
-)
+from review_fixtures import CONTROLLER, NAMESPACE, POLICY, FakeLookup, request, standard_lookup
 
 from admitter.webhook.resources import validate_resource
+
+from builders.kube import cluster_queue, local_queue, topology
 
 
 async def denial(obj, old=None, lookup=None) -> str:
@@ -42,7 +35,7 @@ async def test_model_errors_carry_field_paths_and_values():
 
 
 async def test_a_bad_duration_names_its_field():
-    message = await denial(cluster_queue("team-c", parent="org", max_min_runtime="soon"))
+    message = await denial(cluster_queue("team-c", parent="org", maxMinRuntime="soon"))
     assert "spec.maxMinRuntime: 'soon' is not a duration (expected e.g. 90s" in message
 
 
@@ -56,7 +49,7 @@ async def test_a_topology_without_levels_is_denied():
 
 
 async def test_a_local_queue_without_its_cluster_queue_field_is_denied():
-    queue = local_queue("q", "team-a")
+    queue = local_queue("team-a", name="q", namespace=NAMESPACE)
     del queue["spec"]["clusterQueue"]
     assert "spec.clusterQueue: Field required" in await denial(queue)
 
@@ -105,11 +98,11 @@ async def test_an_unchanged_parent_is_not_rechecked():
 
 
 async def test_a_local_queue_on_a_leaf_is_allowed():
-    assert await allowed(local_queue("q", "team-b"))
+    assert await allowed(local_queue("team-b", name="q", namespace=NAMESPACE))
 
 
 async def test_a_local_queue_on_a_missing_cluster_queue_is_denied_listing_leaves():
-    message = await denial(local_queue("q", "nope"))
+    message = await denial(local_queue("nope", name="q", namespace=NAMESPACE))
     assert (
         "spec.clusterQueue: ClusterQueue 'nope' does not exist; name a leaf ClusterQueue "
         "(existing leaves: team-a, team-b)"
@@ -117,14 +110,15 @@ async def test_a_local_queue_on_a_missing_cluster_queue_is_denied_listing_leaves
 
 
 async def test_a_local_queue_on_a_parent_is_denied_naming_its_children():
-    message = await denial(local_queue("q", "research"))
+    message = await denial(local_queue("research", name="q", namespace=NAMESPACE))
     assert "ClusterQueue 'research' is a parent queue (children: team-a, team-b)" in message
     assert "name a leaf ClusterQueue instead" in message
 
 
 async def test_retargeting_a_local_queue_is_checked_but_other_edits_are_not():
-    old = local_queue("q", "team-a")
-    assert "is a parent queue" in await denial(local_queue("q", "org"), old)
+    old = local_queue("team-a", name="q", namespace=NAMESPACE)
+    retargeted = local_queue("org", name="q", namespace=NAMESPACE)
+    assert "is a parent queue" in await denial(retargeted, old)
     lookup = FakeLookup()
     relabelled = copy.deepcopy(old)
     relabelled["metadata"]["labels"] = {"team": "a"}
@@ -185,7 +179,7 @@ async def test_leaves_and_invalid_objects_may_always_be_deleted():
     assert (await deletion(cluster_queue("team-b", parent="research"))).allowed
     broken = topology("t", "kubernetes.io/hostname", "rack")
     assert (await deletion(broken)).allowed
-    assert (await deletion(local_queue("default", "team-a"))).allowed
+    assert (await deletion(local_queue("team-a", namespace=NAMESPACE))).allowed
 
 
 # ---- Workloads ----------------------------------------------------------------------------

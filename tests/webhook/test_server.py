@@ -8,7 +8,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from review_fixtures import FakeLookup, job, review, standard_lookup, topology
+from review_fixtures import FakeLookup, job, review, standard_lookup
 
 from admitter import pki
 from admitter.api.settings import Settings
@@ -21,6 +21,8 @@ from admitter.webhook.names import (
     VALIDATE_RESOURCES_PATH,
 )
 from admitter.webhook.server import start_webhook_server
+
+from builders.kube import topology
 
 CA = pki.new_ca("test-webhook-ca")
 

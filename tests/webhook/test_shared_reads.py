@@ -3,11 +3,13 @@
 import asyncio
 from dataclasses import dataclass, field
 
-from review_fixtures import FakeLookup, job, local_queue, request, standard_lookup
+from review_fixtures import NAMESPACE, FakeLookup, job, request, standard_lookup
 
 from admitter.api.localqueue import LocalQueue
 from admitter.webhook.jobs import JobPolicy, validate_job
 from admitter.webhook.lookup import SharedReads
+
+from builders.kube import local_queue
 
 POLICY = JobPolicy(max_min_runtime=8 * 3600.0, controller_usernames=frozenset())
 
@@ -48,7 +50,7 @@ async def test_a_queue_missing_from_a_shared_read_is_looked_up_fresh_before_deny
     in_flight = asyncio.ensure_future(shared.local_queues("team-a"))
     for _ in range(3):  # the shared LIST is sent
         await asyncio.sleep(0)
-    inner.objects.append(local_queue("new", "team-a"))
+    inner.objects.append(local_queue("team-a", name="new", namespace=NAMESPACE))
     checking = asyncio.ensure_future(
         validate_job(request(job(queue="new", suspend=True)), shared, POLICY))
     for _ in range(3):  # the check joins the LIST in flight

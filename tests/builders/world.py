@@ -1,4 +1,4 @@
-"""Readable builders for admission-cycle tests, and a tiny world that applies decisions.
+"""A tiny world that runs admission cycles and applies their decisions.
 
 `World` keeps nodes, queues and workloads, runs a cycle at a given time and applies the
 result the way the controller does: evicted workloads go back to pending (keeping their
@@ -12,50 +12,17 @@ from dataclasses import dataclass, field, replace
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import CycleResult, CycleSettings, Snapshot
 from admitter.core.model import (
-    GPU,
-    UNLIMITED,
     FairShareSettings,
     Node,
     Phase,
-    PodSet,
     Queue,
-    ResourceQuota,
-    TopologyRequest,
     Workload,
+    merged_placement,
 )
-from admitter.core.topology import HOSTNAME
 
-RACK = "topology.admitter.dev/rack"
-BLOCK = "topology.admitter.dev/block"
-LEVELS = (BLOCK, RACK, HOSTNAME)
+from builders.core import LEVELS
+
 NO_TIME_FAIRNESS = CycleSettings(fair_share=FairShareSettings(window=0))
-
-
-def racks(count: int, nodes_per_rack: int = 2, gpus: int = 8, blocks: int = 1) -> list[Node]:
-    """`count` racks per block of `nodes_per_rack` nodes, named b0-r1-n0 and labelled so."""
-    out = []
-    for b in range(blocks):
-        for r in range(count):
-            for n in range(nodes_per_rack):
-                name = f"b{b}-r{r}-n{n}"
-                labels = {BLOCK: f"b{b}", RACK: f"r{r}", HOSTNAME: name}
-                out.append(Node(name, {GPU: gpus, "cpu": 96_000}, labels))
-    return out
-
-
-def queue(name: str, quota: int = 0, *, parent: str | None = None, weight: float = 1.0,
-          limit: int = UNLIMITED, priority: int = 0, order: int = 0) -> Queue:
-    """A queue with GPU knobs only."""
-    knobs = ResourceQuota(quota=quota, limit=limit, over_quota_weight=weight)
-    return Queue(name, parent, priority, {GPU: knobs}, order)
-
-
-def job(key: str, queue_name: str, gpus: int = 8, pods: int = 1, *, at: float = 0.0,
-        min_runtime: float = 3600.0, priority: int = 0, resumable: bool = True,
-        required: str | None = None, preferred: str | None = None) -> Workload:
-    """A pending gang of `pods` pods × `gpus` GPUs."""
-    return Workload(key, queue_name, (PodSet("main", pods, {GPU: gpus}),), at, priority,
-                    min_runtime, resumable, TopologyRequest(required, preferred))
 
 
 @dataclass
@@ -85,13 +52,10 @@ class World:
                 self.workloads[eviction.key], phase=Phase.PENDING, admitted_at=None,
                 placement={}, pod_set_placements=())
         for admission in result.admissions:
-            merged: dict[str, int] = {}
-            for counts in admission.pod_set_nodes:
-                for node, count in counts.items():
-                    merged[node] = merged.get(node, 0) + count
             self.workloads[admission.key] = replace(
                 self.workloads[admission.key], phase=Phase.ADMITTED, admitted_at=now,
-                placement=merged, pod_set_placements=admission.pod_set_nodes)
+                placement=merged_placement(admission.pod_set_nodes),
+                pod_set_placements=admission.pod_set_nodes)
         self.history.append(result)
         return result
 

@@ -1,4 +1,4 @@
-"""Run a scenario written inline and look at its result."""
+"""Run a simulator scenario written inline and look at its result."""
 
 from __future__ import annotations
 
