@@ -22,6 +22,8 @@ CONDITION_QUOTA_RESERVED = "QuotaReserved"
 CONDITION_ADMITTED = "Admitted"
 CONDITION_EVICTED = "Evicted"
 CONDITION_FINISHED = "Finished"
+CONDITION_ACTIVE = "Active"
+"""A queue's condition: whether it can admit (ClusterQueue and LocalQueue status)."""
 MAX_POD_COUNT = 100_000
 """Kubernetes' own cap on an indexed Job's completions; no gang is larger."""
 MAX_POD_SETS = 8

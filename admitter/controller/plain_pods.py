@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
+from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller import kube
 from admitter.controller.actions import pin_to_domain
 from admitter.controller.cache import Caches
@@ -59,8 +60,8 @@ def wakes_when_idle(event: str, pod: Obj) -> bool:
 def pod_step(pod: Obj, wl: Obj) -> PodStep:
     """The one write that brings a queued Pod and its Workload together, if any."""
     if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
-        return PodStep.NONE if is_true(wl, "Finished") else PodStep.FINISH
-    if is_true(wl, "Finished") or pod["metadata"].get("deletionTimestamp"):
+        return PodStep.NONE if is_true(wl, CONDITION_FINISHED) else PodStep.FINISH
+    if is_true(wl, CONDITION_FINISHED) or pod["metadata"].get("deletionTimestamp"):
         return PodStep.NONE
     if (wl.get("status") or {}).get("admission"):
         return PodStep.START if is_gated(pod) else PodStep.NONE

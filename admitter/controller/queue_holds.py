@@ -21,12 +21,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.controller import kube
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
-from admitter.core.decisions import Admission, PendingReason
+from admitter.core.decisions import Admission
 
 log = logging.getLogger(__name__)
 IN_USE_FINALIZER = "admitter.dev/resource-in-use"
 TERMINATING = "Terminating"
-QUEUE_CLOSED = PendingReason.QUEUE_CLOSED
 NAMED = 3
 """Workloads a waiting queue's message names; the rest are counted."""
 

@@ -30,7 +30,8 @@ from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
-from admitter.controller.plain_pods import PlainPods, wakes_when_idle
+from admitter.controller.pacing import DEBOUNCE, SWEEP_EVERY, matters_when_idle, periodic_wait
+from admitter.controller.plain_pods import PlainPods
 from admitter.controller.queue_holds import QueueFinalizers, holdings
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import QueueUsage, StatusWriter
@@ -49,10 +50,6 @@ from admitter.core.decisions import Admission, CycleResult, Eviction, EvictionRe
 from admitter.core.queue_tree import QueueTree
 
 log = logging.getLogger(__name__)
-DEBOUNCE = 0.2
-SWEEP_EVERY = 30.0
-"""Seconds between passes that check every Job, not only those whose objects changed (a
-write that failed leaves no change behind to be seen)."""
 
 
 class Reconciler:
@@ -97,7 +94,7 @@ class Reconciler:
             self.touched.add(key_of(obj))
         elif kind == "Workload" and (owner := job_owner(obj)) is not None:
             self.touched.add((obj["metadata"]["namespace"], owner["name"]))
-        if self.waiting or _matters_when_idle(event, obj):
+        if self.waiting or matters_when_idle(event, obj):
             self.wakeup.set()
 
     def jobs_to_check(self, now: float) -> list[Obj]:
@@ -479,31 +476,6 @@ class Reconciler:
         target, kind = self.caches.event_target(wl, job)
         self.events.record(target, kind, "Normal", reason, message, now, repeat_after,
                            per_reason)
-
-
-def periodic_wait(result: CycleResult | None, cycle: float, now: float) -> float:
-    """Seconds until the next pass if no change wakes the loop first: one cycle while the last
-    pass's own decisions may unblock more (or it failed); otherwise nothing can be decided
-    anew before the moment the core named (`CycleResult.next_change`), so until then, but at
-    least every SWEEP_EVERY for what the core does not name (usage sliding through the
-    fair-share window, failed writes the sweep retries, refreshed status)."""
-    if result is None or ((result.admissions or result.evictions) and not result.settled):
-        return cycle
-    wait = SWEEP_EVERY if result.next_change is None else min(SWEEP_EVERY,
-                                                                result.next_change - now)
-    return max(wait, 0.0)
-
-
-def _matters_when_idle(event: str, obj: Obj) -> bool:
-    """With nothing waiting, pods and Job status move constantly (a fill's pods starting)
-    but decide nothing; they wait for the periodic pass, except a Job that finished (its
-    quota is released at once) and Jobs coming or going."""
-    kind = obj.get("kind")
-    if kind == "Pod":
-        return wakes_when_idle(event, obj)
-    if kind == "Job" and event == "MODIFIED":
-        return is_true(obj, "Complete") or is_true(obj, "Failed")
-    return True
 
 
 def _log_failure(batch: asyncio.Task[None]) -> None:

@@ -14,7 +14,7 @@ from admitter.api.workload import WorkloadSpec
 from admitter.controller.cache import Caches
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
-from admitter.controller.queue_holds import QUEUE_CLOSED, closed_reason
+from admitter.controller.queue_holds import closed_reason
 from admitter.controller.status import QueueUsage
 from admitter.controller.translate import (
     JOB_NAME_LABEL,
@@ -23,7 +23,7 @@ from admitter.controller.translate import (
     job_owner,
 )
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
-from admitter.core.decisions import Pending, Snapshot
+from admitter.core.decisions import Pending, PendingReason, Snapshot
 from admitter.core.model import (
     Node,
     Queue,
@@ -195,7 +195,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
                 if why is not None:
                     key = f"{namespace}/{wl['metadata']['name']}"
                     objects[key] = wl
-                    closed[key] = Pending(key, "", QUEUE_CLOSED, why, 0)
+                    closed[key] = Pending(key, "", PendingReason.QUEUE_CLOSED, why, 0)
                     continue
             cq = queue_of.get(place, "")
             ready = (_pods_ready(wl, job, translation.expected_pods) if job is not None

@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import format_quantity, from_base_units
+from admitter.api.workload import CONDITION_ACTIVE, CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.actions import with_condition
 from admitter.controller.kube import Kube, Obj
@@ -206,7 +207,8 @@ class StatusWriter:
             if not self._due(f"cq/{name}", (visible, active), now, USAGE_WRITE_PERIOD):
                 continue
             status = cq.get("status") or {}
-            conditions = with_condition(status.get("conditions", []), "Active", *active, now)
+            conditions = with_condition(status.get("conditions", []), CONDITION_ACTIVE, *active,
+                                        now)
             cleared = {field: _with_removals(status.get(field) or {}, amounts)
                        for field, amounts in maps.items()}
             body = {**visible, **cleared, "conditions": conditions, **usage.status(name)}
@@ -232,7 +234,7 @@ class StatusWriter:
             key = f"lq/{meta['namespace']}/{meta['name']}"
             if self._due(key, (visible, active), now, None):
                 conditions = with_condition((lq.get("status") or {}).get("conditions", []),
-                                            "Active", *active, now)
+                                            CONDITION_ACTIVE, *active, now)
                 writes.append(self._write_queue(kube.LOCAL_QUEUES, key, meta,
                                                 {**visible, "conditions": conditions},
                                                 (visible, active), now))
@@ -254,7 +256,7 @@ class StatusWriter:
             last = self._explained.get(explaining)
             if last is not None:
                 explained[explaining] = last
-            shown = condition(wl, "QuotaReserved") or {}
+            shown = condition(wl, CONDITION_QUOTA_RESERVED) or {}
             if shown.get("status") == "False" and shown.get("reason") == decision.reason:
                 if shown.get("message") != decision.message and (
                         last is None or now - last >= MESSAGE_REFRESH):

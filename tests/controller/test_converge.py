@@ -8,7 +8,7 @@ import asyncio
 from fake_api import CLOCK, FakeApi, SlowApi, add, reconciler, submitted_jobs
 
 from admitter.controller import kube
-from admitter.controller.reconciler import SWEEP_EVERY
+from admitter.controller.pacing import SWEEP_EVERY
 from admitter.controller.translate import format_time, workload_name
 
 

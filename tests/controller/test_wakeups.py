@@ -6,7 +6,8 @@ from __future__ import annotations
 from fake_api import FakeApi, reconciler, submitted_jobs
 
 from admitter.controller.kube import Obj
-from admitter.controller.reconciler import SWEEP_EVERY, Reconciler, periodic_wait
+from admitter.controller.pacing import SWEEP_EVERY, periodic_wait
+from admitter.controller.reconciler import Reconciler
 from admitter.core.decisions import Admission, CycleResult
 from admitter.core.fairshare import FairShare
 

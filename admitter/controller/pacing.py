@@ -1,0 +1,44 @@
+"""When a pass runs: on a change that can decide something (debounced), when the core's next
+named moment comes, and at least every SWEEP_EVERY.
+
+Hazard: waking on every pod or Job status change (a fill's pods starting) would run a full
+pass per change on a busy cluster while deciding nothing; sleeping through a change that
+frees quota (a Job finished) would leave GPUs idle for a whole sweep.
+"""
+
+from __future__ import annotations
+
+from admitter.controller.kube import Obj
+from admitter.controller.plain_pods import wakes_when_idle
+from admitter.controller.translate import is_true
+from admitter.core.decisions import CycleResult
+
+DEBOUNCE = 0.2
+SWEEP_EVERY = 30.0
+"""Seconds between passes that check every Job, not only those whose objects changed (a
+write that failed leaves no change behind to be seen)."""
+
+
+def periodic_wait(result: CycleResult | None, cycle: float, now: float) -> float:
+    """Seconds until the next pass if no change wakes the loop first: one cycle while the last
+    pass's own decisions may unblock more (or it failed); otherwise nothing can be decided
+    anew before the moment the core named (`CycleResult.next_change`), so until then, but at
+    least every SWEEP_EVERY for what the core does not name (usage sliding through the
+    fair-share window, failed writes the sweep retries, refreshed status)."""
+    if result is None or ((result.admissions or result.evictions) and not result.settled):
+        return cycle
+    wait = SWEEP_EVERY if result.next_change is None else min(SWEEP_EVERY,
+                                                                result.next_change - now)
+    return max(wait, 0.0)
+
+
+def matters_when_idle(event: str, obj: Obj) -> bool:
+    """With nothing waiting, pods and Job status move constantly (a fill's pods starting)
+    but decide nothing; they wait for the periodic pass, except a Job that finished (its
+    quota is released at once) and Jobs coming or going."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return wakes_when_idle(event, obj)
+    if kind == "Job" and event == "MODIFIED":
+        return is_true(obj, "Complete") or is_true(obj, "Failed")
+    return True
