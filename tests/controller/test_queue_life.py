@@ -15,7 +15,6 @@ from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.queue_holds import (
     IN_USE_FINALIZER,
-    QUEUE_CLOSED,
     Holdings,
     active_condition,
     closed_reason,
@@ -116,7 +115,7 @@ async def test_a_cluster_queue_being_deleted_admits_nothing_new_and_says_what_it
     late = stored(api, kube.WORKLOADS, workload_name(stored(api, kube.JOBS, "late", "ns")), "ns")
     assert not late["status"].get("admission")
     reserved = condition(late, "QuotaReserved")
-    assert reserved["reason"] == QUEUE_CLOSED
+    assert reserved["reason"] == PendingReason.QUEUE_CLOSED
     assert "ClusterQueue 'team' is being deleted" in reserved["message"]
     active = condition(stored(api, kube.CLUSTER_QUEUES, "team"), "Active")
     assert (active["status"], active["reason"]) == ("False", "Terminating")
