@@ -33,7 +33,7 @@ roll back).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from operator import itemgetter
@@ -109,8 +109,8 @@ class RoomFinder:
         self._ranking = ranking
         self._headroom = headroom
         self._ranked = False
-        self._evictable: dict[str, _Group] = {}
-        self._protected: dict[str, _Group] = {}
+        self._evictable = _Groups((), ledger.path)
+        self._protected = _Groups((), ledger.path)
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
         self._kept_off: set[str] = set()
@@ -251,14 +251,19 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
-        self._evictable = _by_queue([w for _, w in ranked])
-        self._protected = _by_queue([w for _, _, w in protected])
+        self._evictable = _Groups([w for _, w in ranked], self._ledger.path)
+        self._protected = _Groups([w for _, _, w in protected], self._ledger.path)
 
-    def _eligible(self, groups: dict[str, _Group], preemptor: Workload, within: str | None,
+    def _eligible(self, groups: _Groups, preemptor: Workload, within: str | None,
                   search: Search) -> list[tuple[int, Workload]]:
         """Still-running workloads of `groups` the preemptor may take (the module docstring's
         rule), with their position in the ranking (unsorted). `within` keeps only queues under
-        it."""
+        it.
+
+        Two leaves' allocations compare where their paths diverge (`ranking`), so every leaf
+        under one sibling of a queue on the preemptor's path gets the same verdict: the walk
+        decides once per such subtree and takes its candidates whole, instead of once per
+        leaf that holds running work."""
         gpus = preemptor.requests().get(GPU, 0)
         short = is_short(preemptor)
         ranking, ledger = self._ranking, self._ledger
@@ -267,32 +272,40 @@ class RoomFinder:
         # of other shapes share the list.
         key = (groups is self._protected, preemptor.queue, preemptor.priority, short, search,
                within, (gpus, ledger.changes) if ranking.by_holding else (0, 0))
-        known = self._candidates.get(key)
-        if known is not None:
-            running, kept_off = self._running, self._kept_off
-            return [item for item in known if item[1].key in running and (
-                search is Search.DRAIN or item[1].key not in kept_off)]
-        chosen: list[tuple[int, Workload]] = []
-        ratios: dict[str, float] = {}
-        for queue, group in groups.items():
-            if within is not None and within not in ledger.path(queue):
-                continue
-            chosen.extend(group.unfunded)
-            if search is Search.DRAIN:
-                chosen.extend(item for item in group.funded if self._drains(preemptor, item[1]))
-            if queue == preemptor.queue:
-                chosen.extend(item for item in group.funded
+        chosen = self._candidates.get(key)
+        if chosen is None:
+            chosen = []
+            drain = search is Search.DRAIN
+            path = ledger.path(preemptor.queue)
+            for depth in range(0 if within is None else path.index(within) + 1, len(path)):
+                mine = path[depth]
+                better: float | None = None
+                for sibling in groups.children.get(path[depth - 1] if depth else None, ()):
+                    if sibling == mine:
+                        continue
+                    group = groups.below[sibling]
+                    chosen.extend(group.unfunded)
+                    if drain:
+                        chosen.extend(item for item in group.funded
+                                      if self._drains(preemptor, item[1]))
+                    if better is None:
+                        better = ranking.ratio(mine, gpus)
+                    worse = ranking.ratio(sibling)
+                    if beyond(worse, better, NON_RESUMABLE_GAP):
+                        chosen.extend(group.funded)
+                    elif short or beyond(worse, better, SWAP_MARGIN):
+                        chosen.extend(group.swappable)
+            own = groups.below.get(preemptor.queue)
+            if own is not None:
+                chosen.extend(own.unfunded)
+                if drain:
+                    chosen.extend(item for item in own.funded
+                                  if self._drains(preemptor, item[1]))
+                chosen.extend(item for item in own.funded
                               if item[1].priority < preemptor.priority and item[1].resumable)
-                continue
-            worse, better = ranking.sides(queue, preemptor.queue, gpus, ratios)
-            if beyond(worse, better, NON_RESUMABLE_GAP):
-                chosen.extend(group.funded)
-            elif short or beyond(worse, better, SWAP_MARGIN):
-                chosen.extend(item for item in group.funded
-                              if item[1].resumable and not is_short(item[1]))
-        if search is Search.DRAIN:  # a workload may have been added twice
-            chosen = list({item[1].key: item for item in chosen}.values())
-        self._candidates[key] = chosen
+            if drain:  # a workload may have been added twice
+                chosen = list({item[1].key: item for item in chosen}.values())
+            self._candidates[key] = chosen
         running, kept_off = self._running, self._kept_off
         return [item for item in chosen if item[1].key in running and (
             search is Search.DRAIN or item[1].key not in kept_off)]
@@ -416,21 +429,39 @@ class RoomFinder:
 
 
 class _Group:
-    """One queue's workloads as (position in the ranking, workload), unfunded and funded."""
+    """Workloads as (position in the ranking, workload): unfunded, funded, and the funded that
+    are resumable and not short (what a margin of `SWAP_MARGIN` may take)."""
 
-    __slots__ = ("funded", "unfunded")
+    __slots__ = ("funded", "swappable", "unfunded")
 
     def __init__(self) -> None:
         self.unfunded: list[tuple[int, Workload]] = []
         self.funded: list[tuple[int, Workload]] = []
+        self.swappable: list[tuple[int, Workload]] = []
 
 
-def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:
-    groups: dict[str, _Group] = {}
-    for position, workload in enumerate(ordered):
-        group = groups.get(workload.queue)
-        if group is None:
-            group = groups[workload.queue] = _Group()
-        funded = workload.min_runtime > 0  # `funded`, inlined: runs for every running workload
-        (group.funded if funded else group.unfunded).append((position, workload))
-    return groups
+class _Groups:
+    """Ranked candidates of one kind (evictable now, or protected) under every queue: `below`
+    holds each queue's subtree, in ranking order; `children` names, per parent (None for the
+    roots), the children with candidates below them."""
+
+    __slots__ = ("below", "children")
+
+    def __init__(self, ordered: Iterable[Workload],
+                 path: Callable[[str], tuple[str, ...]]) -> None:
+        self.below: dict[str, _Group] = {}
+        self.children: dict[str | None, list[str]] = {}
+        for position, workload in enumerate(ordered):
+            item = (position, workload)
+            funded = workload.min_runtime > 0  # `funded`, inlined: runs for every running one
+            swappable = funded and workload.resumable and not is_short(workload)
+            parent: str | None = None
+            for name in path(workload.queue):
+                group = self.below.get(name)
+                if group is None:
+                    group = self.below[name] = _Group()
+                    self.children.setdefault(parent, []).append(name)
+                (group.funded if funded else group.unfunded).append(item)
+                if swappable:
+                    group.swappable.append(item)
+                parent = name
