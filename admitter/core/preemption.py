@@ -326,7 +326,9 @@ class RoomFinder:
         """Per domain of the required level (per node for a single pod): the first candidates
         (in eviction order) whose release would bring the domain's free amount of the key
         resource to the gang's need. Fewest victims first, then the plan whose worst victim
-        ranks earliest."""
+        ranks earliest. Only the first `DOMAINS_TRIED` plans are sure to be there: once that
+        many need one victim each, no later candidate can make a better plan, and the scan
+        stops."""
         requests = preemptor.requests()
         resource = GPU if requests.get(GPU, 0) > 0 else min(requests, default=GPU)
         index = self._state.resource_index(resource)
@@ -340,8 +342,11 @@ class RoomFinder:
         # One pod lands on one node: planning per node is exact where a wider domain's sum
         # can hide that no single node would hold the pod.
         level = HOSTNAME if sum(p.count for p in preemptor.pod_sets) == 1 else required
-        per_domain: dict[int, tuple[Domain, list[Workload], int, int]] = {}
-        for workload in candidates:
+        per_domain: dict[int, tuple[Domain, list[Workload], int, int, int]] = {}
+        """Per domain: its plan, free amount with the plan released, amount wanted, and the
+        position of the plan's last (worst-ranked) victim among the candidates."""
+        singles = 0
+        for position, workload in enumerate(candidates):
             for domain, gained in self._gains(workload, resource, level):
                 if required is not None and required not in domain.affinity:
                     continue  # a node outside every domain of the required level
@@ -349,19 +354,22 @@ class RoomFinder:
                 if entry is None:
                     free = 0 if index is None else sum(row[index] for row in domain.free)
                     wanted = need + max(0, headroom - (pool - free)) if headroom else need
-                    entry = per_domain[id(domain)] = (domain, [], free, wanted)
-                _, plan, free, wanted = entry
+                    entry = (domain, [], free, wanted, position)
+                _, plan, free, wanted, _ = entry
                 if (free >= wanted and plan) or len(plan) >= MAX_VICTIMS:
                     continue
                 plan.append(workload)
-                per_domain[id(domain)] = (domain, plan, free + gained, wanted)
+                per_domain[id(domain)] = (domain, plan, free + gained, wanted, position)
+                if len(plan) == 1 and free + gained >= wanted:
+                    singles += 1
+            if singles >= DOMAINS_TRIED:
+                break  # later candidates only make plans of one victim that ranks later
             if level is None and per_domain and all(
                     (free >= wanted and plan) or len(plan) >= MAX_VICTIMS
-                    for _, plan, free, wanted in per_domain.values()):
+                    for _, plan, free, wanted, _ in per_domain.values()):
                 break  # the one cluster-wide plan is complete
-        rank = {w.key: i for i, w in enumerate(candidates)}
-        viable = [((len(plan), max(rank[w.key] for w in plan), domain.order), plan)
-                  for domain, plan, free, wanted in per_domain.values()
+        viable = [((len(plan), last, domain.order), plan)
+                  for domain, plan, free, wanted, last in per_domain.values()
                   if free >= wanted and plan]
         return [plan for _, plan in sorted(viable, key=lambda v: v[0])]
 
