@@ -1,8 +1,9 @@
 """One admission cycle: snapshot in, decisions out. The steps read in the order they run.
 
-1. Fair share for the snapshot's demand, usage and schedulable capacity (what `admitter
-   fairshare` and the ClusterQueue status show), and the ranking of allocations: funded GPU
-   time over the window against each queue's GPU budget (`ranking`).
+1. The cycle's state (`cycle_state`): fair share for the snapshot's demand, usage and
+   schedulable capacity (what `admitter fairshare` and the ClusterQueue status show), and the
+   ranking of allocations: funded GPU time over the window against each queue's GPU budget
+   (`ranking`).
 2. Evictions that do not depend on anyone pending: gangs whose pods never became ready, and
    work on cordoned nodes once past its min runtime (Ai2's automatic drain).
 3. Funded admissions: short jobs first (`headroom`); then the longest-waiting starving gang of
@@ -20,34 +21,27 @@ As many workloads are admitted per cycle as fit; there is no one-head-per-queue 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from operator import attrgetter
 
+from admitter.core.cycle_state import CycleState
 from admitter.core.decisions import (
-    Admission,
     CycleResult,
     Eviction,
     EvictionReason,
-    Pending,
     PendingReason,
     Snapshot,
 )
-from admitter.core.fairshare import FairShare
 from admitter.core.fit import fits
-from admitter.core.headroom import Headroom, is_short
-from admitter.core.model import GPU, Phase, Workload
+from admitter.core.headroom import is_short
+from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node
-from admitter.core.placement import Placement, PlacementFailure, place
-from admitter.core.preemption import NOT_TRIED, Blocked, RoomFinder, Search
-from admitter.core.queue_order import workload_key
+from admitter.core.placement import Placement, PlacementFailure
+from admitter.core.preemption import NOT_TRIED, Blocked, Search
 from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations, QuotaLedger
-from admitter.core.ranking import Ranking, gpu_budgets
+from admitter.core.quota import Allocations
 from admitter.core.reservation import RESERVATION_KEY, choose, describe, hold
 from admitter.core.selection import QueueSelector
-from admitter.core.status import queue_statuses
-from admitter.core.usage import fair_share_now
 
 PREEMPTION_ATTEMPTS = 16
 """Preemptor searches per cycle, one per queue and workload shape (KAI's queueDepthPerAction
@@ -116,93 +110,8 @@ def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
     return held
 
 
-class _Cycle:
-    def __init__(self, snapshot: Snapshot, nodes: ClusterState | None,
-                 tree: QueueTree | None, allocations: Allocations | None) -> None:
-        self.snapshot = snapshot
-        self.now = snapshot.now
-        self.non_preemptible_priority = snapshot.settings.non_preemptible_priority
-        self.tree = QueueTree(snapshot.queues) if tree is None else tree
-        self.nodes = {node.name: node for node in snapshot.nodes}
-        # Input order must not matter: only `running` iterates in an order that shows (drain
-        # evictions), so only the admitted are sorted; waiting lists are sorted below.
-        leaves = self.tree.leaves()
-        self.waiting: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
-        admitted: list[Workload] = []
-        holding: list[Workload] = []
-        invalid: list[Workload] = []
-        demand: dict[str, dict[str, int]] = {}
-        for workload in snapshot.workloads:  # one pass: this loop sees every workload
-            waiting = self.waiting.get(workload.queue)
-            if workload.phase is Phase.ADMITTED:
-                holding.append(workload)
-                if waiting is not None:
-                    admitted.append(workload)
-            elif workload.phase is Phase.PENDING:
-                (invalid if waiting is None else waiting).append(workload)
-            if waiting is not None and workload.funded:
-                leaf = demand.get(workload.queue)
-                if leaf is None:
-                    leaf = demand[workload.queue] = {}
-                for resource, amount in workload.requests().items():
-                    leaf[resource] = leaf.get(resource, 0) + amount
-        admitted.sort(key=attrgetter("key"))
-        if nodes is None:
-            nodes = ClusterState(snapshot.nodes, snapshot.topology, holding)
-        elif nodes.held_count() != len(holding) or not all(
-                nodes.assumed(w.key) for w in holding):
-            raise ValueError("the node model given to run_cycle does not hold exactly the "
-                             "snapshot's admitted workloads")
-        self.state = nodes
-        if allocations is None:
-            allocations = Allocations(self.tree, admitted)
-        elif allocations.count() != len(admitted) or not all(
-                allocations.holds(w.key) for w in admitted):
-            raise ValueError("the allocations given to run_cycle do not hold exactly the "
-                             "snapshot's admitted workloads")
-        capacity = self.state.schedulable_capacity()
-        used, self.usage, self.fair = self._fair_share(demand, capacity)
-        self.ledger = QuotaLedger(self.tree, self.fair, allocations)
-        self.ranking = Ranking(self.tree, gpu_budgets(self.tree, capacity.get(GPU, 0)), used,
-                               self.ledger.funded)
-        self.running = {w.key: w for w in admitted}
-        self.unfunded_held: dict[str, int] | None = None
-        """`_unfunded_gpus` of `running`, until `running` changes."""
-        self.headroom = Headroom(self.state, snapshot.workloads)
-        self.finder = RoomFinder(self.state, self.ledger, self.running, self.now, self.ranking,
-                                 self.headroom, self.non_preemptible_priority)
-        self.admissions: list[Admission] = []
-        self.evictions: list[Eviction] = []
-        self.pending: dict[str, Pending] = {}
-        self.position: dict[str, int] = {}
-        for waiting in self.waiting.values():
-            waiting.sort(key=workload_key)
-            self.position.update((w.key, i) for i, w in enumerate(waiting, 1))
-        self.failures: dict[object, PlacementFailure] = {}
-        self.next_change = math.inf
-        """The first moment after `now` when time alone could change a decision (see
-        `CycleResult.next_change`)."""
-        self.reserved_for: Workload | None = None
-        self.preemption_tried: set[tuple[str, object, str | None, Search]] = set()
-        self.capped = False
-        """Whether a preemptor was turned away because the searches ran out."""
-        self.unsettled = False
-        """Whether a cycle right after this one, on its outcome, could decide more (see
-        `CycleResult.settled`)."""
-        self.borrowed = False
-        """Whether unfunded work was admitted: its queue then ranks later, which after a capped
-        search lets another queue search in the next cycle."""
-        self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
-        for workload in invalid:
-            self._wait(workload, PendingReason.INVALID_QUEUE,
-                       f"queue {workload.queue} is not a leaf ClusterQueue")
-
-    def _fair_share(self, demand: dict[str, dict[str, int]], capacity: dict[str, int]
-                    ) -> tuple[dict[str, float] | None, dict[str, float], FairShare]:
-        """Fair share of `demand` (funded requests per leaf) with the windowed usage; also the
-        windowed GPU-seconds per queue (subtree sums), None with time-based fair share off."""
-        return fair_share_now(self.tree, capacity, demand, self.snapshot.usage,
-                              self.snapshot.settings.fair_share)
+class _Cycle(CycleState):
+    """Steps 2 to 4 on the state of one cycle (`cycle_state`)."""
 
     # Step 2 -----------------------------------------------------------------------------
 
@@ -423,7 +332,7 @@ class _Cycle:
         self._wait(workload, PendingReason.NO_FIT, placed.reason)
         return False
 
-    # Shared mechanics -------------------------------------------------------------------
+    # Offering capacity -------------------------------------------------------------------
 
     def _serve(self, work: dict[str, list[Workload]], *, unfunded: bool,
                until_gpus_run_out: bool = False) -> None:
@@ -456,84 +365,3 @@ class _Cycle:
                     return
             if at == len(workloads):
                 selector.retire(leaf)
-
-    def _waiting(self, funded: bool) -> dict[str, list[Workload]]:
-        """Per leaf, the eligible pending workloads that are (or are not) funded."""
-        return {leaf: [w for w in ws if w.funded is funded and self._eligible(w)]
-                for leaf, ws in self.waiting.items()}
-
-    def _eligible(self, workload: Workload, quiet: bool = False) -> bool:
-        """Past any backoff; `quiet` only asks (the pass that serves it says why)."""
-        if workload.eligible_at <= self.now:
-            return True
-        if not quiet:
-            self._until(workload.eligible_at)
-            self._wait(workload, PendingReason.BACKOFF,
-                       "requeued after its pods were not ready in time",
-                       retry_at=workload.eligible_at)
-        return False
-
-    def _place(self, workload: Workload) -> Placement | PlacementFailure:
-        """Placement, remembering failures until capacity is freed (admissions only shrink it)."""
-        # The topology's fields, not the request itself: a frozen dataclass hashes in Python.
-        shape = workload.shape(), workload.topology.required, workload.topology.preferred
-        known = self.failures.get(shape)
-        if known is not None:
-            return known
-        placed = place(self.state, workload)
-        if isinstance(placed, PlacementFailure):
-            self.failures[shape] = placed
-        return placed
-
-    def _admit(self, workload: Workload, placement: Placement, why: str) -> None:
-        self.state.assume(workload.key, workload.pod_sets, placement.node_counts)
-        admitted = workload.admitted(self.now, placement.node_counts)
-        self.ledger.add(admitted)
-        self.running[workload.key] = admitted
-        self.headroom.change(workload, 1)
-        if workload.funded and self.ranking.by_holding:  # ranks moved: a failed search of
-            self.unsettled = True  # this cycle might now find victims
-        self.unfunded_held = None
-        self.pending.pop(workload.key, None)
-        where = ("in " + ", ".join(f"{k}={v}" for k, v in placement.affinity.items())
-                 if placement.affinity else "anywhere in the cluster")
-        self.admissions.append(Admission(workload.key, workload.queue, placement.node_counts,
-                                         dict(placement.affinity), f"{why}; placed {where}"))
-
-    def _evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
-        self.state.release(workload.key)
-        self.ledger.remove(workload)
-        self.running.pop(workload.key)
-        self.headroom.change(workload, -1)
-        self.unfunded_held = None
-        self.failures.clear()
-        self.evictions.append(Eviction(workload.key, workload.queue, reason, message))
-
-    def _next_change(self) -> float | None:
-        self._until(self.finder.next_change)
-        return None if self.next_change == math.inf else self.next_change
-
-    def _until(self, moment: float | None) -> None:
-        if moment is not None and self.now < moment < self.next_change:
-            self.next_change = moment
-
-    def _wait(self, workload: Workload, reason: PendingReason, *message: object,
-              retry_at: float | None = None) -> None:
-        """`message` in parts, joined only if someone reads it (`Pending.message`)."""
-        self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
-                                             self.position.get(workload.key, 0), retry_at)
-
-    def result(self) -> CycleResult:
-        # Statuses are counted only if read, after kept allocations are rolled back: a copy.
-        tree, running = self.tree, self.running
-        allocated = {name: dict(amounts) for name, amounts in self.ledger.held.items()}
-        pending = tuple(self.pending[key] for key in sorted(self.pending))
-        return CycleResult(
-            admissions=tuple(self.admissions),
-            evictions=tuple(self.evictions),
-            pending=pending,
-            fair_share=self.fair,
-            next_change=self._next_change(),
-            settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
-            statuses=lambda: queue_statuses(tree, allocated, running.values(), pending),
-        )

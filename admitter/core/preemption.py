@@ -33,7 +33,7 @@ roll back).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from operator import itemgetter
@@ -109,8 +109,8 @@ class RoomFinder:
         self._ranking = ranking
         self._headroom = headroom
         self._ranked = False
-        self._evictable: dict[str, _Group] = {}
-        self._protected: dict[str, _Group] = {}
+        self._evictable = _Groups((), ledger.path)
+        self._protected = _Groups((), ledger.path)
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
         self._kept_off: set[str] = set()
@@ -251,14 +251,19 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
-        self._evictable = _by_queue([w for _, w in ranked])
-        self._protected = _by_queue([w for _, _, w in protected])
+        self._evictable = _Groups([w for _, w in ranked], self._ledger.path)
+        self._protected = _Groups([w for _, _, w in protected], self._ledger.path)
 
-    def _eligible(self, groups: dict[str, _Group], preemptor: Workload, within: str | None,
+    def _eligible(self, groups: _Groups, preemptor: Workload, within: str | None,
                   search: Search) -> list[tuple[int, Workload]]:
         """Still-running workloads of `groups` the preemptor may take (the module docstring's
         rule), with their position in the ranking (unsorted). `within` keeps only queues under
-        it."""
+        it.
+
+        Two leaves' allocations compare where their paths diverge (`ranking`), so every leaf
+        under one sibling of a queue on the preemptor's path gets the same verdict: the walk
+        decides once per such subtree and takes its candidates whole, instead of once per
+        leaf that holds running work."""
         gpus = preemptor.requests().get(GPU, 0)
         short = is_short(preemptor)
         ranking, ledger = self._ranking, self._ledger
@@ -267,32 +272,40 @@ class RoomFinder:
         # of other shapes share the list.
         key = (groups is self._protected, preemptor.queue, preemptor.priority, short, search,
                within, (gpus, ledger.changes) if ranking.by_holding else (0, 0))
-        known = self._candidates.get(key)
-        if known is not None:
-            running, kept_off = self._running, self._kept_off
-            return [item for item in known if item[1].key in running and (
-                search is Search.DRAIN or item[1].key not in kept_off)]
-        chosen: list[tuple[int, Workload]] = []
-        ratios: dict[str, float] = {}
-        for queue, group in groups.items():
-            if within is not None and within not in ledger.path(queue):
-                continue
-            chosen.extend(group.unfunded)
-            if search is Search.DRAIN:
-                chosen.extend(item for item in group.funded if self._drains(preemptor, item[1]))
-            if queue == preemptor.queue:
-                chosen.extend(item for item in group.funded
+        chosen = self._candidates.get(key)
+        if chosen is None:
+            chosen = []
+            drain = search is Search.DRAIN
+            path = ledger.path(preemptor.queue)
+            for depth in range(0 if within is None else path.index(within) + 1, len(path)):
+                mine = path[depth]
+                better: float | None = None
+                for sibling in groups.children.get(path[depth - 1] if depth else None, ()):
+                    if sibling == mine:
+                        continue
+                    group = groups.below[sibling]
+                    chosen.extend(group.unfunded)
+                    if drain:
+                        chosen.extend(item for item in group.funded
+                                      if self._drains(preemptor, item[1]))
+                    if better is None:
+                        better = ranking.ratio(mine, gpus)
+                    worse = ranking.ratio(sibling)
+                    if beyond(worse, better, NON_RESUMABLE_GAP):
+                        chosen.extend(group.funded)
+                    elif short or beyond(worse, better, SWAP_MARGIN):
+                        chosen.extend(group.swappable)
+            own = groups.below.get(preemptor.queue)
+            if own is not None:
+                chosen.extend(own.unfunded)
+                if drain:
+                    chosen.extend(item for item in own.funded
+                                  if self._drains(preemptor, item[1]))
+                chosen.extend(item for item in own.funded
                               if item[1].priority < preemptor.priority and item[1].resumable)
-                continue
-            worse, better = ranking.sides(queue, preemptor.queue, gpus, ratios)
-            if beyond(worse, better, NON_RESUMABLE_GAP):
-                chosen.extend(group.funded)
-            elif short or beyond(worse, better, SWAP_MARGIN):
-                chosen.extend(item for item in group.funded
-                              if item[1].resumable and not is_short(item[1]))
-        if search is Search.DRAIN:  # a workload may have been added twice
-            chosen = list({item[1].key: item for item in chosen}.values())
-        self._candidates[key] = chosen
+            if drain:  # a workload may have been added twice
+                chosen = list({item[1].key: item for item in chosen}.values())
+            self._candidates[key] = chosen
         running, kept_off = self._running, self._kept_off
         return [item for item in chosen if item[1].key in running and (
             search is Search.DRAIN or item[1].key not in kept_off)]
@@ -313,7 +326,9 @@ class RoomFinder:
         """Per domain of the required level (per node for a single pod): the first candidates
         (in eviction order) whose release would bring the domain's free amount of the key
         resource to the gang's need. Fewest victims first, then the plan whose worst victim
-        ranks earliest."""
+        ranks earliest. Only the first `DOMAINS_TRIED` plans are sure to be there: once that
+        many need one victim each, no later candidate can make a better plan, and the scan
+        stops."""
         requests = preemptor.requests()
         resource = GPU if requests.get(GPU, 0) > 0 else min(requests, default=GPU)
         index = self._state.resource_index(resource)
@@ -327,8 +342,11 @@ class RoomFinder:
         # One pod lands on one node: planning per node is exact where a wider domain's sum
         # can hide that no single node would hold the pod.
         level = HOSTNAME if sum(p.count for p in preemptor.pod_sets) == 1 else required
-        per_domain: dict[int, tuple[Domain, list[Workload], int, int]] = {}
-        for workload in candidates:
+        per_domain: dict[int, tuple[Domain, list[Workload], int, int, int]] = {}
+        """Per domain: its plan, free amount with the plan released, amount wanted, and the
+        position of the plan's last (worst-ranked) victim among the candidates."""
+        singles = 0
+        for position, workload in enumerate(candidates):
             for domain, gained in self._gains(workload, resource, level):
                 if required is not None and required not in domain.affinity:
                     continue  # a node outside every domain of the required level
@@ -336,19 +354,22 @@ class RoomFinder:
                 if entry is None:
                     free = 0 if index is None else sum(row[index] for row in domain.free)
                     wanted = need + max(0, headroom - (pool - free)) if headroom else need
-                    entry = per_domain[id(domain)] = (domain, [], free, wanted)
-                _, plan, free, wanted = entry
+                    entry = (domain, [], free, wanted, position)
+                _, plan, free, wanted, _ = entry
                 if (free >= wanted and plan) or len(plan) >= MAX_VICTIMS:
                     continue
                 plan.append(workload)
-                per_domain[id(domain)] = (domain, plan, free + gained, wanted)
+                per_domain[id(domain)] = (domain, plan, free + gained, wanted, position)
+                if len(plan) == 1 and free + gained >= wanted:
+                    singles += 1
+            if singles >= DOMAINS_TRIED:
+                break  # later candidates only make plans of one victim that ranks later
             if level is None and per_domain and all(
                     (free >= wanted and plan) or len(plan) >= MAX_VICTIMS
-                    for _, plan, free, wanted in per_domain.values()):
+                    for _, plan, free, wanted, _ in per_domain.values()):
                 break  # the one cluster-wide plan is complete
-        rank = {w.key: i for i, w in enumerate(candidates)}
-        viable = [((len(plan), max(rank[w.key] for w in plan), domain.order), plan)
-                  for domain, plan, free, wanted in per_domain.values()
+        viable = [((len(plan), last, domain.order), plan)
+                  for domain, plan, free, wanted, last in per_domain.values()
                   if free >= wanted and plan]
         return [plan for _, plan in sorted(viable, key=lambda v: v[0])]
 
@@ -416,21 +437,39 @@ class RoomFinder:
 
 
 class _Group:
-    """One queue's workloads as (position in the ranking, workload), unfunded and funded."""
+    """Workloads as (position in the ranking, workload): unfunded, funded, and the funded that
+    are resumable and not short (what a margin of `SWAP_MARGIN` may take)."""
 
-    __slots__ = ("funded", "unfunded")
+    __slots__ = ("funded", "swappable", "unfunded")
 
     def __init__(self) -> None:
         self.unfunded: list[tuple[int, Workload]] = []
         self.funded: list[tuple[int, Workload]] = []
+        self.swappable: list[tuple[int, Workload]] = []
 
 
-def _by_queue(ordered: list[Workload]) -> dict[str, _Group]:
-    groups: dict[str, _Group] = {}
-    for position, workload in enumerate(ordered):
-        group = groups.get(workload.queue)
-        if group is None:
-            group = groups[workload.queue] = _Group()
-        funded = workload.funded
-        (group.funded if funded else group.unfunded).append((position, workload))
-    return groups
+class _Groups:
+    """Ranked candidates of one kind (evictable now, or protected) under every queue: `below`
+    holds each queue's subtree, in ranking order; `children` names, per parent (None for the
+    roots), the children with candidates below them."""
+
+    __slots__ = ("below", "children")
+
+    def __init__(self, ordered: Iterable[Workload],
+                 path: Callable[[str], tuple[str, ...]]) -> None:
+        self.below: dict[str, _Group] = {}
+        self.children: dict[str | None, list[str]] = {}
+        for position, workload in enumerate(ordered):
+            item = (position, workload)
+            funded = workload.funded
+            swappable = funded and workload.resumable and not is_short(workload)
+            parent: str | None = None
+            for name in path(workload.queue):
+                group = self.below.get(name)
+                if group is None:
+                    group = self.below[name] = _Group()
+                    self.children.setdefault(parent, []).append(name)
+                (group.funded if funded else group.unfunded).append(item)
+                if swappable:
+                    group.swappable.append(item)
+                parent = name

@@ -119,20 +119,6 @@ class Ranking:
             return False
         return not self.by_holding or self.ratio(theirs, -lost) >= better
 
-    def sides(self, victim: str, preemptor: str, gained: int,
-              memo: dict[str, float]) -> tuple[float, float]:
-        """The two ratios `clearly_worse` compares (victim's side, preemptor's side with
-        `gained`), for a caller that tests several gaps at once; `memo` keeps them by queue
-        for one preemptor (many victims share a diverging ancestor)."""
-        theirs, mine = self._divergence(victim, preemptor)
-        worse = memo.get(theirs)
-        if worse is None:
-            worse = memo[theirs] = self.ratio(theirs)
-        better = memo.get("\0" + mine)
-        if better is None:
-            better = memo["\0" + mine] = self.ratio(mine, gained)
-        return worse, better
-
     def over_served(self, leaf: str) -> bool:
         """Whether some queue on the leaf's path is clearly worse than a sibling with demand
         in the window (ratio above its siblings' least by more than the margin)."""
