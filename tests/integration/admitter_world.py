@@ -19,7 +19,13 @@ from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.testing import GPU_RESOURCE, SIMULATED_RUNTIME_ANNOTATION
+from admitter.testing import (
+    BLOCK_LABEL,
+    GPU_RESOURCE,
+    HOSTNAME_LABEL,
+    RACK_LABEL,
+    SIMULATED_RUNTIME_ANNOTATION,
+)
 
 QUEUE = "admitter.dev/queue-name"
 FAST = Settings(cycle=1.0, pods_ready_timeout=120.0)
@@ -45,9 +51,11 @@ def local_queue(namespace: str, cluster_queue_name: str, name: str = "default") 
 
 def gpu_job(namespace: str, name: str, pods: int = 1, gpus: int = 8, runtime: str = "300s",
             min_runtime: str = "1h", required: str | None = None, queue: str = "default",
-            suspend: bool = True) -> Obj:
+            suspend: bool = True, resumable: bool = False) -> Obj:
     """A Job as a user writes it, already suspended as the mutating webhook would leave it."""
     annotations = {"admitter.dev/min-runtime": min_runtime}
+    if resumable:
+        annotations["admitter.dev/resumable"] = "true"
     if required:
         annotations["admitter.dev/topology-required"] = required
     container = {"name": "main", "image": "registry.invalid/train",
@@ -71,6 +79,20 @@ async def apply_all(client: Kube, *objects: Obj) -> None:
              "Job": kube.JOBS, "Topology": kube.TOPOLOGIES}
     for obj in objects:
         await client.create(kinds[obj["kind"]], obj)
+
+
+async def cluster_topology(client: Kube) -> None:
+    """The Topology the test layout's labels describe (block, rack, host), created once for
+    the session (later calls find it there)."""
+    topology = {"apiVersion": "admitter.dev/v1alpha1", "kind": "Topology",
+                "metadata": {"name": "default"},
+                "spec": {"levels": [{"nodeLabel": label}
+                                    for label in (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)]}}
+    try:
+        await client.create(kube.TOPOLOGIES, topology)
+    except ApiException as error:
+        if not kube.is_conflict(error):
+            raise
 
 
 async def workloads(client: Kube, namespace: str) -> list[Obj]:

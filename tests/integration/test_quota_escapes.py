@@ -13,6 +13,7 @@ import pytest
 from admitter_world import (
     apply_all,
     cluster_queue,
+    cluster_topology,
     gpu_job,
     in_process_controller,
     jobs,
@@ -21,12 +22,11 @@ from admitter_world import (
     running,
     workloads,
 )
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition, is_true
-from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL
+from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -38,15 +38,7 @@ async def queue(api: Kube, namespace: str) -> AsyncIterator[str]:
     Topology the cluster's labels describe."""
     name = f"escapes-{secrets.token_hex(3)}"
     await apply_all(api, cluster_queue(name, 32, limit=32), local_queue(namespace, name))
-    topology = {"apiVersion": "admitter.dev/v1alpha1", "kind": "Topology",
-                "metadata": {"name": "default"},
-                "spec": {"levels": [{"nodeLabel": label}
-                                    for label in (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)]}}
-    try:
-        await api.create(kube.TOPOLOGIES, topology)
-    except ApiException as error:
-        if not kube.is_conflict(error):
-            raise
+    await cluster_topology(api)
     yield name
     for job in (await jobs(api, namespace)).values():
         await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),
