@@ -6,6 +6,8 @@ by)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sim_helpers import simulate
 
 from admitter.core.model import GPU, PodSet, Queue, ResourceQuota, Workload
@@ -34,6 +36,24 @@ def test_water_fill_caps_in_cascade_and_keeps_what_nobody_wants():
 def test_water_fill_gives_nothing_without_weight_or_demand():
     assert water_fill(8.0, {"a": 5.0, "b": 5.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 1.0}) == {
         "a": 0.0, "b": 5.0, "c": 0.0}
+
+
+@given(st.floats(0, 1000), st.dictionaries(st.sampled_from("abcdef"), st.tuples(
+    st.floats(0, 500), st.sampled_from([0.0, 0.5, 1.0, 2.0, 7.0])), min_size=1))
+def test_water_fill_is_a_level_that_only_caps_break(amount: float,
+                                                    wants: dict[str, tuple[float, float]]) -> None:
+    """Nobody above its cap; all of `amount` given while someone with weight wants more; and
+    every name below its cap at the same level per unit of weight, none capped above it."""
+    caps = {name: cap for name, (cap, _) in wants.items()}
+    weights = {name: weight for name, (_, weight) in wants.items()}
+    got = water_fill(amount, caps, weights)
+    assert all(0 <= got[name] <= caps[name] * (1 + 1e-9) for name in caps)
+    wanted = sum(cap for name, cap in caps.items() if weights[name] > 0)
+    assert sum(got.values()) == pytest.approx(min(amount, wanted), abs=1e-6)
+    levels = {got[n] / weights[n] for n in caps if weights[n] > 0 and got[n] < caps[n] - 1e-9}
+    assert max(levels, default=0) - min(levels, default=0) <= 1e-6
+    assert all(caps[n] / weights[n] <= min(levels) + 1e-6 for n in caps
+               if weights[n] > 0 and levels and got[n] >= caps[n] - 1e-9)
 
 
 def _queue(name: str, parent: str | None = None, quota: int = 0, weight: float = 1.0,
