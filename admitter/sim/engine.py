@@ -235,14 +235,12 @@ class Simulation:
         job = Job(instance)
         self._jobs[job.key] = job
         self._pending[job.key] = job
-        self.accounting.demand(instance.pending, 1)
         self._request(at)
 
     def _finish(self, job: Job, at: float) -> None:
         del self._running[job.key]
         self._release(job)
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
-        self.accounting.demand(job.instance.pending, -1)
         self._ledger.close(job.key, at)
         job.finish(at)
         self._finished += 1

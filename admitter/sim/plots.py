@@ -84,7 +84,8 @@ def _owed_delivered(result: Result) -> plt.Figure:
     figure, axes = plt.subplots(figsize=(max(6.0, 0.6 * len(names) + 2), 5))
     owed = [q["owed_gpu_hours"] for q in queues]
     delivered = [q["delivered_gpu_hours"] for q in queues]
-    axes.bar(x - 0.2, owed, 0.4, label="owed (fair share, kValue 0)", color="#999999")
+    axes.bar(x - 0.2, owed, 0.4, label="owed (weight's part of the run's GPU-hours)",
+             color="#999999")
     axes.bar(x + 0.2, delivered, 0.4, label="delivered (funded)", color="#1f77b4")
     axes.bar(x + 0.2, [q["unfunded_gpu_hours"] for q in queues], 0.4, bottom=delivered,
              label="unfunded", color="#aec7e8", hatch="//")

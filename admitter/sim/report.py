@@ -50,9 +50,12 @@ def sections(result: Result) -> list[Section]:
         ("workloads (unfinished)", f"{summary['workloads']} ({summary['unfinished']})"),
         ("occupancy", _percent(summary["occupancy"])),
         ("owed GPU-hours delivered", _percent(summary["owed_delivered_ratio"])),
+        ("owed GPU-hours", _hours(summary["owed_gpu_hours"])),
+        ("delivered GPU-hours (funded)", _hours(summary["delivered_gpu_hours"])),
+        ("wasted GPU-hours (of delivered)",
+         f"{_hours(summary['wasted_gpu_hours'])} ({_percent(summary['wasted_fraction'])})"),
         ("unfunded share of delivered time", _percent(summary["unfunded_fraction"])),
         ("preemptions", str(summary["preemptions"])),
-        ("wasted GPU-hours", _hours(summary["wasted_gpu_hours"])),
         ("cycles run", str(summary["cycles"])),
         ("wall time", f"{summary['wall_s']:.2f}s"),
     ]

@@ -4,7 +4,14 @@ Every number is rounded to 6 decimals, keys are sorted and workloads listed in f
 the same file gives the same text whatever the seed. Waits are first start − submission;
 percentiles are nearest-rank (the smallest wait with at least p % of the started workloads at
 or below it) over workloads that started; those that never started are counted separately as
-`never_started`. Preemptions count every eviction: preempted, reclaimed and drained."""
+`never_started`. Preemptions count every eviction: preempted, reclaimed and drained.
+
+Owed is Ai2's (`owed`): the run's schedulable GPU-time water-filled by weight down the tree,
+each team capped by the funded work it submitted that could run. Delivered counts every run of
+funded work, including those later wasted (the run of non-resumable work that was evicted, and
+lost its progress); `wasted_fraction` is the wasted part of the funded GPU-time delivered. The
+owed-delivered ratio caps each team at what it is owed: a team served beyond its part does not
+make up for one served short."""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from typing import Any
 
 from admitter.sim.engine import Outcome
 from admitter.sim.jobs import Job
+from admitter.sim.owed import owed_gpu_seconds, runnable_gpu_seconds
 
 HOUR = 3600.0
 Result = dict[str, Any]
@@ -74,6 +82,8 @@ def _workload(job: Job) -> dict[str, Any]:
 def build_result(outcome: Outcome, wall_s: float) -> Result:
     """The figures of `outcome`; `wall_s` is the only field that varies between runs."""
     acc = outcome.accounting
+    owed_s = owed_gpu_seconds(acc.tree, acc.capacity_time, runnable_gpu_seconds(
+        (job.instance for job in outcome.jobs), outcome.end))
     by_queue: dict[str, list[Job]] = {leaf: [] for leaf in acc.leaves}
     by_class: dict[str, list[Job]] = {}
     for job in outcome.jobs:
@@ -81,10 +91,10 @@ def build_result(outcome: Outcome, wall_s: float) -> Result:
         by_class.setdefault(job.instance.workload_class, []).append(job)
     queues = {
         leaf: {
-            "owed_gpu_hours": _r(acc.owed[leaf] / HOUR),
+            "owed_gpu_hours": _r(owed_s[leaf] / HOUR),
             "delivered_gpu_hours": _r(acc.delivered[leaf] / HOUR),
             "unfunded_gpu_hours": _r(acc.unfunded[leaf] / HOUR),
-            "delivered_over_owed": _ratio(acc.delivered[leaf], acc.owed[leaf]),
+            "delivered_over_owed": _ratio(acc.delivered[leaf], owed_s[leaf]),
             "workloads": len(jobs),
             "preemptions": sum(_evictions(job) for job in jobs),
             **_waits(jobs),
@@ -92,7 +102,8 @@ def build_result(outcome: Outcome, wall_s: float) -> Result:
         for leaf, jobs in by_queue.items()
     }
     classes = {name: {"count": len(jobs), **_waits(jobs)} for name, jobs in by_class.items()}
-    owed, delivered = sum(acc.owed.values()), sum(acc.delivered.values())
+    owed, delivered = sum(owed_s.values()), sum(acc.delivered.values())
+    owed_met = sum(min(acc.delivered[leaf], owed_s[leaf]) for leaf in acc.leaves)
     unfunded = sum(acc.unfunded.values())
     workloads = [_workload(job) for job in sorted(outcome.jobs, key=lambda j: j.instance.order)]
     summary = {
@@ -105,10 +116,11 @@ def build_result(outcome: Outcome, wall_s: float) -> Result:
         "owed_gpu_hours": _r(owed / HOUR),
         "delivered_gpu_hours": _r(delivered / HOUR),
         "unfunded_gpu_hours": _r(unfunded / HOUR),
-        "owed_delivered_ratio": _ratio(delivered, owed),
+        "owed_delivered_ratio": _ratio(owed_met, owed),
         "unfunded_fraction": _ratio(unfunded, delivered + unfunded),
         "preemptions": sum(w["preemptions"] for w in workloads),
         "wasted_gpu_hours": _r(outcome.wasted_gpu_s / HOUR),
+        "wasted_fraction": _ratio(outcome.wasted_gpu_s, delivered),
         "workloads": len(workloads),
         "unfinished": sum(1 for w in workloads if w["finished_s"] is None),
         "unsubmitted": outcome.unsubmitted,

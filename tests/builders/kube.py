@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from admitter.api.base import API_VERSION
-from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL, TOPOLOGY_REQUIRED_ANNOTATION
+from admitter.api.contract import (
+    MIN_RUNTIME_ANNOTATION,
+    QUEUE_LABEL,
+    RESUMABLE_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+)
 from admitter.core.model import GPU
 from admitter.testing import SIMULATED_RUNTIME_ANNOTATION
 
@@ -47,11 +52,13 @@ def namespace(name: str) -> Obj:
 
 def gpu_job(namespace: str, name: str, pods: int = 1, gpus: int = 8, runtime: str = "300s",
             min_runtime: str | None = "1h", required: str | None = None, queue: str = "default",
-            suspend: bool = True, **pod_spec: Any) -> Obj:
+            suspend: bool = True, resumable: bool = False, **pod_spec: Any) -> Obj:
     """A Job as a user writes it, already suspended as the mutating webhook would leave it;
     KWOK runs its pods for `runtime`. No `min_runtime`: unfunded. `pod_spec` adds pod
     template fields (camelCase)."""
     annotations = {} if min_runtime is None else {MIN_RUNTIME_ANNOTATION: min_runtime}
+    if resumable:
+        annotations[RESUMABLE_ANNOTATION] = "true"
     if required:
         annotations[TOPOLOGY_REQUIRED_ANNOTATION] = required
     container = {"name": "main", "image": "registry.invalid/train",

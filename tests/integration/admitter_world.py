@@ -19,6 +19,9 @@ from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
 
+from builders.core import LEVELS
+from builders.kube import topology
+
 FAST = Settings(cycle=1.0, pods_ready_timeout=120.0)
 
 
@@ -27,6 +30,16 @@ async def apply_all(client: Kube, *objects: Obj) -> None:
              "Job": kube.JOBS, "Topology": kube.TOPOLOGIES}
     for obj in objects:
         await client.create(kinds[obj["kind"]], obj)
+
+
+async def cluster_topology(client: Kube) -> None:
+    """The Topology the test layout's labels describe (block, rack, host), created once for
+    the session (later calls find it there)."""
+    try:
+        await client.create(kube.TOPOLOGIES, topology("default", *LEVELS))
+    except ApiException as error:
+        if not kube.is_conflict(error):
+            raise
 
 
 async def workloads(client: Kube, namespace: str) -> list[Obj]:

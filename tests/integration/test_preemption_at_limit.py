@@ -26,8 +26,7 @@ pytestmark = pytest.mark.integration
 
 
 def _job(namespace: str, name: str, queue: str, priority_class: str) -> Obj:
-    job = gpu_job(namespace, name, queue=queue, runtime="1h", min_runtime="2s")
-    job["metadata"]["annotations"]["admitter.dev/resumable"] = "true"
+    job = gpu_job(namespace, name, queue=queue, runtime="1h", min_runtime="2s", resumable=True)
     job["spec"]["template"]["spec"]["priorityClassName"] = priority_class
     return job
 

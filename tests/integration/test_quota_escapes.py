@@ -10,8 +10,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from admitter_world import apply_all, in_process_controller, jobs, pods, running, workloads
-from kubernetes_asyncio.client.exceptions import ApiException
+from admitter_world import (
+    apply_all,
+    cluster_topology,
+    in_process_controller,
+    jobs,
+    pods,
+    running,
+    workloads,
+)
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
@@ -19,8 +26,7 @@ from admitter.controller.translate import condition, is_true
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 
-from builders.core import LEVELS
-from builders.kube import gpu_job, leaf_queue, topology
+from builders.kube import gpu_job, leaf_queue
 
 pytestmark = pytest.mark.integration
 
@@ -31,11 +37,7 @@ async def queue(api: Kube, namespace: str) -> AsyncIterator[str]:
     Topology the cluster's labels describe."""
     name = f"escapes-{secrets.token_hex(3)}"
     await apply_all(api, *leaf_queue(name, 32, limit=32, namespace=namespace))
-    try:
-        await api.create(kube.TOPOLOGIES, topology("default", *LEVELS))
-    except ApiException as error:
-        if not kube.is_conflict(error):
-            raise
+    await cluster_topology(api)
     yield name
     for job in (await jobs(api, namespace)).values():
         await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),

@@ -59,6 +59,7 @@ def test_unfunded_job_is_preempted_by_a_funded_one_and_loses_its_progress():
     assert workload(result, "free")["finished_s"] == 4500.0 + 7200.0
     summary = result["summary"]
     assert summary["wasted_gpu_hours"] == 2.0  # 15 min × 8 GPUs
+    assert summary["wasted_fraction"] == 0.25  # of the 8 funded GPU-hours delivered
     assert summary["unfunded_gpu_hours"] == 0.25 * 8 + 2 * 8
     assert summary["delivered_gpu_hours"] == summary["owed_gpu_hours"] == 8.0
 
@@ -153,9 +154,11 @@ def test_time_based_fair_share_shifts_gpus_toward_the_team_that_used_less_last_w
     # whole cluster first (rank, don't cap); a's jobs follow as b's finish.
     shifted = simulate(FAIR_SHARE.replace("workloads:", "history: {a: 1000}\nworkloads:"))
     assert (_started_at_zero(shifted, "a"), _started_at_zero(shifted, "b")) == (0, 16)
-    # Owed is pure entitlement (kValue 0), so a is delivered less than owed, b more.
+    # Both submitted 16 GPU-hours and were owed and delivered them all over the run: the
+    # ranking changed who went first, not what each team got.
     queues = shifted["queues"]
-    assert queues["a"]["delivered_over_owed"] < 1 < queues["b"]["delivered_over_owed"]
+    assert queues["a"]["owed_gpu_hours"] == queues["b"]["owed_gpu_hours"] == 16.0
+    assert queues["a"]["delivered_over_owed"] == queues["b"]["delivered_over_owed"] == 1.0
 
 
 OWED = """
@@ -172,15 +175,14 @@ workloads:
 """
 
 
-def test_owed_is_the_entitlement_of_funded_demand_running_or_waiting():
+def test_owed_is_what_each_team_submitted_when_the_run_has_room_for_it():
     result = simulate(OWED)
     queues = result["queues"]
-    # a alone asks for 16 GPUs for 30 min, then is owed its quota, 8, until its jobs end at 1 h.
-    assert queues["a"]["owed_gpu_hours"] == 16 * 0.5 + 8 * 0.5
-    assert queues["a"]["delivered_gpu_hours"] == 16.0
-    # b is owed 8 GPUs from 30 min, waiting included; it runs from 1 h to 2 h.
+    # The run ends at 2 h: 32 GPU-hours, 16 : 16 by weight. b submitted 8 (one job of 8 GPUs
+    # for 1 h), so a is owed the 16 it submitted, b its 8: the run had room for both.
+    assert queues["a"]["owed_gpu_hours"] == queues["a"]["delivered_gpu_hours"] == 16.0
+    # b waits from 30 min until a's jobs end at 1 h, and then gets all it is owed.
     assert starts(result, "jb") == [(3600.0, {"n-0": 1})]
-    assert queues["b"]["owed_gpu_hours"] == 8 * 1.5
-    assert queues["b"]["delivered_over_owed"] == round(8 / 12, 6)
+    assert queues["b"]["owed_gpu_hours"] == queues["b"]["delivered_gpu_hours"] == 8.0
     assert result["summary"]["owed_delivered_ratio"] == 1.0
     assert result["summary"]["occupancy"] == round((16 + 8) / (16 * 2), 6)

@@ -1,0 +1,305 @@
+"""Time-slicing on the real control plane: the controller runs the same ranking rule as the
+simulator (docs/admission-cycle.md), so work past its min runtime is requeued for an
+under-served team's Job, a debug Job displaces resumable work, and a rack is drained for a
+starving gang. Min runtimes are seconds long so that the tests stay short."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from admitter_world import (
+    FAST,
+    apply_all,
+    cluster_topology,
+    in_process_controller,
+    jobs,
+    pods,
+    running,
+    workloads,
+)
+
+from admitter.api.settings import FairShareSettings
+from admitter.controller import kube
+from admitter.controller.kube import Kube, Obj
+from admitter.controller.reconciler import Reconciler
+from admitter.controller.translate import condition, parse_time
+from admitter.core.decisions import CycleResult
+from admitter.testing import HOSTNAME_LABEL, RACK_LABEL
+from admitter.testing.waiting import eventually
+
+from builders.kube import cluster_queue, gpu_job, local_queue
+
+pytestmark = pytest.mark.integration
+HELD_NOW = FAST.model_copy(update={"fair_share": FairShareSettings(window=0)})
+"""Time-based fair share off: a queue's use is the GPUs it holds now, which a test sets
+exactly (usage over a window grows with every second the test runs)."""
+
+
+@dataclass(frozen=True)
+class Teams:
+    """Two leaf ClusterQueues under one root of 64 GPUs (the whole test cluster), with a
+    LocalQueue each in the test's namespace, named like the leaves' roles."""
+
+    namespace: str
+    cluster_queues: dict[str, str]
+    """LocalQueue name (the team) → its ClusterQueue."""
+
+
+@pytest.fixture
+async def world(api: Kube, namespace: str) -> AsyncIterator[None]:
+    """An idle cluster to start from (earlier tests' pods gone), its Topology, and the test's
+    Jobs removed afterwards."""
+    await cluster_topology(api)
+
+    async def idle() -> bool:
+        listed = await api.request("GET", kube.PODS.path())
+        return not any(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase")
+                       not in ("Succeeded", "Failed") for p in listed["items"])
+
+    await eventually(idle, "the cluster's nodes to be free of earlier tests' pods", 60)
+    yield
+    for job in (await jobs(api, namespace)).values():
+        await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),
+                          {"propagationPolicy": "Background"})
+
+
+async def teams(api: Kube, namespace: str, quotas: dict[str, int]) -> Teams:
+    """A root of 64 GPUs and one leaf per team with that GPU quota (its budget)."""
+    root = f"slicing-{secrets.token_hex(3)}"
+    named = {team: f"{root}-{team}" for team in quotas}
+    await apply_all(api, cluster_queue(root, 64),
+                    *(cluster_queue(named[team], quota, parent=root)
+                      for team, quota in quotas.items()),
+                    *(local_queue(named[team], name=team, namespace=namespace) for team in quotas))
+    return Teams(namespace, named)
+
+
+def long_job(namespace: str, name: str, queue: str, gpus: int = 8, min_runtime: str = "2s",
+             node: str | None = None) -> Obj:
+    """Resumable long work (an hour to run), pinned to `node` by a nodeSelector if given."""
+    job = gpu_job(namespace, name, gpus=gpus, runtime="1h", min_runtime=min_runtime,
+                  queue=queue, resumable=True)
+    if node is not None:
+        job["spec"]["template"]["spec"]["nodeSelector"] = {HOSTNAME_LABEL: node}
+    return job
+
+
+async def all_running(api: Kube, namespace: str, *names: str) -> None:
+    async def probe() -> bool:
+        current = await jobs(api, namespace)
+        return all(name in current and running(current[name]) for name in names)
+
+    await eventually(probe, f"Jobs {', '.join(names)} to run", 90)
+
+
+async def workload_of(api: Kube, namespace: str, job_name: str) -> Obj | None:
+    """The Workload made for the Job, once the controller made it."""
+    for wl in await workloads(api, namespace):
+        if any(o.get("name") == job_name for o in wl["metadata"].get("ownerReferences", [])):
+            return wl
+    return None
+
+
+async def shown_condition(api: Kube, namespace: str, job_name: str, kind: str) -> Obj | None:
+    """The condition of that type on the Job's Workload, if both exist yet."""
+    wl = await workload_of(api, namespace, job_name)
+    return None if wl is None else condition(wl, kind)
+
+
+async def workload_key(api: Kube, namespace: str, job_name: str) -> str:
+    """The core's key of the Job's Workload, as eviction messages name it."""
+    wl = await workload_of(api, namespace, job_name)
+    assert wl is not None, f"no Workload for Job {job_name}"
+    return f"{namespace}/{wl['metadata']['name']}"
+
+
+async def admitted_at(api: Kube, namespace: str) -> dict[str, float]:
+    """Job name → when its Workload was admitted, for the admitted ones."""
+    found = {}
+    for wl in await workloads(api, namespace):
+        admission = (wl.get("status") or {}).get("admission")
+        owners = wl["metadata"].get("ownerReferences", [])
+        if admission and owners:
+            found[owners[0]["name"]] = parse_time(admission["admittedAt"]) or 0.0
+    return found
+
+
+async def evicted(api: Kube, namespace: str) -> dict[str, Obj]:
+    """Job name → the Evicted condition of its Workload, for the evicted ones."""
+    found = {}
+    for wl in await workloads(api, namespace):
+        evicted_condition = condition(wl, "Evicted")
+        if evicted_condition is not None and evicted_condition["status"] == "True":
+            found[wl["metadata"]["ownerReferences"][0]["name"]] = evicted_condition
+    return found
+
+
+async def event_on(api: Kube, namespace: str, job_name: str, reason: str) -> Obj:
+    """The Event with `reason` recorded on the Job (sent in the background: waited for)."""
+    async def probe() -> Obj | None:
+        listed = await api.request("GET", kube.EVENTS.path(namespace))
+        return next((e for e in listed["items"] if e["involvedObject"]["name"] == job_name
+                     and e["reason"] == reason), None)
+
+    found: Obj = await eventually(probe, f"a {reason} Event on Job {job_name}")
+    return found
+
+
+def recorded_cycles(reconciler: Reconciler) -> list[CycleResult]:
+    """Every cycle result the controller gets from now on, in order."""
+    results: list[CycleResult] = []
+    reconcile = reconciler.reconcile
+
+    async def recording() -> CycleResult:
+        result = await reconcile()
+        results.append(result)
+        return result
+
+    reconciler.reconcile = recording  # type: ignore[method-assign]
+    return results
+
+
+async def usage_in_window(api: Kube, cluster_queue_name: str) -> float:
+    """GPU-hours the ClusterQueue's status says it used inside the window (the usage the
+    controller charges and the ranking reads back)."""
+    cq = await api.request("GET", kube.CLUSTER_QUEUES.path(name=cluster_queue_name))
+    return float((cq.get("status") or {}).get("gpuHoursInWindow", 0.0))
+
+
+async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_under_served_one(
+        api: Kube, namespace: str, kubeconfig: Path, world: None) -> None:
+    """Both teams have half of the root's 64 GPUs as budget. The over-served team fills the
+    cluster and is charged for it; the under-served team, which used nothing, then submits a
+    Job: one of the over-served team's Jobs is requeued once past its 2 s min runtime."""
+    cast = await teams(api, namespace, {"over": 32, "under": 32})
+    first = [long_job(namespace, f"over-{i}", "over") for i in range(4)]
+    # 63 of 64 GPUs: long starts leave one GPU of headroom for short jobs.
+    second = [long_job(namespace, f"over-{i}", "over", gpus=8 if i < 7 else 7)
+              for i in range(4, 8)]
+    async with in_process_controller(kubeconfig):
+        await apply_all(api, *first)
+        await all_running(api, namespace, *(j["metadata"]["name"] for j in first))
+        # Admitting the second wave changes the queue's allocation, which writes its status
+        # and charges the first wave's GPU time to its usage.
+        await apply_all(api, *second)
+        await all_running(api, namespace, *(f"over-{i}" for i in range(8)))
+
+        async def charged() -> bool:
+            return await usage_in_window(api, cast.cluster_queues["over"]) > 0
+
+        await eventually(charged, "the over-served team's GPU time to be charged")
+        assert await usage_in_window(api, cast.cluster_queues["under"]) == 0
+        started = await admitted_at(api, namespace)
+        await apply_all(api, gpu_job(namespace, "under", gpus=8, runtime="1h", queue="under"))
+        await all_running(api, namespace, "under")
+        requeued = await evicted(api, namespace)
+        assert len(requeued) == 1, requeued
+        [(victim, why)] = requeued.items()
+        under_key = await workload_key(api, namespace, "under")
+        assert why["reason"] == "Reclaimed"
+        assert f"requeued past its min runtime for {under_key}" in why["message"]
+        assert "has used more of its GPU budget" in why["message"]
+        assert parse_time(why["lastTransitionTime"]) >= started[victim] + 2, \
+            "the protected min runtime is never cut"
+        assert (await jobs(api, namespace))[victim]["spec"]["suspend"] is True
+        event = await event_on(api, namespace, victim, "Reclaimed")
+        assert under_key in event["message"]
+
+
+async def test_a_debug_job_displaces_resumable_work_within_two_cycles(
+        api: Kube, namespace: str, kubeconfig: Path, world: None) -> None:
+    """A full cluster of long resumable work past its min runtime, and a debug Job (1 pod of
+    2 GPUs, min runtime 5 min) of a team ranked worse than the one running it (it asks for 2
+    GPUs on a budget of 1): only the short-job rule can make room, and it does at once."""
+    await teams(api, namespace, {"long": 63, "debug": 1})
+    fill = [long_job(namespace, f"long-{i}", "long", gpus=8 if i < 7 else 7) for i in range(8)]
+    async with in_process_controller(kubeconfig, HELD_NOW) as reconciler:
+        await apply_all(api, *fill)
+        await all_running(api, namespace, *(j["metadata"]["name"] for j in fill))
+        protected_until = max((await admitted_at(api, namespace)).values()) + 2
+
+        async def protections_over() -> bool:
+            return time.time() > protected_until + 1  # admittedAt is rounded down to seconds
+
+        await eventually(protections_over, "the long Jobs' 2 s min runtimes to end")
+        cycles = recorded_cycles(reconciler)
+        await apply_all(api, gpu_job(namespace, "debug", gpus=2, runtime="1h",
+                                     min_runtime="5m", queue="debug"))
+        await all_running(api, namespace, "debug")
+        debug = await workload_key(api, namespace, "debug")
+        seen = [i for i, c in enumerate(cycles)
+                if any(p.key == debug for p in c.pending)
+                or any(a.key == debug for a in c.admissions)]
+        admitted = [i for i in seen if any(a.key == debug for a in cycles[i].admissions)]
+        assert admitted and admitted[0] - seen[0] <= 1, "admitted by the second cycle seeing it"
+        requeued = await evicted(api, namespace)
+        assert len(requeued) == 1, requeued
+        [why] = requeued.values()
+        assert why["reason"] == "Reclaimed"
+        assert f"requeued past its min runtime for {debug}" in why["message"]
+        assert "a short job may requeue resumable work" in why["message"]
+
+
+async def test_a_rack_is_drained_for_a_starving_two_node_gang(
+        api: Kube, namespace: str, kubeconfig: Path, world: None) -> None:
+    """Team b holds every node but the last with long resumable Jobs pinned to one node
+    each; the one next to the free node (same rack) is protected for 20 s, the others for an
+    hour. Team a's gang of two whole nodes, required in one rack, starves at once (bound
+    0.5 s): that rack is reserved, a long Job that would fit its free node is kept off, the
+    occupant is requeued when its protection ends, and the gang starts there. The first node
+    keeps one GPU idle: the short jobs' headroom, which the gang leaves like any long start."""
+    await teams(api, namespace, {"a": 32, "b": 32})
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"]
+              for n in (await api.request("GET", kube.NODES.path()))["items"]}
+    names = sorted(labels)
+    free, neighbour = names[-1], names[-2]
+    rack = labels[free][RACK_LABEL]
+    assert labels[neighbour][RACK_LABEL] == rack, "the test layout's last rack holds two nodes"
+    fill = [long_job(namespace, f"b-{i}", "b", gpus=7 if i == 0 else 8, node=node,
+                     min_runtime="20s" if node == neighbour else "1h")
+            for i, node in enumerate(names[:-1])]
+    occupant = fill[-1]["metadata"]["name"]
+    # Starving before its first pending reason is written (a Workload is explained once a
+    # second old, and a changed reason only every 30 s), so that reason is the drain.
+    settings = HELD_NOW.model_copy(update={"starvation_bound": 0.5})
+    async with in_process_controller(kubeconfig, settings):
+        await apply_all(api, *fill)
+        await all_running(api, namespace, *(j["metadata"]["name"] for j in fill))
+        await apply_all(api, gpu_job(namespace, "gang", pods=2, gpus=8, runtime="1h",
+                                     required=RACK_LABEL, queue="a"))
+
+        async def reserved() -> Obj | None:
+            shown = await shown_condition(api, namespace, "gang", "QuotaReserved")
+            return shown if shown and shown["reason"] == "Reserved" else None
+
+        drain = await eventually(reserved, "the starving gang's drain", 60)
+        assert free in drain["message"] and neighbour in drain["message"], drain
+        # Four GPUs of long protected work: the free node would hold it, headroom included.
+        await apply_all(api, long_job(namespace, "late", "b", gpus=4, min_runtime="1h"))
+
+        async def late_waits() -> Obj | None:
+            return await shown_condition(api, namespace, "late", "QuotaReserved")
+
+        waiting = await eventually(late_waits, "the late long Job's pending reason")
+        assert waiting["status"] == "False"
+        assert (await shown_condition(api, namespace, "gang", "Admitted")) is None, \
+            "the late Job was turned away while the rack was being drained"
+
+        async def gang_bound() -> list[Obj] | None:
+            bound = [p for p in await pods(api, namespace, "gang") if p["spec"].get("nodeName")]
+            return bound if len(bound) == 2 else None
+
+        bound = await eventually(gang_bound, "the gang's pods to be bound", 90)
+        assert {p["spec"]["nodeName"] for p in bound} == {free, neighbour}
+        requeued = await evicted(api, namespace)
+        assert set(requeued) == {occupant}, requeued
+        gang_key = await workload_key(api, namespace, "gang")
+        assert f"requeued past its min runtime for {gang_key}" in requeued[occupant]["message"]
+        late = await workload_of(api, namespace, "late")
+        assert late is not None and not (late.get("status") or {}).get("admission")
+        assert "evictionCount" not in late["status"], "it never landed in the rack"
