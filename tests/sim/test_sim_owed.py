@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sim_helpers import simulate
 
 from admitter.core.model import GPU, PodSet, Queue, ResourceQuota, Workload
 from admitter.core.queue_tree import QueueTree
 from admitter.sim.owed import owed_gpu_seconds, runnable_gpu_seconds, water_fill
 from admitter.sim.workloads import Instance
+
+from builders.scenario import simulate
 
 HOUR = 3600.0
 
