@@ -92,21 +92,16 @@ def _decide(snapshot: Snapshot, nodes: ClusterState | None, tree: QueueTree | No
 
 def _drainable(running: Iterable[Workload], unfunded: dict[str, int], now: float | None,
                takes: Callable[[Workload], bool],
-               non_preemptible_priority: int | None) -> dict[str, int]:
+               leaves: Callable[[Workload], bool]) -> dict[str, int]:
     """GPUs per node a drain for a gang could take now: unfunded work's, and the funded work
-    past its min runtime that the gang `takes` (`RoomFinder.drain_takes`). With `now` None,
-    what leaves once every protection has ended: besides that, preemptible resumable work
-    (requeued by a better-ranked allocation or ending, while nothing long lands on drained
-    nodes), and short work, whoever may take it (it ends within minutes: a debug job landing
-    on a drained node must not turn the drain away)."""
+    past its min runtime that it `takes` (`RoomFinder.drain_takes`). With `now` None, what
+    `leaves` once every protection has ended (`RoomFinder.drain_waits_for`)."""
     held = dict(unfunded)
     for workload in running:
         until = workload.protected_until()
         if until is None:
             continue
-        if (until <= now and takes(workload)) if now is not None else (
-                is_short(workload) or takes(workload) or (
-                    workload.resumable and workload.preemptible(non_preemptible_priority))):
+        if (until <= now and takes(workload)) if now is not None else leaves(workload):
             for node, gpus in held_per_node(workload, GPU).items():
                 held[node] = held.get(node, 0) + gpus
     return held
@@ -284,10 +279,10 @@ class _Cycle:
             taken = maps.get((workload.queue, workload.priority))
             if taken is None:
                 running, takes = self.running.values(), self.finder.drain_takes(workload)
-                threshold = self.non_preemptible_priority
+                leaves = self.finder.drain_waits_for(workload)
                 taken = maps[workload.queue, workload.priority] = (
-                    _drainable(running, unfunded, self.now, takes, threshold),
-                    _drainable(running, unfunded, None, takes, threshold))
+                    _drainable(running, unfunded, self.now, takes, leaves),
+                    _drainable(running, unfunded, None, takes, leaves))
             chosen = choose(self.state, self.nodes, workload, taken[0], taken[1])
             if not chosen:
                 continue
