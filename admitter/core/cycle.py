@@ -21,7 +21,7 @@ As many workloads are admitted per cycle as fit; there is no one-head-per-queue 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 
 from admitter.core.cycle_state import CycleState
@@ -86,15 +86,17 @@ def _decide(snapshot: Snapshot, nodes: ClusterState | None, tree: QueueTree | No
 
 
 def _drainable(running: Iterable[Workload], unfunded: dict[str, int], now: float | None,
-               non_preemptible_priority: int | None) -> dict[str, int]:
-    """GPUs per node a drain could take: unfunded work's, and resumable preemptible work's past
-    its min runtime at `now` (None: once every protection has ended)."""
+               takes: Callable[[Workload], bool],
+               leaves: Callable[[Workload], bool]) -> dict[str, int]:
+    """GPUs per node a drain for a gang could take now: unfunded work's, and the funded work
+    past its min runtime that it `takes` (`RoomFinder.drain_takes`). With `now` None, what
+    `leaves` once every protection has ended (`RoomFinder.drain_waits_for`)."""
     held = dict(unfunded)
     for workload in running:
         until = workload.protected_until()
-        if workload.funded and workload.resumable and workload.preemptible(
-                non_preemptible_priority) and (
-                now is None or (until is not None and until <= now)):
+        if until is None:
+            continue
+        if (until <= now and takes(workload)) if now is not None else leaves(workload):
             for node, gpus in held_per_node(workload, GPU).items():
                 held[node] = held.get(node, 0) + gpus
     return held
@@ -148,6 +150,10 @@ class _Cycle(CycleState):
         starving workload until it starts, and its nodes only gain free capacity meanwhile."""
         bound = self.snapshot.settings.starvation_bound
         starving: list[Workload] = []
+        wanting: set[str] = set()  # queues with long funded work waiting, ancestors included
+        for leaf, waiting in self.waiting.items():
+            if any(w.funded and not is_short(w) for w in waiting):
+                wanting.update(self.tree.path(leaf))
         for leaf, waiting in self.waiting.items():
             well_ranked: bool | None = None
             for workload in waiting:
@@ -158,29 +164,36 @@ class _Cycle(CycleState):
                     self._until(workload.submitted_at + bound)
                     continue
                 if well_ranked is None:
-                    well_ranked = not self.ranking.over_served(leaf)
+                    well_ranked = not self.ranking.over_served(leaf, wanting)
                 if well_ranked:
                     starving.append(workload)
-        maps: tuple[int, dict[str, int], dict[str, int]] | None = None
+        maps: dict[tuple[str, int], tuple[dict[str, int], dict[str, int]]] = {}
+        changed, unfunded = -1, {}
         for workload in sorted(starving, key=attrgetter("submitted_at", "key")):
             if self.ledger.limit_block(workload) is not None:
                 continue
             if self._try_funded(workload, starving=True):
                 continue
-            changed = len(self.admissions) + len(self.evictions)
-            if maps is None or maps[0] != changed:  # what runs moved: recount (rarely)
+            if changed != len(self.admissions) + len(self.evictions):  # what runs moved
+                changed = len(self.admissions) + len(self.evictions)
+                maps.clear()
                 if self.unfunded_held is None:
                     self.unfunded_held = _unfunded_gpus(self.running.values())
-                running = self.running.values()
-                threshold = self.non_preemptible_priority
-                maps = (changed, _drainable(running, self.unfunded_held, self.now, threshold),
-                        _drainable(running, self.unfunded_held, None, threshold))
-                for other in running:  # a protection ending can move the cheapest domain
+                unfunded = self.unfunded_held
+                for other in self.running.values():  # a protection ending can move the choice
                     until = other.protected_until()
                     if until is not None and other.resumable and other.preemptible(
                             self.non_preemptible_priority):
                         self._until(until)
-            chosen = choose(self.state, self.nodes, workload, maps[1], maps[2])
+            # What a drain may take depends on the gang's queue and priority (its rank).
+            taken = maps.get((workload.queue, workload.priority))
+            if taken is None:
+                running, takes = self.running.values(), self.finder.drain_takes(workload)
+                leaves = self.finder.drain_waits_for(workload)
+                taken = maps[workload.queue, workload.priority] = (
+                    _drainable(running, unfunded, self.now, takes, leaves),
+                    _drainable(running, unfunded, None, takes, leaves))
+            chosen = choose(self.state, self.nodes, workload, taken[0], taken[1])
             if not chosen:
                 continue
             self.finder.keep_off(chosen)

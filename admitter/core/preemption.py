@@ -10,6 +10,7 @@ Who may be a victim of a funded preemptor (never mixed up):
   `SWAP_MARGIN`, non-resumable and short ones beyond `NON_RESUMABLE_GAP`;
 - a short preemptor (`headroom.is_short`, a debug job) may take resumable work past its min
   runtime from any allocation, except other short jobs: it gives the GPUs back within minutes.
+  It never takes long non-resumable work, whatever the gap: it would run minutes for hours lost.
   Hazard: short jobs are taken only at the larger gap (else a short job and the work it
   displaced could take turns), so one that runs far past its short min runtime keeps its GPUs
   unless its allocation is that far off its budget;
@@ -292,7 +293,8 @@ class RoomFinder:
                         better = ranking.ratio(mine, gpus)
                     worse = ranking.ratio(sibling)
                     if beyond(worse, better, NON_RESUMABLE_GAP):
-                        chosen.extend(group.funded)
+                        chosen.extend(group.funded if not short else (
+                            item for item in group.funded if not _long_and_lost(item[1])))
                     elif short or beyond(worse, better, SWAP_MARGIN):
                         chosen.extend(group.swappable)
             own = groups.below.get(preemptor.queue)
@@ -311,16 +313,49 @@ class RoomFinder:
             search is Search.DRAIN or item[1].key not in kept_off)]
 
     def _drains(self, gang: Workload, workload: Workload) -> bool:
-        """On the drained nodes and leaving for the drain: resumable, or short (a debug job
-        that landed there loses minutes at most); of lower priority in the gang's queue, or of
-        an allocation ranked worse than the gang's by any margin."""
-        if workload.key not in self._drained or not (workload.resumable or is_short(workload)):
-            return False
-        if workload.queue == gang.queue:
-            return workload.priority < gang.priority
-        return self._ranking.clearly_worse(workload.queue, gang.queue, 0.0,
-                                           gang.requests().get(GPU, 0),
-                                           workload.requests().get(GPU, 0))
+        """On the drained nodes and leaving for the drain (`drain_takes`)."""
+        return workload.key in self._drained and self.drain_takes(gang)(workload)
+
+    def drain_takes(self, gang: Workload) -> Callable[[Workload], bool]:
+        """Whom a drain for `gang` may take once past its min runtime: preemptible funded work
+        that is resumable, or short (a debug job loses minutes at most); of lower priority in
+        the gang's queue, or of an allocation ranked worse than the gang's by any margin (a
+        drain never takes from a better-ranked allocation or an equal priority, so two gangs
+        never drain each other in turn). The domain is chosen by what this takes
+        (`reservation.choose`): a domain full of better-ranked work would only empty as that
+        work finishes."""
+        ranking, threshold = self._ranking, self._non_preemptible_priority
+        gpus = gang.requests().get(GPU, 0)
+
+        def takes(workload: Workload) -> bool:
+            if not workload.preemptible(threshold) or not (
+                    workload.resumable or is_short(workload)):
+                return False
+            if workload.queue == gang.queue:
+                return workload.priority < gang.priority
+            return ranking.clearly_worse(workload.queue, gang.queue, 0.0, gpus,
+                                         workload.requests().get(GPU, 0))
+
+        return takes
+
+    def drain_waits_for(self, gang: Workload) -> Callable[[Workload], bool]:
+        """Whose work a drain for `gang` may wait for: what it takes once past its min runtime
+        (`drain_takes`); short work, whoever's (it ends within minutes: a debug job landing on
+        a drained node must not turn the drain away); and preemptible resumable work of an
+        allocation not ranked better than the gang's (its own queue's included), which leaves
+        as it ends or is requeued while nothing long lands on the drained nodes. Better-ranked
+        allocations' long work is not waited for: a domain it fills would stand held for as
+        long as that work runs (counting it cost seeds of the family up to 5 points of
+        occupancy), and neither is long non-resumable work."""
+        ranking, threshold = self._ranking, self._non_preemptible_priority
+        takes = self.drain_takes(gang)
+
+        def leaves(workload: Workload) -> bool:
+            return takes(workload) or is_short(workload) or (
+                workload.resumable and workload.preemptible(threshold)
+                and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
+
+        return leaves
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level (per node for a single pod): the first candidates
@@ -422,6 +457,8 @@ class RoomFinder:
                 f"preempted by {preemptor.key} (priority {preemptor.priority} > "
                 f"{victim.priority}) in queue {victim.queue}",
             )
+        if is_short(preemptor) and _long_and_lost(victim):
+            return None
         gap = SWAP_MARGIN if victim.resumable and not is_short(victim) else NON_RESUMABLE_GAP
         if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
                                        preemptor.requests().get(GPU, 0),
@@ -434,6 +471,12 @@ class RoomFinder:
             return None
         return Victim(victim, EvictionReason.RECLAIMED,
                       f"requeued past its min runtime for {preemptor.key}: {why}")
+
+
+def _long_and_lost(workload: Workload) -> bool:
+    """Long non-resumable work: requeued, it loses hours. Never a short job's victim, whatever
+    the rank gap: the short job would run minutes for it."""
+    return not workload.resumable and not is_short(workload)
 
 
 class _Group:

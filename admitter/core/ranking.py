@@ -119,16 +119,18 @@ class Ranking:
             return False
         return not self.by_holding or self.ratio(theirs, -lost) >= better
 
-    def over_served(self, leaf: str) -> bool:
-        """Whether some queue on the leaf's path is clearly worse than a sibling with demand
-        in the window (ratio above its siblings' least by more than the margin)."""
+    def over_served(self, leaf: str, wanting: set[str]) -> bool:
+        """Whether some queue on the leaf's path is clearly worse than a sibling that is
+        `wanting` (has long funded work waiting): its ratio exceeds that sibling's by more than
+        the margin. A sibling whose demand is met does not count: a small team that asks for
+        less than its budget ranks low for ever, and being ahead of it takes nothing from it."""
         tree = self._tree
         for name in self._path(leaf):
             parent = tree.parent(name)
             siblings = tree.children(parent) if parent is not None else tree.roots
             mine = self.ratio(name)
-            best = min((self.ratio(s) for s in siblings
-                        if s != name and self._use(s, 0) > 0), default=math.inf)
+            best = min((self.ratio(s) for s in siblings if s != name and s in wanting),
+                       default=math.inf)
             if mine > (1.0 + SWAP_MARGIN) * best:
                 return True
         return False

@@ -3,9 +3,12 @@ nor hoard idle GPUs while it waits.
 
 The cycle picks the gang (`cycle._Cycle.drain_for_starving`); here the nodes are chosen and
 held. Inside the domain its required topology allows (the whole cluster without one), the domain
-cheapest to empty wins: the most GPUs that are free or that a drain could take now (unfunded
-work's, and resumable work's past its min runtime); a domain that could not be emptied even once
-every protection ends (non-resumable or non-preemptible work holds too much) is not chosen. In
+cheapest to empty for this gang wins: the most GPUs that are free or that its drain could take
+now (unfunded work's; resumable or short work's past its min runtime, of a worse-ranked
+allocation or of lower priority in its queue: a domain full of better-ranked work would empty
+only as that work finishes); a domain that could not be emptied even once every protection ends
+(long non-resumable, non-preemptible or better-ranked work holds too much; see
+`RoomFinder.drain_waits_for`) is not chosen. In
 the domain, nodes with the most such GPUs are picked until their allocatable capacity could hold
 the gang. Whatever is free on them is then held back from every long funded admission of the
 cycle (short jobs come before it, and unfunded work may use it: the gang evicts it at once).

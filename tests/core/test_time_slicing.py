@@ -194,3 +194,74 @@ def test_priority_preemption_at_a_limit_with_a_headroom_kept_elsewhere():
     world.submit(job("high", "q", priority=50, at=5.0, min_runtime=2.0))
     result = world.cycle(20.0)
     assert admitted(result) == ["high"] and evicted(result) == {"low1": "Preempted"}
+
+
+def test_short_job_never_takes_long_non_resumable_work():
+    """b has used eleven times a's share (beyond the ten-times gap for non-resumable work): a's
+    long job takes b's non-resumable job, a's debug job does not (minutes gained, hours lost)."""
+    def outcome(preemptor: Workload) -> dict[str, str]:
+        world = World(racks(1, nodes_per_rack=1), [queue("a"), queue("b", order=1)],
+                      settings=CycleSettings(fair_share=WEEK))
+        world.usage = _used(a=1.0, b=11.0)
+        world.submit(_running("keep", "b", "b0-r0-n0", resumable=False), preemptor)
+        return evicted(world.cycle(2 * HOUR))
+
+    assert outcome(job("long", "a", at=9.0)) == {"keep": "Reclaimed"}
+    assert outcome(job("debug", "a", gpus=1, min_runtime=600.0, resumable=False, at=9.0)) == {}
+
+
+def _three_teams() -> World:
+    """Racks r0 and r1 of two 8-GPU nodes. c (ranked best: half a's use) runs two resumable
+    jobs past their min runtime on r0; b (3 % more use than a: worse, not clearly) runs one
+    past it and one protected until 2 h on r1. a's 2-node gang needs a rack and starves."""
+    world = World(racks(2), [queue("a"), queue("b", order=1), queue("c", order=2)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=10.0, b=10.3, c=5.0)
+    world.submit(_running("c-past0", "c", "b0-r0-n0"), _running("c-past1", "c", "b0-r0-n1"),
+                 _running("b-past", "b", "b0-r1-n0"),
+                 _running("b-soon", "b", "b0-r1-n1", min_runtime=2 * HOUR),
+                 job("gang", "a", pods=2, required=RACK, at=0.0))
+    return world
+
+
+def test_drain_chooses_the_domain_its_gang_may_empty():
+    """r0 has more GPUs past their min runtime, but they are the better-ranked c's, which a
+    drain for a never takes: r0 would empty only as c's jobs finish. r1 is drained instead.
+    c wants nothing more (no work waiting), so a's use above c's does not make a over-served."""
+    world = _three_teams()
+    first = world.cycle(HOUR)
+    assert first.evictions == () and pending(first) == {"gang": "Reserved"}
+    assert "reserved for gang: b0-r1-n0, b0-r1-n1" in first.pending[0].message
+    done = world.cycle(2 * HOUR)
+    assert evicted(done) == {"b-past": "Reclaimed", "b-soon": "Reclaimed"}
+    assert admitted(done) == ["gang"]
+
+
+def test_no_drain_for_an_allocation_clearly_ahead_of_one_that_waits():
+    """The same, but c has long work waiting (too large to run): a, at twice c's use, is
+    over-served, and its gang gets no drain."""
+    world = _three_teams()
+    world.submit(job("c-wait", "c", pods=5, at=0.0))
+    result = world.cycle(HOUR)
+    assert result.evictions == () and pending(result)["gang"] != "Reserved"
+
+
+def test_short_job_on_a_drained_node_does_not_turn_the_drain_away():
+    """r0: b's job past its min runtime on n0, b's non-resumable debug job (4 GPUs, 10 min)
+    on n1 beside 4 idle GPUs; r1: non-resumable work protected for hours. The debug job ends
+    within minutes, so r0 can still be emptied and is drained; once it ends, the gang starts."""
+    world = World(racks(2), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=10.0, b=10.3)
+    world.submit(_running("b-past", "b", "b0-r0-n0"),
+                 _running("b-debug", "b", "b0-r0-n1", gpus=4, min_runtime=600.0,
+                          resumable=False, at=HOUR - 60),
+                 _running("b-late0", "b", "b0-r1-n0", resumable=False, min_runtime=5 * HOUR),
+                 _running("b-late1", "b", "b0-r1-n1", resumable=False, min_runtime=5 * HOUR),
+                 job("gang", "a", pods=2, required=RACK, at=0.0))
+    first = world.cycle(HOUR)
+    assert first.evictions == () and pending(first) == {"gang": "Reserved"}
+    assert "reserved for gang: b0-r0-n0, b0-r0-n1" in first.pending[0].message
+    world.finish("b-debug")
+    done = world.cycle(HOUR + 300)
+    assert evicted(done) == {"b-past": "Reclaimed"} and admitted(done) == ["gang"]
