@@ -6,7 +6,8 @@ victim. Hence a long funded start must leave a pool of at least `needed` GPUs th
 held by unfunded work (which yields at once). Short jobs (`is_short`) may use the pool, and
 unfunded work may fill it; evicting unfunded work does not grow it (the GPUs only change hands
 inside it). A workload too large ever to leave the pool (more GPUs than the cluster's minus the
-pool) is not held to it.
+pool) is not held to it, nor is the drain's target (`exempt`): it has waited past the starvation
+bound, and once its domain is emptied nothing else may keep it out.
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ class Headroom:
                 self.held += workload.requests().get(GPU, 0)
         self._gpus = state.schedulable_capacity().get(GPU, 0)
         self.needed = math.floor(HEADROOM_FRACTION * self._gpus)
+        self.exempt: str | None = None
+        """The key of the workload a drain is for, set by the cycle once it is chosen."""
 
     def applies(self, workload: Workload) -> bool:
         """Whether `workload` is held to the headroom at all."""
-        return self.needed > 0 and not flexible(workload) and (
+        return self.needed > 0 and workload.key != self.exempt and not flexible(workload) and (
             workload.requests().get(GPU, 0) <= self._gpus - self.needed)
 
     def pool(self) -> int:

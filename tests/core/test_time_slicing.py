@@ -265,3 +265,27 @@ def test_short_job_on_a_drained_node_does_not_turn_the_drain_away():
     world.finish("b-debug")
     done = world.cycle(HOUR + 300)
     assert evicted(done) == {"b-past": "Reclaimed"} and admitted(done) == ["gang"]
+
+
+def test_the_drained_gang_is_not_held_to_the_short_jobs_headroom():
+    """64 GPUs (4 racks of two 8-GPU nodes) keep a 1-GPU headroom. b (ranked by what it holds:
+    worse than a) fills 7 nodes; the one on b0-r3-n0 is protected for 1 h, the rest for 10 h;
+    b0-r3-n1 is free. a's 2-node gang needs a rack: once past the starvation bound it drains
+    r3, and when r3's occupant's protection ends the gang takes the whole rack, although
+    nothing is left free outside it."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=FairShareSettings(window=0),
+                                         starvation_bound=1800.0))
+    nodes = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
+    world.submit(*(_running(f"b{i}", "b", node, min_runtime=HOUR if node == "b0-r3-n0"
+                            else 10 * HOUR) for i, node in enumerate(nodes)
+                   if node != "b0-r3-n1"),
+                 job("gang", "a", pods=2, required=RACK, at=0.0))
+    reserved = world.cycle(1801.0)
+    assert pending(reserved)["gang"] == "Reserved"
+    assert "reserved for gang: b0-r3-n1, b0-r3-n0" in {
+        p.key: p for p in reserved.pending}["gang"].message
+    done = world.cycle(HOUR + 1)
+    assert evicted(done) == {"b6": "Reclaimed"}
+    assert admitted(done) == ["gang"]
+    assert set(world.placement("gang")) == {"b0-r3-n0", "b0-r3-n1"}
