@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from enum import Enum
 from operator import itemgetter
 
+from admitter.core.candidates import CandidateGroups
 from admitter.core.decisions import EvictionReason
 from admitter.core.headroom import Headroom, is_short
 from admitter.core.model import GPU, Workload
@@ -110,8 +111,8 @@ class RoomFinder:
         self._ranking = ranking
         self._headroom = headroom
         self._ranked = False
-        self._evictable = _Groups((), ledger.path)
-        self._protected = _Groups((), ledger.path)
+        self._evictable = CandidateGroups((), ledger.path)
+        self._protected = CandidateGroups((), ledger.path)
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
         self._kept_off: set[str] = set()
@@ -252,10 +253,10 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
-        self._evictable = _Groups([w for _, w in ranked], self._ledger.path)
-        self._protected = _Groups([w for _, _, w in protected], self._ledger.path)
+        self._evictable = CandidateGroups([w for _, w in ranked], self._ledger.path)
+        self._protected = CandidateGroups([w for _, _, w in protected], self._ledger.path)
 
-    def _eligible(self, groups: _Groups, preemptor: Workload, within: str | None,
+    def _eligible(self, groups: CandidateGroups, preemptor: Workload, within: str | None,
                   search: Search) -> list[tuple[int, Workload]]:
         """Still-running workloads of `groups` the preemptor may take (the module docstring's
         rule), with their position in the ranking (unsorted). `within` keeps only queues under
@@ -477,42 +478,3 @@ def _long_and_lost(workload: Workload) -> bool:
     """Long non-resumable work: requeued, it loses hours. Never a short job's victim, whatever
     the rank gap: the short job would run minutes for it."""
     return not workload.resumable and not is_short(workload)
-
-
-class _Group:
-    """Workloads as (position in the ranking, workload): unfunded, funded, and the funded that
-    are resumable and not short (what a margin of `SWAP_MARGIN` may take)."""
-
-    __slots__ = ("funded", "swappable", "unfunded")
-
-    def __init__(self) -> None:
-        self.unfunded: list[tuple[int, Workload]] = []
-        self.funded: list[tuple[int, Workload]] = []
-        self.swappable: list[tuple[int, Workload]] = []
-
-
-class _Groups:
-    """Ranked candidates of one kind (evictable now, or protected) under every queue: `below`
-    holds each queue's subtree, in ranking order; `children` names, per parent (None for the
-    roots), the children with candidates below them."""
-
-    __slots__ = ("below", "children")
-
-    def __init__(self, ordered: Iterable[Workload],
-                 path: Callable[[str], tuple[str, ...]]) -> None:
-        self.below: dict[str, _Group] = {}
-        self.children: dict[str | None, list[str]] = {}
-        for position, workload in enumerate(ordered):
-            item = (position, workload)
-            funded = workload.funded
-            swappable = funded and workload.resumable and not is_short(workload)
-            parent: str | None = None
-            for name in path(workload.queue):
-                group = self.below.get(name)
-                if group is None:
-                    group = self.below[name] = _Group()
-                    self.children.setdefault(parent, []).append(name)
-                (group.funded if funded else group.unfunded).append(item)
-                if swappable:
-                    group.swappable.append(item)
-                parent = name
