@@ -14,11 +14,8 @@ import pytest
 from admitter_world import (
     FAST,
     apply_all,
-    cluster_queue,
-    gpu_job,
     in_process_controller,
     jobs,
-    local_queue,
     priority_class,
     running,
     workloads,
@@ -35,6 +32,8 @@ from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
 from admitter.webhook.names import WEBHOOK_CONFIGURATION
+
+from builders.kube import gpu_job, leaf_queue
 
 pytestmark = pytest.mark.integration
 OPT_IN_LABEL = "admitter.dev/quota"
@@ -92,7 +91,7 @@ async def opted_in(local_cluster: LocalCluster, api: Kube, namespace: str,
                       {"metadata": {"labels": {OPT_IN_LABEL: token}}},
                       content_type=kube.MERGE_PATCH)
     queue = f"unlabelled-{token}"
-    await apply_all(api, cluster_queue(queue, 8, limit=8), local_queue(namespace, queue))
+    await apply_all(api, *leaf_queue(queue, 8, limit=8, namespace=namespace))
     try:
         async with admitter_webhooks(api.api, settings, tmp_path / "certs", [ADMIN_USERNAME]):
             async def in_effect() -> bool:
