@@ -271,9 +271,11 @@ class RoomFinder:
         ranking, ledger = self._ranking, self._ledger
         # What one preemptor may take depends on its queue, priority, kind and bound only (and,
         # when use is what is held, on its size and on the allocations as they stand): searches
-        # of other shapes share the list.
+        # of other shapes share the list; with use over a window, on the GPU time of its
+        # protected run too (the larger gap is judged with it charged).
         key = (groups is self._protected, preemptor.queue, preemptor.priority, short, search,
-               within, (gpus, ledger.changes) if ranking.by_holding else (0, 0))
+               within, (gpus, ledger.changes) if ranking.by_holding else (
+                   0, int(gpus * preemptor.min_runtime)))
         chosen = self._candidates.get(key)
         if chosen is None:
             chosen = []
@@ -282,6 +284,7 @@ class RoomFinder:
             for depth in range(0 if within is None else path.index(within) + 1, len(path)):
                 mine = path[depth]
                 better: float | None = None
+                charged = 0.0  # `better` with the preemptor's protected run charged
                 for sibling in groups.children.get(path[depth - 1] if depth else None, ()):
                     if sibling == mine:
                         continue
@@ -292,8 +295,9 @@ class RoomFinder:
                                       if self._drains(preemptor, item[1]))
                     if better is None:
                         better = ranking.ratio(mine, gpus)
+                        charged = ranking.after_run(mine, gpus, preemptor.min_runtime)
                     worse = ranking.ratio(sibling)
-                    if beyond(worse, better, NON_RESUMABLE_GAP):
+                    if beyond(worse, charged, NON_RESUMABLE_GAP):
                         chosen.extend(group.funded if not short else (
                             item for item in group.funded if not _long_and_lost(item[1])))
                     elif short or beyond(worse, better, SWAP_MARGIN):
@@ -460,10 +464,12 @@ class RoomFinder:
             )
         if is_short(preemptor) and _long_and_lost(victim):
             return None
-        gap = SWAP_MARGIN if victim.resumable and not is_short(victim) else NON_RESUMABLE_GAP
-        if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
+        swappable = victim.resumable and not is_short(victim)
+        if self._ranking.clearly_worse(victim.queue, preemptor.queue,
+                                       SWAP_MARGIN if swappable else NON_RESUMABLE_GAP,
                                        preemptor.requests().get(GPU, 0),
-                                       victim.requests().get(GPU, 0)):
+                                       victim.requests().get(GPU, 0),
+                                       0.0 if swappable else preemptor.min_runtime):
             why = (f"queue {victim.queue}'s allocation has used more of its GPU budget than "
                    f"{preemptor.queue}'s")
         elif victim.resumable and is_short(preemptor) and not is_short(victim):

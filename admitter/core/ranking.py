@@ -39,7 +39,10 @@ NON_RESUMABLE_GAP = 9.0
 """Relative gap for taking non-resumable work, which loses everything it did: its allocation
 must have used at least ten times as much of its budget as the preemptor's (an order of
 magnitude). Ai2 requeues only "workloads that can resume later" to rebalance; this keeps the
-exception for allocations that are far off their budget, not for ordinary time-slicing."""
+exception for allocations that are far off their budget, not for ordinary time-slicing. The
+preemptor's side is compared with its own protected run charged (`Ranking.after_run`): an
+allocation that has used next to nothing yet is infinitely far below anyone who used anything,
+and would otherwise requeue hours of non-resumable work for its very first job."""
 
 
 def gpu_budgets(tree: QueueTree, gpus: int) -> dict[str, float]:
@@ -96,6 +99,17 @@ class Ranking:
             return known
         return self._ratio(queue, extra)
 
+    def after_run(self, queue: str, gpus: int, seconds: float) -> float:
+        """`queue`'s ratio once `gpus` GPUs more have run for `seconds`: with use over a window,
+        that GPU time charged; with use held now, those GPUs held (the time does not count)."""
+        if self._used is None:
+            return self._ratio(queue, gpus)
+        budget = self._budgets.get(queue, 0.0)
+        use = self._used.get(queue, 0.0) + gpus * seconds
+        if budget <= 0:
+            return math.inf if use > 0 else 0.0
+        return use / budget
+
     def _ratio(self, queue: str, extra: int) -> float:
         budget = self._budgets.get(queue, 0.0)
         use = self._use(queue, extra)
@@ -104,17 +118,20 @@ class Ranking:
         return use / budget
 
     def clearly_worse(self, victim: str, preemptor: str, gap: float, gained: int = 0,
-                      lost: int = 0) -> bool:
+                      lost: int = 0, protected_for: float = 0.0) -> bool:
         """Whether the victim leaf's allocation is ranked worse than the preemptor leaf's by more
         than `gap`, compared where their paths diverge. When use is what is held, the preemptor's
         side is compared holding the `gained` GPUs it asks for, and the swap must not leave the
         victim's side (holding `lost` GPUs fewer) better ranked than the preemptor's: no swap
-        back can follow. A leaf is never clearly worse than itself."""
+        back can follow. With `protected_for`, the preemptor's side is compared with its
+        `gained` GPUs charged for that long (`after_run`). A leaf is never clearly worse than
+        itself."""
         if victim == preemptor:
             return False
         theirs, mine = self._divergence(victim, preemptor)
         worse = self.ratio(theirs)
-        better = self.ratio(mine, gained)
+        better = (self.after_run(mine, gained, protected_for) if protected_for
+                  else self.ratio(mine, gained))
         if not beyond(worse, better, gap):
             return False
         return not self.by_holding or self.ratio(theirs, -lost) >= better

@@ -89,15 +89,21 @@ def test_cheapest_victims_first_resumable_then_fewest_gpus():
 
 
 def test_non_resumable_work_only_for_a_much_larger_rank_gap():
-    def outcome(b_used: float) -> dict[str, str]:
+    def outcome(b_used: float, a_used: float = 1.0) -> dict[str, str]:
         world = World(racks(1, nodes_per_rack=1), [queue("a"), queue("b", order=1)],
                       settings=CycleSettings(fair_share=WEEK))
-        world.usage = _used(a=1.0, b=b_used)
+        world.usage = _used(a=a_used, b=b_used)
         world.submit(_running("keep", "b", "b0-r0-n0", resumable=False), job("a0", "a", at=9.0))
         return evicted(world.cycle(2 * HOUR))
 
     assert outcome(5.0) == {}  # 5 × a's use: beyond the swap margin, not ten times
-    assert outcome(11.0) == {"keep": "Reclaimed"}
+    # The gap is judged with a0's protected run charged to a: 1 + 8 GPUs × 1 h = 9 GPU-hours.
+    assert outcome(80.0) == {}  # 80 × a's use so far, under 10 × 9 once a0 has run
+    assert outcome(100.0) == {"keep": "Reclaimed"}
+    # An allocation that has used nothing yet is not infinitely far below b: its first job's
+    # protected run is what it is compared with.
+    assert outcome(5.0, a_used=0.0) == {}
+    assert outcome(81.0, a_used=0.0) == {"keep": "Reclaimed"}
 
 
 def test_short_job_displaces_resumable_work_of_any_allocation_never_protected():
@@ -197,12 +203,13 @@ def test_priority_preemption_at_a_limit_with_a_headroom_kept_elsewhere():
 
 
 def test_short_job_never_takes_long_non_resumable_work():
-    """b has used eleven times a's share (beyond the ten-times gap for non-resumable work): a's
-    long job takes b's non-resumable job, a's debug job does not (minutes gained, hours lost)."""
+    """b has used 100 GPU-hours, a 1: beyond the ten-times gap for non-resumable work even with
+    a's long job's protected run charged (9): a's long job takes b's non-resumable job, a's
+    debug job does not (minutes gained, hours lost)."""
     def outcome(preemptor: Workload) -> dict[str, str]:
         world = World(racks(1, nodes_per_rack=1), [queue("a"), queue("b", order=1)],
                       settings=CycleSettings(fair_share=WEEK))
-        world.usage = _used(a=1.0, b=11.0)
+        world.usage = _used(a=1.0, b=100.0)
         world.submit(_running("keep", "b", "b0-r0-n0", resumable=False), preemptor)
         return evicted(world.cycle(2 * HOUR))
 
