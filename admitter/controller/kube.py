@@ -32,6 +32,11 @@ ATTEMPTS = 4
 """Tries of a request that could not reach the API server (connection refused or reset,
 timed out), waiting 0.25, 0.5, 1 s between them; then the error is raised to the caller,
 which retries later (the next pass, the informer's backoff)."""
+THROTTLED_ATTEMPTS = 10
+"""Tries of a request the API server answered 429 (too many requests, or storage that is
+re-initializing after an etcd restart), each after the Retry-After it names (client-go's
+default too): the condition passes in seconds, and failing the request would fail a whole pass
+or an informer's re-list meanwhile."""
 PAGE_SIZE = 500
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 """What a request raises when the API server cannot be reached or does not answer."""
@@ -109,13 +114,20 @@ class Kube:
     async def request(self, method: str, path: str, body: Any = None,
                       query: dict[str, str] | None = None,
                       content_type: str = "application/json") -> Obj:
-        """One request, tried again (ATTEMPTS) when the API server cannot be reached."""
-        failures = 0
+        """One request, tried again when the API server cannot be reached (ATTEMPTS) or asks
+        to be called back later (THROTTLED_ATTEMPTS)."""
+        failures = throttled = 0
         while True:
             if method != "GET" and self.fence is not None and not self.fence():
                 raise NotLeading()
             try:
                 return await self._request(method, path, body, query, content_type)
+            except ApiException as error:
+                throttled += 1
+                if error.status != 429 or throttled == THROTTLED_ATTEMPTS:
+                    raise
+                log.info("%s %s: 429 %s; trying again", method, path, error.reason)
+                await asyncio.sleep(_retry_after(error))
             except CONNECTION_ERRORS as error:
                 failures += 1
                 if failures == ATTEMPTS:
@@ -222,3 +234,14 @@ async def each(writes: Sequence[Coroutine[Any, Any, object]]) -> None:
     for outcome in results:
         if isinstance(outcome, BaseException):
             raise outcome
+
+
+def _retry_after(error: ApiException) -> float:
+    """The seconds a 429 asks the client to wait (its Status details), 1 s if it names none;
+    at most 10 s."""
+    try:
+        details = json.loads(error.reason or "{}").get("details") or {}
+        seconds = float(details.get("retryAfterSeconds", 1))
+    except (ValueError, AttributeError, TypeError):
+        seconds = 1.0
+    return min(max(seconds, 0.1), 10.0)
