@@ -247,7 +247,16 @@ async def test_faults_never_over_commit_or_end_a_replica(
     for name, inject in faults:
         await inject()
         await recovered(name)
-    done = sum(is_true(j, "Complete") for j in (await jobs(api, namespace)).values())
-    admitted = [w for w in await workloads(api, namespace)
-                if (w.get("status") or {}).get("admission")]
-    assert done + len(admitted) > QUEUE_GPUS // 4, "admission went on through the faults"
+
+    async def went_on() -> bool:
+        """More Jobs were admitted than the queue holds at once: a finished Job's GPUs went
+        to the next. Waited for, not sampled: KWOK, which ends the pods, stalls through the
+        faults too, so how many Jobs finished while they lasted is chance."""
+        problems = await safety_problems(api, namespace)
+        assert not problems, problems
+        done = sum(is_true(j, "Complete") for j in (await jobs(api, namespace)).values())
+        admitted = [w for w in await workloads(api, namespace)
+                    if (w.get("status") or {}).get("admission")]
+        return done >= 1 and done + len(admitted) > QUEUE_GPUS // 4
+
+    await eventually(went_on, "admission to go on after the faults", timeout=90)
