@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+import math
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,9 @@ THROTTLED_ATTEMPTS = 10
 re-initializing after an etcd restart), each after the Retry-After it names (client-go's
 default too): the condition passes in seconds, and failing the request would fail a whole pass
 or an informer's re-list meanwhile."""
+RETRY_AFTER_BOUNDS = (0.1, 10.0)
+"""Least and most seconds waited after a 429, whatever it names: no busy loop on a zero, and
+no pass or re-list held up for minutes (THROTTLED_ATTEMPTS bound the total wait too)."""
 PAGE_SIZE = 500
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 """What a request raises when the API server cannot be reached or does not answer."""
@@ -147,7 +151,9 @@ class Kube:
         async with response:
             data = await response.read()
             if not 200 <= response.status <= 299:
-                raise ApiException(status=response.status, reason=data.decode(errors="replace"))
+                error = ApiException(status=response.status, reason=data.decode(errors="replace"))
+                error.headers = response.headers
+                raise error
         result: Obj = json.loads(data) if data else {}
         return result
 
@@ -237,11 +243,22 @@ async def each(writes: Sequence[Coroutine[Any, Any, object]]) -> None:
 
 
 def _retry_after(error: ApiException) -> float:
-    """The seconds a 429 asks the client to wait (its Status details), 1 s if it names none;
-    at most 10 s."""
+    """The seconds a 429 asks the client to wait: its Retry-After header (the API server's own
+    throttling sends one with a plain-text body), else its Status details (storage that is
+    re-initializing names them there too), else 1 s; within RETRY_AFTER_BOUNDS."""
+    headers: Mapping[str, str] = error.headers or {}
+    named: Any = headers.get("Retry-After")
+    if named is None:
+        try:
+            named = (json.loads(error.reason or "{}").get("details") or {}).get(
+                "retryAfterSeconds")
+        except (ValueError, AttributeError):
+            named = None
     try:
-        details = json.loads(error.reason or "{}").get("details") or {}
-        seconds = float(details.get("retryAfterSeconds", 1))
-    except (ValueError, AttributeError, TypeError):
+        seconds = float(named)
+    except (TypeError, ValueError):  # absent, or an HTTP date: client-go reads seconds only
         seconds = 1.0
-    return min(max(seconds, 0.1), 10.0)
+    if math.isnan(seconds):
+        seconds = 1.0
+    least, most = RETRY_AFTER_BOUNDS
+    return min(max(seconds, least), most)

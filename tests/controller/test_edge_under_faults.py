@@ -1,8 +1,8 @@
 """The controller's edge under faults, driven by a scripted transport: requests time out and
-retry when the API server cannot be reached, lists are paginated, a replica that cannot
-prove its lease writes nothing and stops its work, leader election survives an API server
-that went away, and the informer treats resourceVersions as opaque. (The integration tests
-inject the same faults into the real control plane.)"""
+retry when the API server cannot be reached or after the wait a 429 names, lists are
+paginated, a replica that cannot prove its lease writes nothing and stops its work, leader
+election survives an API server that went away, and the informer treats resourceVersions as
+opaque. (The integration tests inject the same faults into the real control plane.)"""
 
 from __future__ import annotations
 
@@ -13,21 +13,35 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller import kube
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Informer
-from admitter.controller.kube import ATTEMPTS, REQUEST_TIMEOUT, Kube, NotLeading, Obj
+from admitter.controller.kube import (
+    ATTEMPTS,
+    REQUEST_TIMEOUT,
+    RETRY_AFTER_BOUNDS,
+    THROTTLED_ATTEMPTS,
+    Kube,
+    NotLeading,
+    Obj,
+    _retry_after,
+)
 from admitter.controller.leader import Elector
 
-Answer = Callable[[str, str, dict[str, str], Any], "Obj | BaseException | asyncio.Event"]
+Answer = Callable[[str, str, dict[str, str], Any],
+                  "Obj | BaseException | asyncio.Event | _Response"]
 
 
 class _Response:
-    def __init__(self, status: int, body: Obj) -> None:
+    def __init__(self, status: int, body: Obj | str, headers: dict[str, str] | None = None,
+                 ) -> None:
         self.status = status
-        self._data = json.dumps(body).encode()
+        self.headers = headers or {}
+        self._data = (body if isinstance(body, str) else json.dumps(body)).encode()
 
     async def __aenter__(self) -> _Response:
         return self
@@ -41,7 +55,7 @@ class _Response:
 
 class ScriptedTransport:
     """Stands in for kubernetes_asyncio's ApiClient: `answer` says what each request gets,
-    an object (200), an exception to raise, or an Event to hang on until set."""
+    an object (200), an exception to raise, an Event to hang on until set, or a response."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
@@ -56,6 +70,8 @@ class ScriptedTransport:
         self.calls.append((method, path, query, body))
         self.timeouts.append(_request_timeout)
         outcome = self.answer(method, path, query, body)
+        if isinstance(outcome, _Response):
+            return outcome
         if isinstance(outcome, asyncio.Event):
             await outcome.wait()
             outcome = {}
@@ -75,13 +91,24 @@ def client(answer: Answer) -> tuple[Kube, ScriptedTransport]:
     return Kube(transport), transport  # type: ignore[arg-type]
 
 
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The seconds Kube waited between attempts, none of them really slept."""
+    slept: list[float] = []
+
+    async def record(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(kube.asyncio, "sleep", record)
+    return slept
+
+
 async def test_a_request_times_out_and_retries_when_the_api_server_cannot_be_reached(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube.asyncio, "sleep", _no_wait)
+        waits: list[float]) -> None:
     failures = [refused(), TimeoutError()]
     api, transport = client(lambda *_: failures.pop(0) if failures else {"ok": True})
     assert await api.request("GET", "/api/v1/nodes") == {"ok": True}
-    assert len(transport.calls) == 3
+    assert len(transport.calls) == 3 and waits == [0.25, 0.5]
     assert all(t.total == REQUEST_TIMEOUT for t in transport.timeouts), "never unbounded"
 
     down, transport = client(lambda *_: refused())
@@ -90,8 +117,78 @@ async def test_a_request_times_out_and_retries_when_the_api_server_cannot_be_rea
     assert len(transport.calls) == ATTEMPTS, "then the caller's own retry takes over"
 
 
-async def _no_wait(_seconds: float) -> None:
-    return None
+def throttled(retry_after: str | None = "1", details: object = None) -> _Response:
+    """A 429 as the API server sends it: max-inflight and priority-and-fairness rejections
+    carry a Retry-After header and a plain-text body; a Status body (storage that is
+    re-initializing) names the wait in its details as well."""
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    if details is None:
+        return _Response(429, "Too many requests, please try again later.", headers)
+    return _Response(429, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "reason": "TooManyRequests", "code": 429, "details": details},
+                     headers)
+
+
+async def test_a_throttled_request_is_tried_again_after_the_wait_it_names(
+        waits: list[float]) -> None:
+    answers = [throttled("3"), throttled(None, {"retryAfterSeconds": 2})]
+    api, transport = client(lambda *_: answers.pop(0) if answers else {"ok": True})
+    assert await api.request("POST", "/api/v1/namespaces/ns/events", {}) == {"ok": True}
+    assert len(transport.calls) == 3
+    assert waits == [3.0, 2.0], "the header, else the Status details"
+
+
+async def test_a_request_throttled_throttled_attempts_times_fails_with_the_429(
+        waits: list[float]) -> None:
+    api, transport = client(lambda *_: throttled("10"))
+    with pytest.raises(ApiException) as raised:
+        await api.request("GET", "/api/v1/nodes")
+    assert raised.value.status == 429
+    assert len(transport.calls) == THROTTLED_ATTEMPTS
+    assert waits == [10.0] * (THROTTLED_ATTEMPTS - 1), "no wait after the last attempt"
+
+
+async def test_other_errors_are_not_tried_again(waits: list[float]) -> None:
+    api, transport = client(lambda *_: ApiException(status=409, reason="conflict"))
+    with pytest.raises(ApiException):
+        await api.request("PUT", "/api/v1/nodes/a", {})
+    assert len(transport.calls) == 1 and waits == []
+
+
+@pytest.mark.parametrize(("retry_after", "details", "waited"), [
+    (None, None, 1.0),  # plain-text body, no header
+    ("soon", None, 1.0),
+    ("Wed, 21 Oct 2026 07:28:00 GMT", None, 1.0),  # an HTTP date: seconds only
+    ("nan", None, 1.0),
+    (None, {"retryAfterSeconds": "later"}, 1.0),
+    (None, {"retryAfterSeconds": None}, 1.0),
+    (None, {"retryAfterSeconds": float("nan")}, 1.0),
+    (None, ["not", "a", "map"], 1.0),
+    ("0", None, RETRY_AFTER_BOUNDS[0]),
+    ("-5", None, RETRY_AFTER_BOUNDS[0]),
+    ("3600", None, RETRY_AFTER_BOUNDS[1]),
+    ("inf", None, RETRY_AFTER_BOUNDS[1]),
+    (None, {"retryAfterSeconds": 1e308}, RETRY_AFTER_BOUNDS[1]),
+])
+async def test_a_missing_or_unreadable_retry_after_falls_back_to_a_bounded_wait(
+        waits: list[float], retry_after: str | None, details: object, waited: float) -> None:
+    answers = [throttled(retry_after, details)]
+    api, _ = client(lambda *_: answers.pop(0) if answers else {})
+    assert await api.request("GET", "/api/v1/nodes") == {}
+    assert waits == [waited]
+
+
+@given(header=st.one_of(st.none(), st.text(max_size=12),
+                        st.floats().map(str), st.integers().map(str)),
+       details=st.one_of(st.none(), st.dictionaries(
+           st.just("retryAfterSeconds"),
+           st.one_of(st.floats(), st.integers(), st.text(max_size=5), st.none()))))
+def test_every_wait_after_a_429_is_within_bounds(header: str | None, details: object) -> None:
+    response = throttled(header, details)
+    error = ApiException(status=429, reason=response._data.decode())
+    error.headers = response.headers
+    least, most = RETRY_AFTER_BOUNDS
+    assert least <= _retry_after(error) <= most
 
 
 async def test_a_replica_that_cannot_prove_its_lease_sends_no_write() -> None:
