@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "tests" / "controller"))
 
 from fake_api import CLOCK, FakeApi, add, reconciler, team, workload
 
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.snapshot import Translations, build_view
 from admitter.controller.status import StatusWriter
@@ -48,7 +49,8 @@ def view_ms(live: int, finished: int) -> float:
     controller = reconciler(api)
     caches = controller.caches
     team(api, controller, live + finished, node_a=64)
-    done = {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done"}
+    done = {"type": CONDITION_FINISHED, "status": "True", "reason": Reason.SUCCEEDED,
+            "message": "done"}
     for i in range(live):
         add(api, caches.workloads, kube.WORKLOADS, workload("ns", f"live-{i}", 1))
     for i in range(finished):

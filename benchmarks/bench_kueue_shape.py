@@ -52,8 +52,10 @@ from rich.table import Table
 
 from admitter.api.base import API_VERSION as ADMITTER_API
 from admitter.api.contract import QUEUE_LABEL
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
+from admitter.controller.translate import is_true
 from admitter.testing import SIMULATED_RUNTIME_ANNOTATION
 
 from builders.kube import cluster_queue
@@ -134,8 +136,8 @@ class Run:
 
 
 def _is_finished(obj: Obj) -> bool:
-    return any(c.get("type") in ("Finished", "Complete") and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions", []))
+    """A Workload that finished, or a Job that completed."""
+    return is_true(obj, CONDITION_FINISHED) or is_true(obj, "Complete")
 
 
 def _stamp(seconds: float) -> str:
@@ -249,8 +251,8 @@ class ShapeRun:
         if record.admissions != admission or not record.holding:
             return
         conditions = [c for c in (wl.get("status") or {}).get("conditions", [])
-                      if c.get("type") != "Finished"]
-        conditions.append({"type": "Finished", "status": "True", "reason": "ByTest",
+                      if c.get("type") != CONDITION_FINISHED]
+        conditions.append({"type": CONDITION_FINISHED, "status": "True", "reason": Reason.SUCCEEDED,
                            "message": "runtime elapsed (benchmark)",
                            "lastTransitionTime": _stamp(time.time())})
         await self.client.patch(kube.WORKLOADS, meta["name"],

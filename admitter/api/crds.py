@@ -16,7 +16,12 @@ from admitter.api.base import GROUP, VERSION, Resource
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
-from admitter.api.workload import Workload
+from admitter.api.workload import (
+    CONDITION_ADMITTED,
+    CONDITION_FINISHED,
+    CONDITION_QUOTA_RESERVED,
+    Workload,
+)
 
 KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topology)
 
@@ -49,17 +54,17 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         {
             "name": "Admitted",
             "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Admitted")].status',
+            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_ADMITTED}")].status',
         },
         {
             "name": "Finished",
             "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Finished")].status',
+            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_FINISHED}")].status',
         },
         {
             "name": "Reason",
             "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="QuotaReserved")].reason',
+            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_QUOTA_RESERVED}")].reason',
         },
         {"name": "Evictions", "type": "integer", "jsonPath": ".status.evictionCount"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

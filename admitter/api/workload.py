@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -24,6 +25,37 @@ CONDITION_EVICTED = "Evicted"
 CONDITION_FINISHED = "Finished"
 CONDITION_ACTIVE = "Active"
 """A queue's condition: whether it can admit (ClusterQueue and LocalQueue status)."""
+
+
+class Reason(StrEnum):
+    """The reasons of the conditions the controller writes and of the Events that repeat
+    them. Why a Workload waits is the core's PendingReason, why it was evicted its
+    EvictionReason (or JOB_CHANGED)."""
+
+    QUOTA_RESERVED = "QuotaReserved"
+    """QuotaReserved=True: admitted into a ClusterQueue."""
+    ADMITTED = "Admitted"
+    """Admitted=True, and the Event on the Job that says so."""
+    REQUEUED = "Requeued"
+    """QuotaReserved=False after an eviction: it waits for admission again."""
+    FINISHED = "Finished"
+    """QuotaReserved=False once finished, and the Event that its quota was released."""
+    SUCCEEDED = "Succeeded"
+    """Finished=True: its Job completed (or its Pod succeeded)."""
+    FAILED = "Failed"
+    """Finished=True: its Job (or Pod) failed."""
+    JOB_GONE = "JobGone"
+    """Finished=True: its Job was deleted and left it behind (orphaned)."""
+    JOB_CHANGED = "JobChanged"
+    """Evicted=True: the Job no longer matches its Workload."""
+    INVALID_CONTRACT = "InvalidContract"
+    """Event: a Job's scheduling contract cannot be read; it stays suspended."""
+    UNREADABLE = "Unreadable"
+    """Event: an object the controller cannot understand, skipped on its own."""
+    READY = "Ready"
+    """A queue's Active=True."""
+    TERMINATING = "Terminating"
+    """A queue's Active=False: being deleted."""
 MAX_POD_COUNT = 100_000
 """Kubernetes' own cap on an indexed Job's completions; no gang is larger."""
 MAX_POD_SETS = 8

@@ -16,6 +16,7 @@ from admitter.api.workload import (
     CONDITION_EVICTED,
     CONDITION_FINISHED,
     CONDITION_QUOTA_RESERVED,
+    Reason,
 )
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
@@ -63,9 +64,9 @@ def charged_seconds(wl: Obj, now: float) -> float:
 def admission_status(wl: Obj, decision: Admission, now: float) -> dict[str, Any]:
     """The Workload status fields an admission sets (the rest of its status is kept)."""
     conditions = with_condition(_conditions(wl), CONDITION_QUOTA_RESERVED, "True",
-                                "QuotaReserved", f"quota reserved in ClusterQueue {decision.queue}",
-                                now)
-    conditions = with_condition(conditions, CONDITION_ADMITTED, "True", "Admitted",
+                                Reason.QUOTA_RESERVED,
+                                f"quota reserved in ClusterQueue {decision.queue}", now)
+    conditions = with_condition(conditions, CONDITION_ADMITTED, "True", Reason.ADMITTED,
                                 decision.message, now)
     conditions = [c for c in conditions if c["type"] != CONDITION_EVICTED]
     hints = [{"podSet": wl["spec"]["podSets"][i]["name"], "node": node, "count": count}
@@ -130,7 +131,7 @@ class Actions:
         conditions = with_condition(conditions, CONDITION_EVICTED, "True", reason, message, now)
         conditions = with_condition(conditions, CONDITION_ADMITTED, "False", reason,
                                     f"evicted: {message}", now)
-        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", "Requeued",
+        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", Reason.REQUEUED,
                                     "waiting for admission again", now)
         count = int(status.get("evictionCount", 0)) + 1
         patch: dict[str, Any] = {
@@ -195,7 +196,7 @@ class Actions:
         as admitted and finished, not as one that never ran."""
         conditions = with_condition(_conditions(wl), CONDITION_FINISHED, "True", reason,
                                     message, now)
-        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", "Finished",
+        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", Reason.FINISHED,
                                     "finished; quota released", now)
         status = wl.get("status") or {}
         return await self.patch_workload_status(wl, {
@@ -205,11 +206,11 @@ class Actions:
         })
 
 
-def finish_reason(job: Obj) -> tuple[str, str]:
+def finish_reason(job: Obj) -> tuple[Reason, str]:
     """The Finished condition's reason and message for a Job that completed or failed."""
     if is_true(job, "Failed"):
-        return "Failed", "the Job failed"
-    return "Succeeded", "the Job completed"
+        return Reason.FAILED, "the Job failed"
+    return Reason.SUCCEEDED, "the Job completed"
 
 
 def _escape(key: str) -> str:

@@ -20,7 +20,7 @@ from admitter.api.contract import (
 from admitter.api.quantity import kube_base_units
 from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.kube import Obj
-from admitter.controller.translate import is_true, pod_count, pod_requests
+from admitter.controller.translate import is_true, job_ended, pod_count, pod_requests
 
 
 class Step(Enum):
@@ -45,13 +45,9 @@ class Step(Enum):
     """Suspended, never running now: put its own affinity back and drop admitter's marks."""
 
 
-JOB_CHANGED = "JobChanged"
-"""The reason of an eviction because the Job no longer matches its Workload."""
-
-
 def converge_step(job: Obj, wl: Obj) -> Step:
     """The one write that brings `job` and its Workload `wl` closer together, if any."""
-    if is_true(job, "Complete") or is_true(job, "Failed"):
+    if job_ended(job):
         return Step.NONE if is_true(wl, CONDITION_FINISHED) else Step.FINISH
     admitted = bool((wl.get("status") or {}).get("admission"))
     suspended = bool(job["spec"].get("suspend"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from admitter.controller.kube import Obj
 from admitter.controller.plain_pods import wakes_when_idle
-from admitter.controller.translate import is_true
+from admitter.controller.translate import job_ended
 from admitter.core.decisions import CycleResult
 
 DEBOUNCE = 0.2
@@ -40,5 +40,5 @@ def matters_when_idle(event: str, obj: Obj) -> bool:
     if kind == "Pod":
         return wakes_when_idle(event, obj)
     if kind == "Job" and event == "MODIFIED":
-        return is_true(obj, "Complete") or is_true(obj, "Failed")
+        return job_ended(obj)
     return True

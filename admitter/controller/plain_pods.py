@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
-from admitter.api.workload import CONDITION_FINISHED
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.actions import pin_to_domain
 from admitter.controller.cache import Caches
@@ -23,13 +23,12 @@ from admitter.controller.informer import Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import (
     ADMISSION_GATE,
+    TERMINAL_POD_PHASES,
     is_gated,
     is_true,
     job_owner,
     pod_workload_name,
 )
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 class PodStep(Enum):
@@ -53,13 +52,13 @@ def is_queued_pod(pod: Obj) -> bool:
 def wakes_when_idle(event: str, pod: Obj) -> bool:
     """A queued Pod arriving (its Workload is to be made) or ending (its quota is released)
     is worth a pass at once; other Pod changes wait for the periodic one."""
-    ended = (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+    ended = (pod.get("status") or {}).get("phase") in TERMINAL_POD_PHASES
     return is_queued_pod(pod) and (event == "ADDED" or ended)
 
 
 def pod_step(pod: Obj, wl: Obj) -> PodStep:
     """The one write that brings a queued Pod and its Workload together, if any."""
-    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+    if (pod.get("status") or {}).get("phase") in TERMINAL_POD_PHASES:
         return PodStep.NONE if is_true(wl, CONDITION_FINISHED) else PodStep.FINISH
     if is_true(wl, CONDITION_FINISHED) or pod["metadata"].get("deletionTimestamp"):
         return PodStep.NONE
@@ -124,7 +123,7 @@ class PlainPods:
     def lacking_workloads(self) -> list[Obj]:
         """Gated Pods whose Workload is still to be made."""
         return [pod for pod, wl in self.pairs() if wl is None and is_gated(pod)
-                and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+                and (pod.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES]
 
     def converge(self, now: float, finish: Finish,
                  isolated: Isolated) -> list[Coroutine[Any, Any, bool]]:
@@ -135,9 +134,10 @@ class PlainPods:
                 continue
             step = pod_step(pod, wl)
             if step is PodStep.FINISH:
-                phase = pod["status"]["phase"]
-                message = "the Pod succeeded" if phase == "Succeeded" else "the Pod failed"
-                writes.append(isolated(step.value, pod, finish(wl, None, phase, message, now)))
+                succeeded = pod["status"]["phase"] == "Succeeded"
+                reason = Reason.SUCCEEDED if succeeded else Reason.FAILED
+                message = "the Pod succeeded" if succeeded else "the Pod failed"
+                writes.append(isolated(step.value, pod, finish(wl, None, reason, message, now)))
             elif step is PodStep.START:
                 writes.append(isolated(step.value, pod, self.start(pod, wl)))
             elif step is PodStep.STOP:

@@ -21,10 +21,8 @@ from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
 from admitter.api.quantity import to_base_units
 from admitter.controller.informer import Key, StoreWatcher, key_of
 from admitter.controller.kube import Obj
-from admitter.controller.translate import job_owner, pod_requests
+from admitter.controller.translate import TERMINAL_POD_PHASES, job_owner, pod_requests
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
-
-_TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
 
 class _Running(NamedTuple):
@@ -80,7 +78,7 @@ class PodIndex:
 
     def _count(self, key: Key, pod: Obj) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
-        if not node or (pod.get("status") or {}).get("phase") in _TERMINAL_POD_PHASES:
+        if not node or (pod.get("status") or {}).get("phase") in TERMINAL_POD_PHASES:
             return
         # Hazard: this runs inside the pod informer, on any tenant's pod; an error raised
         # here would end the informer, so a pod that cannot be read is only reported.

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from admitter.api.workload import Reason
 from admitter.controller import kube
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
@@ -25,7 +26,6 @@ from admitter.core.decisions import Admission
 
 log = logging.getLogger(__name__)
 IN_USE_FINALIZER = "admitter.dev/resource-in-use"
-TERMINATING = "Terminating"
 NAMED = 3
 """Workloads a waiting queue's message names; the rest are counted."""
 
@@ -80,12 +80,12 @@ def holdings(cluster_queues: Mapping[str, Obj], workloads: Iterable[Obj]) -> Hol
 def active_condition(queue: Obj, held: Sequence[str]) -> tuple[str, str, str]:
     """(status, reason, message) of the queue's `Active` condition."""
     if not terminating(queue):
-        return "True", "Ready", "admitting workloads"
+        return "True", Reason.READY, "admitting workloads"
     if not held:
-        return "False", TERMINATING, "being deleted; admits nothing new"
+        return "False", Reason.TERMINATING, "being deleted; admits nothing new"
     named = ", ".join(sorted(held)[:NAMED])
     more = f" and {len(held) - NAMED} more" if len(held) > NAMED else ""
-    return "False", TERMINATING, (
+    return "False", Reason.TERMINATING, (
         f"being deleted: waits for {len(held)} admitted Workload(s) to finish or be evicted "
         f"({named}{more}); admits nothing new")
 

@@ -20,12 +20,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.contract import QUEUE_LABEL, ContractError, parse_contract
 from admitter.api.convert import core_fair_share_settings, effective_max_min_runtime
 from admitter.api.settings import Settings
-from admitter.api.workload import CONDITION_QUOTA_RESERVED
+from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting
 from admitter.controller.cache import Caches
-from admitter.controller.converge import JOB_CHANGED, Step, converge_step, queue_of
+from admitter.controller.converge import Step, converge_step, queue_of
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
@@ -37,7 +37,7 @@ from admitter.controller.snapshot import Translations, View, build_view, core_qu
 from admitter.controller.status import QueueUsage, StatusWriter
 from admitter.controller.translate import (
     condition,
-    is_true,
+    job_ended,
     job_owner,
     parse_time,
     pod_spec_of,
@@ -184,7 +184,7 @@ class Reconciler:
         try:
             return (self.caches.workloads.get(job["metadata"]["namespace"],
                                               workload_name(job)) is None
-                    and not (is_true(job, "Complete") or is_true(job, "Failed")))
+                    and not job_ended(job))
         except UNREADABLE_ERRORS as error:
             self.unreadable.add("Job", job, error)
             return False
@@ -194,7 +194,7 @@ class Reconciler:
         try:
             workload = self._workload_for(job, tree)
         except ContractError as error:
-            self.events.record(job, kind, "Warning", "InvalidContract", str(error), now,
+            self.events.record(job, kind, "Warning", Reason.INVALID_CONTRACT, str(error), now,
                                REPEAT_AFTER)
             return
         except UNREADABLE_ERRORS as error:
@@ -281,18 +281,18 @@ class Reconciler:
     async def _finish(self, wl: Obj, job: Obj | None, reason: str, message: str,
                       now: float) -> None:
         self.caches.workloads.observe(await self.actions.finish(wl, reason, message, now))
-        self._record(wl, job, "Finished", f"{message}; quota released", now)
+        self._record(wl, job, Reason.FINISHED, f"{message}; quota released", now)
 
     async def _evict_changed(self, wl: Obj, job: Obj, now: float) -> None:
         """The Job was changed after admission (say, its parallelism raised): it would run
         pods its Workload was not charged for. Evict it; its Workload is replaced next."""
         message = ("the Job no longer matches what was admitted (pods or their requests "
                    "changed); suspended, to be queued again as it is now")
-        updated, suspended = await self.actions.evict(wl, job, JOB_CHANGED, message, now)
+        updated, suspended = await self.actions.evict(wl, job, Reason.JOB_CHANGED, message, now)
         self.caches.workloads.observe(updated)
         if suspended is not None:
             self.caches.jobs.observe(suspended)
-        self.events.record(job, "Job", "Warning", JOB_CHANGED, message, now)
+        self.events.record(job, "Job", "Warning", Reason.JOB_CHANGED, message, now)
         await self._delete_workload(updated)
 
     async def _delete_workload(self, wl: Obj) -> None:
@@ -344,7 +344,7 @@ class Reconciler:
             else:
                 if job["metadata"].get("uid") == owner.get("uid"):
                     return  # the Job is there: the cache lags, or it left the queue
-        await self._finish(wl, None, "JobGone",
+        await self._finish(wl, None, Reason.JOB_GONE,
                            "its Job was deleted, leaving this Workload behind", now)
 
     def report_unreadable(self, now: float) -> None:
@@ -358,7 +358,7 @@ class Reconciler:
         for kind in by_kind:
             self.metrics.unreadable.labels(kind).set(counts.get(kind, 0))
         for finding in self.unreadable.found.values():
-            self.events.record(finding.obj, finding.kind, "Warning", "Unreadable",
+            self.events.record(finding.obj, finding.kind, "Warning", Reason.UNREADABLE,
                                finding.message, now, REPEAT_AFTER)
 
     # Decisions ------------------------------------------------------------------------
@@ -450,7 +450,7 @@ class Reconciler:
         self.caches.workloads.observe(updated)
         created = parse_time(wl["metadata"].get("creationTimestamp")) or now
         self.metrics.observe_admission(admission.queue, max(0.0, now - created))
-        self._record(wl, job, "Admitted", admission.message, now)
+        self._record(wl, job, Reason.ADMITTED, admission.message, now)
         await self.plain_pods.start_owner(updated, self._isolated)
         if job is not None and not await self._isolated(
                 Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):

@@ -18,6 +18,7 @@ from admitter.controller.queue_holds import closed_reason
 from admitter.controller.status import QueueUsage
 from admitter.controller.translate import (
     JOB_NAME_LABEL,
+    TERMINAL_POD_PHASES,
     core_node,
     core_workload,
     job_owner,
@@ -280,4 +281,4 @@ def _plain_pod_ready(wl: Obj, pod: Obj | None) -> bool:
     (created directly) as soon as it is admitted."""
     if pod is None or not (wl.get("status") or {}).get("admission"):
         return True
-    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+    return (pod.get("status") or {}).get("phase") in ("Running", *TERMINAL_POD_PHASES)

@@ -288,8 +288,8 @@ class StatusWriter:
         admission ahead of it); returns the updated Workload, or None when it changed since
         (written in the background, this must not undo a later pass's admission)."""
         conditions = with_condition((wl.get("status") or {}).get("conditions", []),
-                                    "QuotaReserved", "False", decision.reason, decision.message,
-                                    now)
+                                    CONDITION_QUOTA_RESERVED, "False", decision.reason,
+                                    decision.message, now)
         meta = wl["metadata"]
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                  "status": {"conditions": conditions}}

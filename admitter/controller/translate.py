@@ -249,6 +249,15 @@ def is_true(obj: Obj, kind: str) -> bool:
     return found is not None and found.get("status") == "True"
 
 
+def job_ended(job: Obj) -> bool:
+    """The Job completed or failed (its own conditions say so): its quota can be released."""
+    return is_true(job, "Complete") or is_true(job, "Failed")
+
+
+TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+"""A Pod in these phases runs no more and holds nothing on its node."""
+
+
 def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
     """A Workload object as the core sees it; `cluster_queue` comes from its LocalQueue."""
     meta, spec = wl["metadata"], wl["spec"]

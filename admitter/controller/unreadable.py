@@ -20,7 +20,6 @@ UNREADABLE_ERRORS: tuple[type[Exception], ...] = (
     ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError,
 )
 """What translating a malformed object raises; anything else is a bug and propagates."""
-REASON = "Unreadable"
 
 
 @dataclass(frozen=True, slots=True)

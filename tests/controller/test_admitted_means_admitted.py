@@ -11,10 +11,12 @@ from fake_api import FakeApi, add, reconciler, settled_pass, team, workload
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.kube import MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import JOB_NAME_LABEL, is_true, workload_name
+from admitter.core.decisions import EvictionReason
 
 from builders.kube import gpu_job
 
@@ -62,7 +64,7 @@ async def test_raising_parallelism_after_admission_evicts_and_charges_the_job_an
         "5 pods must not run on 1 charged"
     assert ("DELETE", path) in [(verb, at) for verb, at, _ in api.writes], "then replaced"
     assert stored_job(api, "train")["spec"]["suspend"]
-    assert any(e["reason"] == "JobChanged" for e in api.events())
+    assert any(e["reason"] == Reason.JOB_CHANGED for e in api.events())
     for _ in range(3):  # the stale Workload goes, a matching one is made and admitted
         await settled_pass(controller)
     renewed = stored_workload(api, controller, "train")
@@ -80,7 +82,8 @@ async def evicted_after_running(api: FakeApi) -> tuple[Reconciler, Obj, Obj]:
     changed(api, controller, "train", status={"startTime": "2027-01-15T08:00:00Z"})
     running = controller.caches.jobs.get("ns", "train")
     assert running is not None
-    updated, suspended = await controller.actions.evict(wl, running, "Preempted", "test", 0.0)
+    updated, suspended = await controller.actions.evict(wl, running, EvictionReason.PREEMPTED.value,
+                                                        "test", 0.0)
     assert suspended is not None
     return controller, updated, suspended
 
@@ -119,7 +122,7 @@ async def test_workloads_left_behind_by_their_job_are_finished() -> None:
         add(api, caches.workloads, kube.WORKLOADS, wl if owner is None else owner)
     await settled_pass(controller)
     finished = {name for name in ("orphaned-by-cascade", "owner-gone", "cache-lags")
-                if is_true(api.objects[kube.WORKLOADS.path("ns", name)], "Finished")}
+                if is_true(api.objects[kube.WORKLOADS.path("ns", name)], CONDITION_FINISHED)}
     assert finished == {"orphaned-by-cascade", "owner-gone"}
 
 

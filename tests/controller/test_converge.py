@@ -7,6 +7,7 @@ import asyncio
 
 from fake_api import CLOCK, FakeApi, SlowApi, add, reconciler, submitted_jobs
 
+from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller import kube
 from admitter.controller.pacing import SWEEP_EVERY
 from admitter.controller.translate import format_time, workload_name
@@ -32,7 +33,7 @@ async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> Non
     api.open.set()
     await converging
     assert api.most == 8, "the eight finishes were in flight together"
-    assert all(any(c["type"] == "Finished" for c in wl["status"]["conditions"])
+    assert all(any(c["type"] == CONDITION_FINISHED for c in wl["status"]["conditions"])
                for wl in caches.workloads.items())
 
 

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from admitter.api.workload import Reason
 from admitter.controller import kube
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.informer import Informer
@@ -341,7 +342,7 @@ def test_the_event_recorder_forgets_what_can_no_longer_suppress_an_event() -> No
         recorder = EventRecorder(Kube(None), "test")  # type: ignore[arg-type]
         for i in range(1000):
             obj = {"metadata": {"name": f"j{i}", "namespace": "ns", "uid": f"u{i}"}}
-            recorder.record(obj, "Job", "Normal", "Admitted", "m", float(i), REPEAT_AFTER)
+            recorder.record(obj, "Job", "Normal", Reason.ADMITTED, "m", float(i), REPEAT_AFTER)
         for task in list(recorder.sending):
             task.cancel()
         return len(recorder._last)

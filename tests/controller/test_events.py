@@ -8,8 +8,11 @@ import asyncio
 from fake_api import FakeApi
 
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
+from admitter.core.decisions import PendingReason
 
 from builders.kube import gpu_job
+
+NO_FIT, QUOTA_EXCEEDED = PendingReason.NO_FIT, PendingReason.QUOTA_EXCEEDED
 
 
 async def recorded(per_reason: bool) -> list[tuple[str, str]]:
@@ -17,9 +20,9 @@ async def recorded(per_reason: bool) -> list[tuple[str, str]]:
     recorder = EventRecorder(api, "test")  # type: ignore[arg-type]
     target = gpu_job("ns", "train", gpus=1, min_runtime=None)
     target["metadata"]["uid"] = "uid-train"
-    for at, reason, message in ((0, "NoFit", "8 GPUs free"), (10, "QuotaExhausted", "at 8"),
-                                (20, "NoFit", "4 GPUs free"),
-                                (20 + REPEAT_AFTER, "NoFit", "2 GPUs free")):
+    for at, reason, message in ((0, NO_FIT, "8 GPUs free"), (10, QUOTA_EXCEEDED, "at 8"),
+                                (20, NO_FIT, "4 GPUs free"),
+                                (20 + REPEAT_AFTER, NO_FIT, "2 GPUs free")):
         recorder.record(target, "Job", "Normal", reason, message, at, REPEAT_AFTER, per_reason)
     await asyncio.gather(*recorder.sending)
     return [(e["reason"], e["message"]) for e in api.events()]
@@ -27,7 +30,7 @@ async def recorded(per_reason: bool) -> list[tuple[str, str]]:
 
 async def test_a_reason_that_comes_back_is_not_told_again_within_repeat_after() -> None:
     assert await recorded(per_reason=True) == [
-        ("NoFit", "8 GPUs free"), ("QuotaExhausted", "at 8"), ("NoFit", "2 GPUs free")]
+        (NO_FIT, "8 GPUs free"), (QUOTA_EXCEEDED, "at 8"), (NO_FIT, "2 GPUs free")]
 
 
 async def test_by_default_a_new_message_is_a_new_event() -> None:

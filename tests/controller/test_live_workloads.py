@@ -20,6 +20,7 @@ from fake_api import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.cache import Caches
 from admitter.controller.kube import Obj
@@ -30,14 +31,15 @@ NAMES = ("w0", "w1", "w2", "w3")
 
 
 def finished(wl: Obj) -> Obj:
-    condition = {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done"}
+    condition = {"type": CONDITION_FINISHED, "status": "True", "reason": Reason.SUCCEEDED,
+                 "message": "done"}
     return {**wl, "status": {**(wl.get("status") or {}), "conditions": [condition]}}
 
 
 def fresh_filter(caches: Caches) -> dict[tuple[str, str], Obj]:
     """What the index stands for, from scratch: the specification."""
     return {(wl["metadata"]["namespace"], wl["metadata"]["name"]): wl
-            for wl in caches.workloads.items() if not is_true(wl, "Finished")}
+            for wl in caches.workloads.items() if not is_true(wl, CONDITION_FINISHED)}
 
 
 event = st.one_of(

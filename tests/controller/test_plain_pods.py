@@ -7,6 +7,7 @@ import pytest
 from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
 
 from admitter.api.contract import JobContract
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.plain_pods import (
     PodStep,
@@ -44,7 +45,7 @@ def workload(admitted: bool = False, finished: bool = False) -> dict:
         status["admission"] = {"clusterQueue": "cq", "topologyDomain": {"rack": "r1"},
                                "nodeHints": [{"podSet": "main", "node": "gpu-3", "count": 1}]}
     if finished:
-        status["conditions"].append({"type": "Finished", "status": "True"})
+        status["conditions"].append({"type": CONDITION_FINISHED, "status": "True"})
     return {"metadata": {"name": "pod-nb-x", "namespace": "ns"}, "status": status}
 
 
@@ -147,7 +148,7 @@ async def test_an_admitted_pod_is_ungated_and_pinned_to_the_node_it_was_counted_
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]
     told = [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
             for e in api.events()]
-    assert ("Pod", "nb", "Admitted") in told, "kubectl describe pod says it was admitted"
+    assert ("Pod", "nb", Reason.ADMITTED) in told, "kubectl describe pod says it was admitted"
 
 
 async def test_a_pod_that_never_runs_is_evicted_by_deleting_it():
@@ -165,4 +166,4 @@ async def test_a_pod_that_ended_releases_its_quota():
     controller.caches.pods.observe(api.put(kube.PODS, done))
     await settled_pass(controller)
     (wl,) = [obj for key, obj in api.objects.items() if "/workloads/" in key]
-    assert is_true(wl, "Finished") and not wl["status"].get("admission")
+    assert is_true(wl, CONDITION_FINISHED) and not wl["status"].get("admission")

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from admitter.controller import kube
 from admitter.controller.cache import Caches
 from admitter.controller.kube import Obj
+from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.core.model import GPU
 
 from builders.kube import gpu_job
@@ -36,7 +37,7 @@ def fresh_count(caches: Caches) -> tuple[dict[Any, Any], dict[Any, Any]]:
     foreign: dict[str, dict[str, int]] = {}
     for obj in caches.pods.items():
         node = obj["spec"].get("nodeName")
-        if not node or obj["status"]["phase"] in ("Succeeded", "Failed"):
+        if not node or obj["status"]["phase"] in TERMINAL_POD_PHASES:
             continue
         owners = [o["name"] for o in obj["metadata"].get("ownerReferences", [])]
         owner = ("ns", owners[0]) if owners else None

@@ -11,6 +11,7 @@ from fake_api import settled_pass as one_pass
 from fake_api import workload as workload_object
 
 from admitter.api.contract import QUEUE_LABEL
+from admitter.api.workload import CONDITION_ACTIVE, CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.queue_holds import (
@@ -114,11 +115,11 @@ async def test_a_cluster_queue_being_deleted_admits_nothing_new_and_says_what_it
     await settle(controller)
     late = stored(api, kube.WORKLOADS, workload_name(stored(api, kube.JOBS, "late", "ns")), "ns")
     assert not late["status"].get("admission")
-    reserved = condition(late, "QuotaReserved")
+    reserved = condition(late, CONDITION_QUOTA_RESERVED)
     assert reserved["reason"] == PendingReason.QUEUE_CLOSED
     assert "ClusterQueue 'team' is being deleted" in reserved["message"]
-    active = condition(stored(api, kube.CLUSTER_QUEUES, "team"), "Active")
-    assert (active["status"], active["reason"]) == ("False", "Terminating")
+    active = condition(stored(api, kube.CLUSTER_QUEUES, "team"), CONDITION_ACTIVE)
+    assert (active["status"], active["reason"]) == ("False", Reason.TERMINATING)
     running = workload_name(stored(api, kube.JOBS, "running", "ns"))
     assert f"waits for 1 admitted Workload(s) to finish or be evicted (ns/{running})" in \
         active["message"]
@@ -196,10 +197,10 @@ def test_why_a_queue_is_closed():
 
 def test_the_active_condition_names_what_a_deletion_waits_for():
     queue = cluster_queue("team", 8, limit=8)
-    assert active_condition(queue, ["ns/a"]) == ("True", "Ready", "admitting workloads")
+    assert active_condition(queue, ["ns/a"]) == ("True", Reason.READY, "admitting workloads")
     queue["metadata"]["deletionTimestamp"] = DELETED_AT
     status, reason, message = active_condition(queue, [f"ns/w{i}" for i in range(5)])
-    assert (status, reason) == ("False", "Terminating")
+    assert (status, reason) == ("False", Reason.TERMINATING)
     assert "waits for 5 admitted Workload(s)" in message
     assert "(ns/w0, ns/w1, ns/w2 and 2 more)" in message
     assert "waits" not in active_condition(queue, [])[2]

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from fake_api import CLOCK, FakeApi, add, node, reconciler, settled_pass, workload
 
+from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.queue_holds import Holdings
@@ -44,7 +45,7 @@ def stored(api: FakeApi, name: str) -> Obj:
 
 
 def reserved(wl: Obj) -> Obj:
-    return next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
+    return next(c for c in wl["status"]["conditions"] if c["type"] == CONDITION_QUOTA_RESERVED)
 
 
 async def test_a_job_is_admitted_with_one_event_on_it_and_none_for_its_workload() -> None:
@@ -58,7 +59,7 @@ async def test_a_job_is_admitted_with_one_event_on_it_and_none_for_its_workload(
     assert api.count("PATCH", "jobs") == 1
     [event] = api.events()
     assert (event["involvedObject"]["kind"], event["involvedObject"]["name"],
-            event["reason"]) == ("Job", "train", "Admitted")
+            event["reason"]) == ("Job", "train", Reason.ADMITTED)
 
 
 async def test_workloads_created_directly_are_admitted_and_explained_once() -> None:
@@ -75,8 +76,8 @@ async def test_workloads_created_directly_are_admitted_and_explained_once() -> N
     for name in waiting:
         assert "position" not in reserved(stored(api, name))["message"]
     events = api.events()
-    assert sorted((e["involvedObject"]["name"], e["reason"] == "Admitted") for e in events) == \
-        sorted([(admitted[0], True)] + [(n, False) for n in waiting]), \
+    told = [(e["involvedObject"]["name"], e["reason"] == Reason.ADMITTED) for e in events]
+    assert sorted(told) == sorted([(admitted[0], True)] + [(n, False) for n in waiting]), \
         "one Event per admission and per new pending reason, on the Workload itself"
 
 
@@ -108,7 +109,7 @@ async def test_pending_reasons_are_bounded_per_pass_heads_first() -> None:
     for name in names:
         add(api, controller.caches.workloads, kube.WORKLOADS, workload("ns", name, 8))
     await settled_pass(controller)
-    explained = [n for n in names if "QuotaReserved" in str(stored(api, n).get("status"))
+    explained = [n for n in names if CONDITION_QUOTA_RESERVED in str(stored(api, n).get("status"))
                  and not stored(api, n)["status"].get("admission")]
     assert len(explained) == PENDING_WRITES_PER_PASS
     assert explained == names[1:PENDING_WRITES_PER_PASS + 1], "the queue's heads first"
@@ -149,21 +150,23 @@ async def test_when_a_pending_reason_is_written() -> None:
     fresh["metadata"]["creationTimestamp"] = format_time(CLOCK)
     fresh = api.put(kube.WORKLOADS, fresh)
 
-    def due(obj: Obj, reason: str, message: str, now: float) -> list[str]:
+    def due(obj: Obj, reason: PendingReason, message: str, now: float) -> list[str]:
         key = f"ns/{obj['metadata']['name']}"
-        decision = Pending(key, "team", PendingReason(reason), message, 1)
+        decision = Pending(key, "team", reason, message, 1)
         return [p.message for _, p in writer.pending_due({key: obj}, [decision], now)]
 
-    assert due(fresh, "NoFit", "m", CLOCK) == [], "not while it may still be admitted at once"
-    assert due(fresh, "NoFit", "m", CLOCK + EXPLAIN_AFTER) == ["m"]
+    assert due(fresh, PendingReason.NO_FIT, "m", CLOCK) == [], \
+        "not while it may still be admitted at once"
+    assert due(fresh, PendingReason.NO_FIT, "m", CLOCK + EXPLAIN_AFTER) == ["m"]
     [(_, first)] = writer.pending_due(
         {"ns/a": wl}, [Pending("ns/a", "team", PendingReason.QUOTA_EXCEEDED, "holds 8", 1)], CLOCK)
     wl = await writer.pending(wl, first, CLOCK)
-    assert due(wl, "QuotaExceeded", "holds 8", CLOCK + 1000) == [], "shown already"
-    assert due(wl, "QuotaExceeded", "holds 16", CLOCK + MESSAGE_REFRESH - 1) == []
-    assert due(wl, "QuotaExceeded", "holds 16", CLOCK + MESSAGE_REFRESH) == ["holds 16"]
-    assert due(wl, "NoFit", "no room", CLOCK + REASON_REFRESH - 1) == []
-    assert due(wl, "NoFit", "no room", CLOCK + REASON_REFRESH) == ["no room"]
+    assert due(wl, PendingReason.QUOTA_EXCEEDED, "holds 8", CLOCK + 1000) == [], "shown already"
+    assert due(wl, PendingReason.QUOTA_EXCEEDED, "holds 16", CLOCK + MESSAGE_REFRESH - 1) == []
+    assert due(wl, PendingReason.QUOTA_EXCEEDED, "holds 16", CLOCK + MESSAGE_REFRESH) == [
+        "holds 16"]
+    assert due(wl, PendingReason.NO_FIT, "no room", CLOCK + REASON_REFRESH - 1) == []
+    assert due(wl, PendingReason.NO_FIT, "no room", CLOCK + REASON_REFRESH) == ["no room"]
 
 
 async def test_a_pending_reason_never_overwrites_a_newer_workload() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from admitter.api.contract import JobContract
+from admitter.api.workload import CONDITION_ADMITTED, Reason
 from admitter.api.workload import Workload as WorkloadObject
 from admitter.controller.actions import pin_to_domain, with_condition
 from admitter.controller.translate import (
@@ -14,6 +15,7 @@ from admitter.controller.translate import (
     workload_for_job,
     workload_name,
 )
+from admitter.core.decisions import PendingReason
 from admitter.core.model import GPU, Phase
 
 JOB = {
@@ -87,8 +89,10 @@ def test_pinning_narrows_every_required_term_and_keeps_the_rest():
 
 
 def test_condition_transition_time_moves_only_when_status_changes():
-    first = with_condition([], "Admitted", "False", "Pending", "waiting", now=100)
-    again = with_condition(first, "Admitted", "False", "Pending", "still waiting", now=200)
+    first = with_condition([], CONDITION_ADMITTED, "False", PendingReason.NO_FIT, "waiting",
+                           now=100)
+    again = with_condition(first, CONDITION_ADMITTED, "False", PendingReason.NO_FIT,
+                           "still waiting", now=200)
     assert again[0]["lastTransitionTime"] == format_time(100)
-    flipped = with_condition(again, "Admitted", "True", "Admitted", "ok", now=300)
+    flipped = with_condition(again, CONDITION_ADMITTED, "True", Reason.ADMITTED, "ok", now=300)
     assert flipped[0]["lastTransitionTime"] == format_time(300)

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.api.quantity import kube_base_units, parse_quantity, to_base_units
+from admitter.api.workload import Reason
 from admitter.controller import kube
 from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
@@ -137,7 +138,7 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
                         ("ClusterQueue", 1)):
         assert unreadable_gauge(controller, kind) == count, kind
     warned = {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in api.events()
-              if e["reason"] == "Unreadable" and e["type"] == "Warning"}
+              if e["reason"] == Reason.UNREADABLE and e["type"] == "Warning"}
     assert warned == {("Pod", "huge"), ("Pod", "odd"), ("Job", "bad"), ("Workload", "bad-wl"),
                       ("Node", "node-b"), ("ClusterQueue", "broken")}
     events_before = len(api.events())

@@ -21,12 +21,16 @@ from admitter_world import (
     workloads,
 )
 
+from admitter.api.workload import CONDITION_EVICTED, CONDITION_QUOTA_RESERVED
 from admitter.controller.kube import Kube
 from admitter.controller.translate import parse_time
+from admitter.core.decisions import EvictionReason, PendingReason
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
 
 from builders.kube import cluster_queue, gpu_job, leaf_queue
+
+RECLAIMED = EvictionReason.RECLAIMED.value
 
 pytestmark = pytest.mark.integration
 TOPOLOGY = f"""
@@ -118,12 +122,13 @@ async def test_gang_waits_without_pods_while_small_jobs_run(
             gang = next(w for w in await workloads(api, namespace)
                         if w["spec"]["podSets"][0]["count"] == 4)
             return next((c for c in (gang.get("status") or {}).get("conditions", [])
-                         if c["type"] == "QuotaReserved" and c["status"] == "False"), None)
+                         if c["type"] == CONDITION_QUOTA_RESERVED and c["status"] == "False"), None)
 
         reserved = await eventually(gang_explained, "why the gang waits (once it waited 5 s)",
                                     timeout=30)
         # NoFit, or ProtectedVictims naming the fillers whose min runtime holds the block
-        assert reserved["reason"] in ("QuotaExceeded", "NoFit", "ProtectedVictims")
+        assert reserved["reason"] in (PendingReason.QUOTA_EXCEEDED, PendingReason.NO_FIT,
+                                      PendingReason.PROTECTED_VICTIMS)
         assert "nvidia.com/gpu" in reserved["message"]
 
         async def gang_bound() -> bool:
@@ -164,7 +169,7 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
         evicted = [w for w in await workloads(api, namespace)
                    if (w.get("status") or {}).get("evictionCount")]
         assert len(evicted) == 2
-        assert all(any(c["type"] == "Evicted" and c["reason"] == "Reclaimed"
+        assert all(any(c["type"] == CONDITION_EVICTED and c["reason"] == RECLAIMED
                        for c in w["status"]["conditions"]) for w in evicted)
 
         async def victims_back() -> bool:

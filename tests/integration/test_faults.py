@@ -22,9 +22,10 @@ from admitter_world import ControllerProcess, apply_all, jobs, running, workload
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import kube_base_units
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition, is_true
+from admitter.controller.translate import TERMINAL_POD_PHASES, condition, is_true
 from admitter.testing import GPU_RESOURCE, LocalCluster
 from admitter.testing.partition import PartitionableRelay
 from admitter.testing.waiting import eventually
@@ -140,7 +141,7 @@ async def safety_problems(api: Kube, namespace: str) -> list[str]:
     per_node: dict[str, int] = {}
     for pod in every_pod:
         node = pod["spec"].get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if node and (pod.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES:
             requests = [c.get("resources", {}).get("limits", {}).get(GPU_RESOURCE, 0)
                         for c in pod["spec"]["containers"]]
             per_node[node] = per_node.get(node, 0) + sum(
@@ -175,7 +176,7 @@ async def settled(api: Kube, namespace: str, live: Replicas) -> bool:
             continue
         if wl is None:
             return False
-        reserved = condition(wl, "QuotaReserved") or {}
+        reserved = condition(wl, CONDITION_QUOTA_RESERVED) or {}
         explained = reserved.get("status") == "False" and reserved.get("message")
         if not ((wl.get("status") or {}).get("admission") or explained):
             return False

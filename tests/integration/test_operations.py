@@ -11,6 +11,7 @@ import pytest
 from admitter_world import ControllerProcess, apply_all, in_process_controller, jobs, running
 from prometheus_client.parser import text_string_to_metric_families
 
+from admitter.api.workload import Reason
 from admitter.controller.kube import LEASES, Kube
 from admitter.controller.server import health_app, serve
 from admitter.testing import LocalCluster
@@ -88,7 +89,7 @@ async def _admitted_by(api: Kube, namespace: str) -> dict[str, str]:
     listed = await api.request("GET", f"/api/v1/namespaces/{namespace}/events")
     return {e["involvedObject"]["name"]: e.get("reportingInstance", "")
             for e in listed["items"]
-            if e["reason"] == "Admitted" and e["involvedObject"]["kind"] == "Job"}
+            if e["reason"] == Reason.ADMITTED and e["involvedObject"]["kind"] == "Job"}
 
 
 async def test_only_the_leader_decides_and_a_follower_takes_over(

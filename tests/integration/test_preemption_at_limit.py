@@ -17,7 +17,9 @@ from admitter_world import (
     workloads,
 )
 
+from admitter.api.workload import CONDITION_EVICTED
 from admitter.controller.kube import Kube, Obj
+from admitter.core.decisions import EvictionReason
 from admitter.testing.waiting import eventually
 
 from builders.kube import gpu_job, leaf_queue
@@ -61,6 +63,7 @@ async def test_a_high_priority_job_preempts_inside_a_queue_at_its_limit(
         current = await jobs(api, namespace)
         assert sum(running(current[f"low-{i}"]) for i in range(2)) == 1, "the limit holds"
         evicted = [w for w in await workloads(api, namespace)
-                   if any(c["type"] == "Evicted" and c["reason"] == "Preempted"
+                   if any(c["type"] == CONDITION_EVICTED
+                          and c["reason"] == EvictionReason.PREEMPTED.value
                           for c in (w.get("status") or {}).get("conditions", []))]
         assert len(evicted) == 1

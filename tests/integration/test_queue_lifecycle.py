@@ -21,11 +21,18 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL
 from admitter.api.settings import Settings
+from admitter.api.workload import (
+    CONDITION_ACTIVE,
+    CONDITION_EVICTED,
+    CONDITION_QUOTA_RESERVED,
+    Reason,
+)
 from admitter.cli import main
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import IN_USE_FINALIZER
 from admitter.controller.translate import workload_name
+from admitter.core.decisions import EvictionReason, PendingReason
 from admitter.testing import LocalCluster
 from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
@@ -188,8 +195,8 @@ async def test_a_queue_in_use_waits_for_its_workloads_before_it_goes(
 
         async def says_what_it_waits_for() -> Obj | None:
             conditions = (await _status(api, kube.CLUSTER_QUEUES, name)).get("conditions", [])
-            active = next((c for c in conditions if c["type"] == "Active"), None)
-            return active if active and active["reason"] == "Terminating" else None
+            active = next((c for c in conditions if c["type"] == CONDITION_ACTIVE), None)
+            return active if active and active["reason"] == Reason.TERMINATING else None
 
         active = await eventually(says_what_it_waits_for, "the Terminating condition", 60)
         assert active["status"] == "False"
@@ -253,7 +260,7 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
         async def urgent_explained() -> Obj | None:
             wl = await _workload_of(api, namespace, "urgent")
             shown = [c for c in ((wl or {}).get("status") or {}).get("conditions", [])
-                     if c["type"] == "QuotaReserved" and c["status"] == "False"]
+                     if c["type"] == CONDITION_QUOTA_RESERVED and c["status"] == "False"]
             return shown[0] if shown else None
 
         await eventually(urgent_explained, "the urgent Job's pending reason", 60)
@@ -267,7 +274,8 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
 
         await eventually(urgent_running, "the urgent Job to preempt a low one", 90)
         evicted = [w for w in await workloads(api, namespace)
-                   if any(c["type"] == "Evicted" and c["reason"] == "Preempted"
+                   if any(c["type"] == CONDITION_EVICTED
+                          and c["reason"] == EvictionReason.PREEMPTED.value
                           for c in (w.get("status") or {}).get("conditions", []))]
         assert len(evicted) == 1
 
@@ -353,8 +361,8 @@ async def _shows_status(api: Kube, namespace: str, name: str, levels_name: str) 
         return by_job if done and by_job["waits"]["Reason"] is not None else None
 
     rows = await eventually(reasons_shown, "a finished and a waiting Workload", 90)
-    assert (rows["quick"]["Admitted"], rows["quick"]["Reason"]) == ("True", "Finished")
-    assert rows["waits"]["Reason"] in ("QuotaReserved", "QuotaExceeded"), \
+    assert (rows["quick"]["Admitted"], rows["quick"]["Reason"]) == ("True", Reason.FINISHED)
+    assert rows["waits"]["Reason"] in (Reason.QUOTA_RESERVED, PendingReason.QUOTA_EXCEEDED), \
         "admitted once the quick one finished, or still waiting for the quota it held"
 
 

@@ -20,6 +20,7 @@ from admitter_world import (
     workloads,
 )
 
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition, is_true
@@ -104,7 +105,7 @@ async def test_raised_parallelism_is_evicted_and_admitted_again_into_a_rack(
     assert len(listed) == 1, "the Workload charged for one pod was replaced"
     assert listed[0]["metadata"]["uid"] != first["metadata"]["uid"]
     events = await api.request("GET", kube.EVENTS.path(namespace))
-    assert any(e["reason"] == "JobChanged" for e in events["items"])
+    assert any(e["reason"] == Reason.JOB_CHANGED for e in events["items"])
 
 
 async def test_a_workload_left_behind_by_an_orphaning_delete_is_finished(
@@ -120,8 +121,8 @@ async def test_a_workload_left_behind_by_an_orphaning_delete_is_finished(
 
         async def finished() -> Obj | None:
             listed = await workloads(api, namespace)
-            return next((w for w in listed if is_true(w, "Finished")), None)
+            return next((w for w in listed if is_true(w, CONDITION_FINISHED)), None)
 
         wl = await eventually(finished, "the orphaned Workload to be finished", timeout=60)
     assert not (wl.get("status") or {}).get("admission"), "its quota released"
-    assert condition(wl, "Finished")["reason"] == "JobGone"
+    assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.JOB_GONE

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from admitter_world import apply_all, in_process_controller, jobs, pods, workloads
 
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller.kube import Kube, Obj
+from admitter.core.decisions import PendingReason
 from admitter.testing import (
     BLOCK_LABEL,
     HOSTNAME_LABEL,
@@ -27,7 +29,7 @@ from builders.kube import gpu_job, leaf_queue
 
 pytestmark = pytest.mark.integration
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
-WAITING = ("NoFit", "ProtectedVictims")
+WAITING = (PendingReason.NO_FIT, PendingReason.PROTECTED_VICTIMS)
 """A Job that fits nowhere waits with NoFit, or with ProtectedVictims when the session's other
 tests left protected workloads running that reclaiming would reach; the message leads with the
 placement failure either way."""
@@ -99,7 +101,7 @@ async def pending_reason(api: Kube, namespace: str, job_name: str) -> Obj | None
     if wl is None:
         return None
     return next((c for c in (wl.get("status") or {}).get("conditions", [])
-                 if c["type"] == "QuotaReserved" and c["status"] == "False"), None)
+                 if c["type"] == CONDITION_QUOTA_RESERVED and c["status"] == "False"), None)
 
 
 async def assert_waits_without_quota(api: Kube, namespace: str, job_name: str) -> None:

@@ -15,15 +15,18 @@ import admitter_world
 import pytest
 
 from admitter.api.settings import FairShareSettings
+from admitter.api.workload import CONDITION_ADMITTED, CONDITION_EVICTED, CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.controller.translate import condition, parse_time
-from admitter.core.decisions import CycleResult
+from admitter.controller.translate import TERMINAL_POD_PHASES, condition, parse_time
+from admitter.core.decisions import CycleResult, EvictionReason, PendingReason
 from admitter.testing import HOSTNAME_LABEL, RACK_LABEL
 from admitter.testing.waiting import eventually
 
 from builders.kube import cluster_queue, gpu_job, local_queue
+
+RECLAIMED = EvictionReason.RECLAIMED.value
 
 pytestmark = pytest.mark.integration
 HELD_NOW = admitter_world.FAST.model_copy(update={"fair_share": FairShareSettings(window=0)})
@@ -50,7 +53,7 @@ async def world(api: Kube, namespace: str) -> AsyncIterator[None]:
     async def idle() -> bool:
         listed = await api.request("GET", kube.PODS.path())
         return not any(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase")
-                       not in ("Succeeded", "Failed") for p in listed["items"])
+                       not in TERMINAL_POD_PHASES for p in listed["items"])
 
     await eventually(idle, "the cluster's nodes to be free of earlier tests' pods", 60)
     yield
@@ -124,7 +127,7 @@ async def evicted(api: Kube, namespace: str) -> dict[str, Obj]:
     """Job name → the Evicted condition of its Workload, for the evicted ones."""
     found = {}
     for wl in await admitter_world.workloads(api, namespace):
-        evicted_condition = condition(wl, "Evicted")
+        evicted_condition = condition(wl, CONDITION_EVICTED)
         if evicted_condition is not None and evicted_condition["status"] == "True":
             found[wl["metadata"]["ownerReferences"][0]["name"]] = evicted_condition
     return found
@@ -193,13 +196,13 @@ async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_
         assert len(requeued) == 1, requeued
         [(victim, why)] = requeued.items()
         under_key = await workload_key(api, namespace, "under")
-        assert why["reason"] == "Reclaimed"
+        assert why["reason"] == RECLAIMED
         assert f"requeued past its min runtime for {under_key}" in why["message"]
         assert "has used more of its GPU budget" in why["message"]
         assert parse_time(why["lastTransitionTime"]) >= started[victim] + 2, \
             "the protected min runtime is never cut"
         assert (await admitter_world.jobs(api, namespace))[victim]["spec"]["suspend"] is True
-        event = await event_on(api, namespace, victim, "Reclaimed")
+        event = await event_on(api, namespace, victim, RECLAIMED)
         assert under_key in event["message"]
 
 
@@ -232,7 +235,7 @@ async def test_a_debug_job_displaces_resumable_work_within_two_cycles(
         requeued = await evicted(api, namespace)
         assert len(requeued) == 1, requeued
         [why] = requeued.values()
-        assert why["reason"] == "Reclaimed"
+        assert why["reason"] == RECLAIMED
         assert f"requeued past its min runtime for {debug}" in why["message"]
         assert "a short job may requeue resumable work" in why["message"]
 
@@ -267,8 +270,8 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
                                                     runtime="1h", required=RACK_LABEL, queue="a"))
 
         async def reserved() -> Obj | None:
-            shown = await shown_condition(api, namespace, "gang", "QuotaReserved")
-            return shown if shown and shown["reason"] == "Reserved" else None
+            shown = await shown_condition(api, namespace, "gang", CONDITION_QUOTA_RESERVED)
+            return shown if shown and shown["reason"] == PendingReason.RESERVED else None
 
         drain = await eventually(reserved, "the starving gang's drain", 60)
         assert free in drain["message"] and neighbour in drain["message"], drain
@@ -277,11 +280,11 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
             api, long_job(namespace, "late", "b", gpus=4, min_runtime="1h"))
 
         async def late_waits() -> Obj | None:
-            return await shown_condition(api, namespace, "late", "QuotaReserved")
+            return await shown_condition(api, namespace, "late", CONDITION_QUOTA_RESERVED)
 
         waiting = await eventually(late_waits, "the late long Job's pending reason")
         assert waiting["status"] == "False"
-        assert (await shown_condition(api, namespace, "gang", "Admitted")) is None, \
+        assert (await shown_condition(api, namespace, "gang", CONDITION_ADMITTED)) is None, \
             "the late Job was turned away while the rack was being drained"
 
         async def gang_bound() -> list[Obj] | None:

@@ -24,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import ADMISSION_GATE, condition, pod_workload_name
@@ -147,7 +148,7 @@ async def test_unlabelled_work_is_queued_only_where_the_settings_select_it(
         async def explained() -> Obj | None:
             for wl in await workloads(api, namespace):
                 if wl["metadata"]["name"] == pod_workload_name(second):
-                    reserved = condition(wl, "QuotaReserved")
+                    reserved = condition(wl, CONDITION_QUOTA_RESERVED)
                     if reserved is not None and reserved.get("status") == "False":
                         return reserved
             return None
