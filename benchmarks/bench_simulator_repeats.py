@@ -1,5 +1,5 @@
 """How much of each simulator cycle repeats the one before: how many cycles decide nothing, and
-what they cost (BENCHMARKS.md, "How much of a cycle repeats the last").
+what they cost (BENCHMARKS.md, "What a simulator cycle costs at least").
 
 Run: `.venv/bin/python benchmarks/bench_simulator_repeats.py [days]` (default 5; the first two
 days, while the backlog builds up, are left out of the figures).
