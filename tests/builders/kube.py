@@ -1,14 +1,16 @@
 """Kubernetes objects as a user writes them (or the API server stores them), as plain dicts:
-ClusterQueues, LocalQueues, Topologies, Namespaces, GPU Jobs and Workloads.
+ClusterQueues, LocalQueues, Topologies, Namespaces, GPU Jobs (`JobWrapper`) and Workloads.
 
 Each takes what a test is about positionally and everything else as keywords with defaults;
 fields not named here go straight into `spec` under their API names (`maxMinRuntime="2h"`),
-and a `None` value leaves the field out.
+and a `None` value leaves the field out. Jobs, with many more knobs, chain calls instead.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from collections.abc import Mapping
+from typing import Any, Self
 
 from admitter.api.base import API_VERSION
 from admitter.api.contract import (
@@ -50,31 +52,132 @@ def namespace(name: str) -> Obj:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-def gpu_job(namespace: str, name: str, pods: int = 1, gpus: int = 8, runtime: str = "300s",
-            min_runtime: str | None = "1h", required: str | None = None, queue: str = "default",
-            suspend: bool = True, resumable: bool = False, **pod_spec: Any) -> Obj:
-    """A Job as a user writes it, already suspended as the mutating webhook would leave it;
-    KWOK runs its pods for `runtime`. No `min_runtime`: unfunded. `pod_spec` adds pod
-    template fields (camelCase)."""
-    annotations = {} if min_runtime is None else {MIN_RUNTIME_ANNOTATION: min_runtime}
-    if resumable:
-        annotations[RESUMABLE_ANNOTATION] = "true"
-    if required:
-        annotations[TOPOLOGY_REQUIRED_ANNOTATION] = required
-    container = {"name": "main", "image": "registry.invalid/train",
-                 "resources": {"limits": {GPU: str(gpus)}}}
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue},
-                     "annotations": annotations},
-        "spec": {
-            "suspend": suspend, "parallelism": pods, "completions": pods, "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": {SIMULATED_RUNTIME_ANNOTATION: runtime}},
-                "spec": {"restartPolicy": "Never", "containers": [container], **pod_spec},
+class JobWrapper:
+    """A batch/v1 Job as a user writes it, built by chained calls (Kueue's testingjobs
+    JobWrapper): `JobWrapper("train", ns).queue("team-a").gpus(4).pods(2).obj()`.
+
+    Defaults: one pod of 8 GPUs in LocalQueue `default`, min runtime 1h, suspended as the
+    mutating webhook would leave it; KWOK runs its pods for 300s. Each call returns the
+    wrapper; `obj()` returns a copy of the Job, so a wrapper can make several."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        container = {"name": "main", "image": "registry.invalid/train",
+                     "resources": {"limits": {GPU: "8"}}}
+        self._job: Obj = {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {QUEUE_LABEL: "default"},
+                         "annotations": {MIN_RUNTIME_ANNOTATION: "1h"}},
+            "spec": {
+                "suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0,
+                "template": {
+                    "metadata": {"annotations": {SIMULATED_RUNTIME_ANNOTATION: "300s"}},
+                    "spec": {"restartPolicy": "Never", "containers": [container]},
+                },
             },
-        },
-    }
+        }
+
+    @property
+    def _pod(self) -> Obj:
+        pod: Obj = self._job["spec"]["template"]["spec"]
+        return pod
+
+    @property
+    def _main(self) -> Obj:
+        main: Obj = self._pod["containers"][0]
+        return main
+
+    def obj(self) -> Obj:
+        return copy.deepcopy(self._job)
+
+    def queue(self, name: str | None) -> Self:
+        """The LocalQueue label; None: unlabelled (not admitter's, unless opted in)."""
+        _put(self._job["metadata"]["labels"], QUEUE_LABEL, name)
+        return self
+
+    def pods(self, count: int) -> Self:
+        """Parallelism and completions both."""
+        self._job["spec"].update(parallelism=count, completions=count)
+        return self
+
+    def completions(self, count: int) -> Self:
+        self._job["spec"]["completions"] = count
+        return self
+
+    def gpus(self, count: int) -> Self:
+        """GPUs per pod (the container's limit); 0: none, a CPU-only Job."""
+        _put(self._main["resources"]["limits"], GPU, str(count) if count else None)
+        return self
+
+    def request(self, resource: str, quantity: str) -> Self:
+        """A request of the main container (beside its GPU limit)."""
+        self._main["resources"].setdefault("requests", {})[resource] = quantity
+        return self
+
+    def min_runtime(self, value: str | None) -> Self:
+        """The min-runtime annotation; None: none (unfunded, or the queue's default)."""
+        return self.annotation(MIN_RUNTIME_ANNOTATION, value)
+
+    def resumable(self) -> Self:
+        return self.annotation(RESUMABLE_ANNOTATION, "true")
+
+    def required(self, level: str) -> Self:
+        """The topology level all its pods must share."""
+        return self.annotation(TOPOLOGY_REQUIRED_ANNOTATION, level)
+
+    def annotation(self, key: str, value: str | None) -> Self:
+        """Set an annotation; None removes it."""
+        _put(self._job["metadata"]["annotations"], key, value)
+        return self
+
+    def annotations(self, values: Mapping[str, str]) -> Self:
+        """Replace every annotation (the min runtime's too) by `values`."""
+        self._job["metadata"]["annotations"] = dict(values)
+        return self
+
+    def runtime(self, value: str) -> Self:
+        """How long KWOK runs its pods."""
+        self._job["spec"]["template"]["metadata"]["annotations"][
+            SIMULATED_RUNTIME_ANNOTATION] = value
+        return self
+
+    def suspend(self, value: bool) -> Self:
+        self._job["spec"]["suspend"] = value
+        return self
+
+    def priority_class(self, name: str) -> Self:
+        self._pod["priorityClassName"] = name
+        return self
+
+    def node_selector(self, key: str, value: str) -> Self:
+        self._pod.setdefault("nodeSelector", {})[key] = value
+        return self
+
+    def toleration(self, toleration: Obj) -> Self:
+        self._pod.setdefault("tolerations", []).append(toleration)
+        return self
+
+    def affinity(self, affinity: Obj) -> Self:
+        self._pod["affinity"] = affinity
+        return self
+
+    def init_container(self, container: Obj) -> Self:
+        """An init container (with `restartPolicy: Always`, a native sidecar)."""
+        self._pod.setdefault("initContainers", []).append(container)
+        return self
+
+    def uid(self, value: str) -> Self:
+        """The uid the API server would have given it."""
+        self._job["metadata"]["uid"] = value
+        return self
+
+
+def _put(fields: Obj, key: str, value: str | None) -> None:
+    """Set `key`, or drop it for None."""
+    if value is None:
+        fields.pop(key, None)
+    else:
+        fields[key] = value
 
 
 def workload(name: str = "forged", queue: str = "default", gpus: Any = 1, count: Any = 1,

@@ -19,7 +19,7 @@ from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import format_time
 from admitter.core.model import GPU
 
-from builders.kube import cluster_queue, gpu_job, local_queue
+from builders.kube import JobWrapper, cluster_queue, local_queue
 
 Write = tuple[str, str, Obj]
 """(verb, resource path, body)."""
@@ -220,7 +220,7 @@ async def submitted_jobs(api: FakeApi, controller: Reconciler, count: int, gpus:
     team(api, controller, 8, **node_gpus)
     for i in range(count):
         add(api, controller.caches.jobs, kube.JOBS,
-            gpu_job("ns", f"j{i}", gpus=gpus, min_runtime=None))
+            JobWrapper(f"j{i}", "ns").gpus(gpus).min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)
 

@@ -18,7 +18,7 @@ from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import JOB_NAME_LABEL, is_true, workload_name
 from admitter.core.decisions import EvictionReason
 
-from builders.kube import gpu_job
+from builders.kube import JobWrapper
 
 
 def stored_job(api: FakeApi, name: str) -> Obj:
@@ -40,7 +40,8 @@ def changed(api: FakeApi, controller: Reconciler, name: str, **spec: Any) -> Non
 
 
 async def admitted_job(api: FakeApi, controller: Reconciler, name: str, gpus: int = 1) -> Obj:
-    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", name, gpus=gpus, min_runtime=None))
+    add(api, controller.caches.jobs, kube.JOBS,
+        JobWrapper(name, "ns").gpus(gpus).min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)
     wl = stored_workload(api, controller, name)
@@ -116,7 +117,7 @@ async def test_workloads_left_behind_by_their_job_are_finished() -> None:
     labelled["metadata"]["labels"] = {JOB_NAME_LABEL: "gone"}
     gone = {"metadata": {"name": "deleted", "uid": "uid-deleted"}}
     # in the API, not yet cached:
-    lagging_job = api.put(kube.JOBS, gpu_job("ns", "lagging", gpus=1, min_runtime=None))
+    lagging_job = api.put(kube.JOBS, JobWrapper("lagging", "ns").gpus(1).min_runtime(None).obj())
     for wl, owner in ((labelled, None), (workload("ns", "owner-gone", 8, gone), None),
                       (workload("ns", "cache-lags", 1, lagging_job), None)):
         add(api, caches.workloads, kube.WORKLOADS, wl if owner is None else owner)
@@ -171,7 +172,8 @@ async def test_one_job_whose_writes_fail_never_aborts_a_pass() -> None:
     await admitted_job(api, controller, "broken")
     changed(api, controller, "broken", spec={"suspend": True})  # admitted, to be started
     api.failing = "broken"
-    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "fine", gpus=1, min_runtime=None))
+    add(api, controller.caches.jobs, kube.JOBS,
+        JobWrapper("fine", "ns").gpus(1).min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)  # raises if the failing write aborts the pass
     assert not stored_job(api, "fine")["spec"]["suspend"], "the other Job runs"

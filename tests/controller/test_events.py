@@ -10,7 +10,7 @@ from fake_api import FakeApi
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.core.decisions import PendingReason
 
-from builders.kube import gpu_job
+from builders.kube import JobWrapper
 
 NO_FIT, QUOTA_EXCEEDED = PendingReason.NO_FIT, PendingReason.QUOTA_EXCEEDED
 
@@ -18,8 +18,7 @@ NO_FIT, QUOTA_EXCEEDED = PendingReason.NO_FIT, PendingReason.QUOTA_EXCEEDED
 async def recorded(per_reason: bool) -> list[tuple[str, str]]:
     api = FakeApi()
     recorder = EventRecorder(api, "test")  # type: ignore[arg-type]
-    target = gpu_job("ns", "train", gpus=1, min_runtime=None)
-    target["metadata"]["uid"] = "uid-train"
+    target = JobWrapper("train", "ns").gpus(1).min_runtime(None).uid("uid-train").obj()
     for at, reason, message in ((0, NO_FIT, "8 GPUs free"), (10, QUOTA_EXCEEDED, "at 8"),
                                 (20, NO_FIT, "4 GPUs free"),
                                 (20 + REPEAT_AFTER, NO_FIT, "2 GPUs free")):

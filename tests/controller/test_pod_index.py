@@ -15,7 +15,7 @@ from admitter.controller.kube import Obj
 from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.core.model import GPU
 
-from builders.kube import gpu_job
+from builders.kube import JobWrapper
 
 NODES = (None, "n1", "n2")
 JOBS = ("j0", "j1", "j2")
@@ -77,7 +77,8 @@ def test_the_index_matches_a_fresh_count_after_any_events(events: list[tuple[Any
         elif kind == "delete-pod":
             replay.delete(caches.pods, args[0])
         elif kind == "job" and caches.jobs.get("ns", args[0]) is None:
-            add(api, caches.jobs, kube.JOBS, gpu_job("ns", args[0], gpus=1, min_runtime=None))
+            add(api, caches.jobs, kube.JOBS,
+                JobWrapper(args[0], "ns").gpus(1).min_runtime(None).obj())
         elif kind == "delete-job":
             replay.delete(caches.jobs, args[0])
         elif kind in ("relist-pods", "relist-jobs"):
@@ -90,7 +91,8 @@ def test_a_job_that_appears_after_its_pod_takes_the_pod_out_of_foreign_usage() -
     caches = reconciler(api).caches
     caches.pods.observe(pod("p", "n1", "Running", "j0", 2))
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
-    created = add(api, caches.jobs, kube.JOBS, gpu_job("ns", "j0", gpus=2, min_runtime=None))
+    created = add(api, caches.jobs, kube.JOBS,
+                  JobWrapper("j0", "ns").gpus(2).min_runtime(None).obj())
     assert caches.foreign_usage() == {} and caches.bound_pods() == {("ns", "j0"): {"n1": 1}}
     caches.jobs._apply({"type": "DELETED", "object": created})
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}

@@ -25,7 +25,7 @@ from admitter.controller.status import (
 from admitter.controller.translate import format_time
 from admitter.core.decisions import Pending, PendingReason
 
-from builders.kube import cluster_queue, gpu_job, local_queue
+from builders.kube import JobWrapper, cluster_queue, local_queue
 
 
 def world(node_gpus: int = 8, quota: int = 8,
@@ -50,7 +50,7 @@ def reserved(wl: Obj) -> Obj:
 
 async def test_a_job_is_admitted_with_one_event_on_it_and_none_for_its_workload() -> None:
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
+    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
     await settled_pass(controller)
     assert api.count("POST", "workloads") == 1
     await settled_pass(controller)
@@ -120,7 +120,7 @@ async def test_pending_reasons_are_bounded_per_pass_heads_first() -> None:
 async def test_a_workload_whose_job_is_gone_is_left_out() -> None:
     api, controller = world()
     caches = controller.caches
-    present = add(api, caches.jobs, kube.JOBS, gpu_job("ns", "present", gpus=8, min_runtime=None))
+    present = add(api, caches.jobs, kube.JOBS, JobWrapper("present", "ns").min_runtime(None).obj())
     gone = {"metadata": {"name": "gone", "uid": "uid-gone"}}
     replaced = {"metadata": {"name": "present", "uid": "uid-of-an-earlier-job"}}
     for name, owner in (("orphan", gone), ("stale", replaced), ("owned", present)):

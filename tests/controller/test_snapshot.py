@@ -11,7 +11,7 @@ from admitter.controller.snapshot import Translations, build_view, core_queues
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
 
-from builders.kube import cluster_queue, gpu_job
+from builders.kube import JobWrapper, cluster_queue
 
 
 def pod(job_name: str, node_name: str, gpus: int) -> Obj:
@@ -44,7 +44,8 @@ async def four_jobs_on_two_nodes() -> tuple[FakeApi, Reconciler, dict[str, str]]
 
 async def fill(api: FakeApi, controller: Reconciler, names: list[str]) -> None:
     for name in names:
-        add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", name, gpus=2, min_runtime=None))
+        add(api, controller.caches.jobs, kube.JOBS,
+            JobWrapper(name, "ns").gpus(2).min_runtime(None).obj())
     for _ in range(3):  # Workloads are created in the background, then admitted
         await settled_pass(controller)
 
@@ -80,7 +81,7 @@ async def test_a_pass_counts_the_admissions_still_being_written() -> None:
     caches = controller.caches
     team(api, controller, 16, node_a=4)
     for name in ("j1", "j2", "j3"):
-        add(api, caches.jobs, kube.JOBS, gpu_job("ns", name, gpus=2, min_runtime=None))
+        add(api, caches.jobs, kube.JOBS, JobWrapper(name, "ns").gpus(2).min_runtime(None).obj())
     await controller.reconcile()  # creates the Workloads in the background
     assert controller.creations is not None
     await controller.creations

@@ -23,7 +23,7 @@ from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
 
-from builders.kube import cluster_queue, gpu_job
+from builders.kube import JobWrapper, cluster_queue
 
 
 def bare_pod(name: str, requests: dict[str, object], node: str = "node-a") -> Obj:
@@ -87,7 +87,7 @@ async def test_a_bare_pod_with_a_fractional_memory_request_is_counted_not_fatal(
     team(api, controller, 8, node_a=8)
     add(api, controller.caches.pods, kube.PODS, bare_pod("odd", {"memory": "500m"}))
     assert controller.caches.foreign_usage() == {"node-a": {"memory": 1}}
-    add(api, controller.caches.jobs, kube.JOBS, gpu_job("ns", "train", gpus=8, min_runtime=None))
+    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "train")
@@ -100,10 +100,8 @@ async def test_a_labelled_job_with_a_fractional_memory_request_is_admitted() -> 
     with_memory = node("node-a", 8)
     with_memory["status"]["allocatable"]["memory"] = "64Gi"
     add(api, controller.caches.nodes, kube.NODES, with_memory)
-    odd = gpu_job("ns", "odd", gpus=1, min_runtime=None)
-    odd["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {
-        "memory": "500m"}
-    add(api, controller.caches.jobs, kube.JOBS, odd)
+    add(api, controller.caches.jobs, kube.JOBS,
+        JobWrapper("odd", "ns").gpus(1).min_runtime(None).request("memory", "500m").obj())
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "odd")
@@ -120,7 +118,7 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
     add(api, caches.pods, kube.PODS, {"kind": "Pod", "metadata": {"name": "odd",
                                                                  "namespace": "tenant"},
                                       "spec": {"nodeName": "node-a", "containers": "x"}})
-    bad_job = gpu_job("ns", "bad", gpus=1, min_runtime=None)
+    bad_job = JobWrapper("bad", "ns").gpus(1).min_runtime(None).obj()
     bad_job["spec"]["parallelism"] = "many"
     add(api, caches.jobs, kube.JOBS, bad_job)
     bad_wl = workload("ns", "bad-wl", 1)
@@ -130,7 +128,7 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
                                         "status": {"allocatable": {GPU: "1e40"}}})
     add(api, caches.cluster_queues, kube.CLUSTER_QUEUES,
         {**cluster_queue("broken", 8, limit=8), "spec": {"resources": "none"}})
-    add(api, caches.jobs, kube.JOBS, gpu_job("ns", "good", gpus=8, min_runtime=None))
+    add(api, caches.jobs, kube.JOBS, JobWrapper("good", "ns").min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "good"), "the good Job is admitted all the same"
@@ -202,7 +200,8 @@ def _kinds() -> list[tuple[str, Obj]]:
     # The pod runs beside the cluster's node: a pod bound to node-a asking more than it has
     # would rightly take its room (the kubelet would fail it; here it would stay Running).
     return [("pod", bare_pod("mutant-pod", {"memory": "1Gi", GPU: "1"}, node="elsewhere")),
-            ("job", gpu_job("ns", "mutant-job", gpus=1, min_runtime=None)), ("workload", wl),
+            ("job", JobWrapper("mutant-job", "ns").gpus(1).min_runtime(None).obj()),
+            ("workload", wl),
             ("node", node("mutant-node", 8))]
 
 
@@ -241,7 +240,7 @@ def test_no_mutated_object_stops_a_pass_or_the_good_jobs(
                 add(api, informer, resource, obj)
             except (KeyError, TypeError, AttributeError):
                 continue  # no name left: the API server would not have stored it
-        add(api, caches.jobs, kube.JOBS, gpu_job("ns", "good", gpus=4, min_runtime=None))
+        add(api, caches.jobs, kube.JOBS, JobWrapper("good", "ns").gpus(4).min_runtime(None).obj())
         for _ in range(2):
             await settled_pass(controller)
         assert admitted(controller, "good")

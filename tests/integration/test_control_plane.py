@@ -15,7 +15,6 @@ from admitter.testing import (
     GPU_RESOURCE,
     KWOK_NODE_LABEL,
     RACK_LABEL,
-    SIMULATED_RUNTIME_ANNOTATION,
     LocalCluster,
 )
 from admitter.testing.waiting import eventually
@@ -24,6 +23,8 @@ from admitter.testing.webhooks import (
     mutating_webhook_configuration,
     serve_https,
 )
+
+from builders.kube import JobWrapper
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +37,9 @@ def pod_spec(gpus: int = 0, **extra: Any) -> dict[str, Any]:
     return {"containers": [container], "restartPolicy": "Never", **extra}
 
 
-def job(name: str, pods: int, template: dict[str, Any], suspend: bool = False) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "suspend": suspend,
-            "backoffLimit": 0,
-            "template": template,
-        },
-    }
+def plain_job(name: str, namespace: str) -> JobWrapper:
+    """A Job that is not admitter's: no queue, no min runtime."""
+    return JobWrapper(name, namespace).queue(None).min_runtime(None)
 
 
 def condition(obj: Any, kind: str) -> bool:
@@ -65,7 +56,7 @@ async def test_suspended_job_creates_pods_only_when_resumed(
 ) -> None:
     batch, core = client.BatchV1Api(kube_client), client.CoreV1Api(kube_client)
     await batch.create_namespaced_job(
-        namespace, job("suspended", 3, {"spec": pod_spec()}, suspend=True)
+        namespace, plain_job("suspended", namespace).gpus(0).pods(3).suspend(True).obj()
     )
 
     async def suspended() -> bool:
@@ -100,11 +91,9 @@ async def test_gpu_job_is_scheduled_into_one_rack_and_completes(
             }
         }
     }
-    template = {
-        "metadata": {"annotations": {SIMULATED_RUNTIME_ANNOTATION: "2s"}},
-        "spec": pod_spec(gpus=layout.gpus_per_node, affinity=affinity),
-    }
-    await batch.create_namespaced_job(namespace, job("train", 2, template))
+    train = (plain_job("train", namespace).gpus(layout.gpus_per_node).pods(2).runtime("2s")
+             .affinity(affinity).suspend(False).obj())
+    await batch.create_namespaced_job(namespace, train)
 
     async def complete() -> bool:
         return condition(await batch.read_namespaced_job("train", namespace), "Complete")

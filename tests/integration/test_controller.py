@@ -28,7 +28,7 @@ from admitter.core.decisions import EvictionReason, PendingReason
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
 
-from builders.kube import cluster_queue, gpu_job, leaf_queue
+from builders.kube import JobWrapper, cluster_queue, leaf_queue
 
 RECLAIMED = EvictionReason.RECLAIMED.value
 
@@ -78,7 +78,8 @@ async def _node_labels(api: Kube) -> dict[str, dict[str, str]]:
 async def test_job_starts_only_after_admission_inside_the_hinted_rack(
         api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path) -> None:
     team_a, _ = queues
-    await apply_all(api, gpu_job(namespace, "train", pods=2, required=RACK_LABEL, queue=team_a))
+    await apply_all(api, JobWrapper("train", namespace).queue(team_a).pods(2)
+                    .required(RACK_LABEL).obj())
     await asyncio.sleep(2)
     assert not await pods(api, namespace, "train"), "a suspended Job must not create pods"
     async with in_process_controller(kubeconfig):
@@ -100,17 +101,17 @@ async def test_gang_waits_without_pods_while_small_jobs_run(
     team_a, team_b = queues
     # Five single-GPU-node jobs pinned to hosts fill block-0 and one node of block-1; the
     # block-0 ones finish first.
-    fillers = [gpu_job(namespace, f"fill-{i}", runtime="20s" if i < 4 else "600s",
-                       required=HOSTNAME_LABEL, queue=team_b) for i in range(5)]
+    fillers = [JobWrapper(f"fill-{i}", namespace).queue(team_b).required(HOSTNAME_LABEL)
+               .runtime("20s" if i < 4 else "600s").obj() for i in range(5)]
     await apply_all(api, *fillers)
     async with in_process_controller(kubeconfig):
         async def fillers_running() -> bool:
             return sum(running(j) for j in (await jobs(api, namespace)).values()) == 5
 
         await eventually(fillers_running, "the fillers to run", timeout=45)
-        await apply_all(api, gpu_job(namespace, "gang", pods=4, required=BLOCK_LABEL,
-                                     queue=team_a),
-                        gpu_job(namespace, "small", pods=1, queue=team_a))
+        await apply_all(api, JobWrapper("gang", namespace).queue(team_a).pods(4)
+                        .required(BLOCK_LABEL).obj(),
+                        JobWrapper("small", namespace).pods(1).queue(team_a).obj())
 
         async def small_running() -> bool:
             return running((await jobs(api, namespace))["small"])
@@ -141,10 +142,11 @@ async def test_gang_waits_without_pods_while_small_jobs_run(
 async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
         api: Kube, namespace: str, queues: tuple[str, str], kubeconfig: Path) -> None:
     team_a, team_b = queues
-    protected = gpu_job(namespace, "b-protected", min_runtime="10m", queue=team_b)
+    protected = JobWrapper("b-protected", namespace).min_runtime("10m").queue(team_b).obj()
     # 7 of the 8 nodes: long starts leave 2 % of the 64 GPUs (1) for short jobs, which keeps
     # the eighth node out of reach of whole-node jobs
-    borrowers = [gpu_job(namespace, f"b-{i}", min_runtime="3s", queue=team_b) for i in range(6)]
+    borrowers = [JobWrapper(f"b-{i}", namespace).min_runtime("3s").queue(team_b).obj()
+                 for i in range(6)]
     await apply_all(api, protected)
     async with in_process_controller(kubeconfig):
         async def protected_running() -> bool:
@@ -157,8 +159,8 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
             return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
 
         await eventually(all_b_running, "team b to take all it may", timeout=45)
-        await apply_all(api, gpu_job(namespace, "a-train", pods=2, runtime="10s",
-                                     min_runtime="1m", queue=team_a))
+        await apply_all(api, JobWrapper("a-train", namespace).pods(2).runtime("10s")
+                        .min_runtime("1m").queue(team_a).obj())
 
         async def a_running() -> bool:
             return running((await jobs(api, namespace))["a-train"])
@@ -188,7 +190,7 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
     team_a, _ = queues
     # Runs outlast the test: a run finishing (300 s by default) would rightly free room for
     # more admissions, and a loaded machine can take that long to settle.
-    burst = [gpu_job(namespace, f"burst-{i:02d}", gpus=2, queue=team_a, runtime="2h")
+    burst = [JobWrapper(f"burst-{i:02d}", namespace).gpus(2).queue(team_a).runtime("2h").obj()
              for i in range(40)]
     election = ("--leader-elect", "--lease-namespace", namespace, "--lease-name", "sigkill")
     first = ControllerProcess(kubeconfig, tmp_path / "first.log", *election)
@@ -239,7 +241,7 @@ async def test_usage_charged_by_one_controller_is_carried_on_by_the_next(
     local = await api.request("GET", f"/apis/admitter.dev/v1alpha1/namespaces/{namespace}/"
                               f"localqueues/{team_a}")
     cluster_queue_name = local["spec"]["clusterQueue"]
-    await apply_all(api, gpu_job(namespace, "train", gpus=8, runtime="1h", queue=team_a))
+    await apply_all(api, JobWrapper("train", namespace).gpus(8).runtime("1h").queue(team_a).obj())
 
     async def charged(after: float) -> tuple[float, float] | None:
         """(seconds charged, seconds since admission) once a write is later than `after`."""

@@ -30,7 +30,7 @@ from admitter.testing import GPU_RESOURCE, LocalCluster
 from admitter.testing.partition import PartitionableRelay
 from admitter.testing.waiting import eventually
 
-from builders.kube import gpu_job, leaf_queue
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 LEASE_SECONDS = 6
@@ -197,7 +197,7 @@ async def during(seconds: float, api: Kube, namespace: str) -> None:
 
 async def test_faults_never_over_commit_or_end_a_replica(
         api: Kube, namespace: str, local_cluster: LocalCluster, replicas: Replicas) -> None:
-    burst = [gpu_job(namespace, f"burst-{i:02d}", gpus=4, runtime=f"{20 + i % 3 * 10}s")
+    burst = [JobWrapper(f"burst-{i:02d}", namespace).gpus(4).runtime(f"{20 + i % 3 * 10}s").obj()
              for i in range(BURST)]
     await apply_all(api, *burst)
 

@@ -25,7 +25,7 @@ from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.waiting import wait_for
 
 from builders.core import GPU
-from builders.kube import cluster_queue, gpu_job, local_queue, topology, workload
+from builders.kube import JobWrapper, cluster_queue, local_queue, topology, workload
 
 pytestmark = pytest.mark.integration
 
@@ -72,11 +72,8 @@ def _table(w: World, admitted_job: str, admitted_workload: str, queued_job: str)
 
     def job(what: str, field: str, queue: str = "default", pods: int = 1, memory: str = "1Gi",
             **annotations: str) -> Case:
-        body = gpu_job(w.namespace, f"bad-{secrets.token_hex(2)}", pods=pods, gpus=1,
-                       queue=queue, suspend=False)
-        body["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {
-            "memory": memory}
-        body["metadata"]["annotations"] = annotations
+        body = (JobWrapper(f"bad-{secrets.token_hex(2)}", w.namespace).queue(queue).pods(pods)
+                .gpus(1).request("memory", memory).suspend(False).annotations(annotations).obj())
         return (what, "POST", jobs, body, field, json_type)
 
     def patch(what: str, path: str, body: Any, field: str) -> Case:
@@ -279,9 +276,8 @@ def generated_refusals(w: World) -> dict[str, int]:
     ))
     def jobs(edit: tuple[dict[str, str], str]) -> None:
         values, field = edit
-        job = gpu_job(w.namespace, f"gen-{secrets.token_hex(3)}", gpus=1,
-                      queue=values.pop(QUEUE, "default"))
-        job["metadata"]["annotations"] = values
+        job = (JobWrapper(f"gen-{secrets.token_hex(3)}", w.namespace)
+               .queue(values.pop(QUEUE, "default")).gpus(1).annotations(values).obj())
         refused("Job", "POST", kube.JOBS.path(w.namespace), job, field)
 
     for generator in (cluster_queues, topologies, local_queues, workloads, jobs):
@@ -349,7 +345,8 @@ def test_every_hostile_input_is_refused_naming_its_field_and_admission_goes_on(
     w = world
     jobs = kube.JOBS.path(w.namespace)
     for name, gpus in (("good-before", 1), ("queued", 64)):  # 64 GPUs: no node has them
-        status, answer = w.mallory.send("POST", jobs, gpu_job(w.namespace, name, gpus=gpus))
+        job = JobWrapper(name, w.namespace).gpus(gpus).obj()
+        status, answer = w.mallory.send("POST", jobs, job)
         assert status == 201, answer
     wait_for(lambda: w.admitted("good-before"), 60, "the first good Job to be admitted")
     workload_name = w.job("good-before")["metadata"]["annotations"][
@@ -366,7 +363,7 @@ def test_every_hostile_input_is_refused_naming_its_field_and_admission_goes_on(
 
     with stored_past_the_webhooks(w):  # what a race, or the time before the webhook, leaves
         status, answer = w.mallory.send("POST", jobs,
-                                        gpu_job(w.namespace, "good-after", gpus=1))
+                                        JobWrapper("good-after", w.namespace).gpus(1).obj())
         assert status == 201, answer
         wait_for(lambda: w.admitted("good-after"), 60, "a good Job to be admitted afterwards")
 

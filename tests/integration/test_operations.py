@@ -17,7 +17,7 @@ from admitter.controller.server import health_app, serve
 from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
 
-from builders.kube import gpu_job, leaf_queue
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 async def test_metrics_and_kubectl_get_cq_after_a_small_run(
         api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster) -> None:
     team = await _one_team(api, namespace)
-    await apply_all(api, *(gpu_job(namespace, f"m-{i}", runtime="600s") for i in range(4)))
+    await apply_all(api, *(JobWrapper(f"m-{i}", namespace).runtime("600s").obj() for i in range(4)))
     async with in_process_controller(kubeconfig) as reconciler:
         runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
                              "127.0.0.1", 0)
@@ -106,7 +106,7 @@ async def test_only_the_leader_decides_and_a_follower_takes_over(
         await eventually(first_leads, "replica one to hold the lease", timeout=30)
         second = ControllerProcess(kubeconfig, tmp_path / "two.log", *election,
                                    "--identity", "two")
-        await apply_all(api, gpu_job(namespace, "before", runtime="600s"))
+        await apply_all(api, JobWrapper("before", namespace).runtime("600s").obj())
 
         async def admitted_before() -> dict[str, str] | None:
             found = await _admitted_by(api, namespace)
@@ -120,7 +120,7 @@ async def test_only_the_leader_decides_and_a_follower_takes_over(
 
         await eventually(second_leads, "replica two to take over within the lease time",
                          timeout=30)
-        await apply_all(api, gpu_job(namespace, "after", runtime="600s"))
+        await apply_all(api, JobWrapper("after", namespace).runtime("600s").obj())
 
         async def admitted_after() -> dict[str, str] | None:
             found = await _admitted_by(api, namespace)

@@ -22,15 +22,14 @@ from admitter.controller.kube import Kube, Obj
 from admitter.core.decisions import EvictionReason
 from admitter.testing.waiting import eventually
 
-from builders.kube import gpu_job, leaf_queue
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 
 
 def _job(namespace: str, name: str, queue: str, priority_class: str) -> Obj:
-    job = gpu_job(namespace, name, queue=queue, runtime="1h", min_runtime="2s", resumable=True)
-    job["spec"]["template"]["spec"]["priorityClassName"] = priority_class
-    return job
+    return (JobWrapper(name, namespace).queue(queue).runtime("1h").min_runtime("2s").resumable()
+            .priority_class(priority_class).obj())
 
 
 async def test_a_high_priority_job_preempts_inside_a_queue_at_its_limit(

@@ -40,7 +40,7 @@ from admitter.testing.webhooks import admitter_webhooks
 from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
 
 from builders.core import LEVELS
-from builders.kube import gpu_job, leaf_queue, topology
+from builders.kube import JobWrapper, leaf_queue, topology
 
 pytestmark = pytest.mark.integration
 ADMIN = ADMIN_USERNAME  # the launcher's identity: the controller's, and here the user's too
@@ -76,7 +76,7 @@ async def controller_with_webhooks(local_cluster: LocalCluster, api: Kube, names
     try:
         async def answering() -> bool:
             assert process.alive(), certs.with_suffix(".log").read_text()[-3000:]
-            probe = gpu_job(namespace, "probe", queue="no-such-queue")
+            probe = JobWrapper("probe", namespace).queue("no-such-queue").obj()
             try:
                 await api.request("POST", kube.JOBS.path(namespace), probe,
                                   query={"dryRun": "All"})
@@ -121,8 +121,8 @@ async def test_the_url_webhooks_point_at_the_controller_with_its_ca(
         [hook] = mutating["webhooks"]
         assert hook["clientConfig"]["url"] == f"https://127.0.0.1:{port}/mutate-jobs"
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == (certs / CA_FILE).read_bytes()
-        created = await api.create(kube.JOBS, gpu_job(namespace, "unsuspended", suspend=False,
-                                                      queue="hooked"))
+        created = await api.create(kube.JOBS, JobWrapper("unsuspended", namespace)
+                                   .queue("hooked").suspend(False).obj())
         assert created["spec"]["suspend"] is True, "the mutating webhook suspended it"
 
 
@@ -134,13 +134,13 @@ async def test_a_pending_job_moves_to_another_local_queue_and_an_admitted_one_ca
         await apply_all(api, *leaf_queue(f"{letter}-{suffix}", 8, limit=8, namespace=namespace,
                                          local_name=letter))
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path):
-        await apply_all(api, gpu_job(namespace, "first", queue="a", runtime="1h"))
+        await apply_all(api, JobWrapper("first", namespace).queue("a").runtime("1h").obj())
 
         async def first_running() -> bool:
             return running((await jobs(api, namespace))["first"])
 
         await eventually(first_running, "the first Job to run in queue a", timeout=60)
-        await apply_all(api, gpu_job(namespace, "second", queue="a", runtime="1h"))
+        await apply_all(api, JobWrapper("second", namespace).queue("a").runtime("1h").obj())
 
         async def second_waits() -> bool:
             wl = await _workload_of(api, namespace, "second")
@@ -179,7 +179,7 @@ async def test_a_queue_in_use_waits_for_its_workloads_before_it_goes(
     name = f"doomed-{secrets.token_hex(3)}"
     await apply_all(api, *leaf_queue(name, 16, namespace=namespace, local_name="doomed"))
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path):
-        await apply_all(api, gpu_job(namespace, "runs", queue="doomed", runtime="1h"))
+        await apply_all(api, JobWrapper("runs", namespace).queue("doomed").runtime("1h").obj())
 
         async def held() -> bool:
             cq = await api.get(kube.CLUSTER_QUEUES, name)
@@ -204,7 +204,7 @@ async def test_a_queue_in_use_waits_for_its_workloads_before_it_goes(
                f"({namespace}/{running_wl['metadata']['name']})" in active["message"]
         assert running((await jobs(api, namespace))["runs"]), "its Job keeps running"
         with pytest.raises(ApiException) as denied:
-            await apply_all(api, gpu_job(namespace, "late", queue="doomed"))
+            await apply_all(api, JobWrapper("late", namespace).queue("doomed").obj())
         assert "LocalQueue 'doomed' is being deleted" in _denial(denied.value)
 
         await api.request("DELETE", kube.JOBS.path(namespace, "runs"),
@@ -225,11 +225,6 @@ async def test_a_queue_in_use_waits_for_its_workloads_before_it_goes(
         await eventually(gone, "both queues to go once their Workload is gone", 90)
 
 
-def _with_priority(job: Obj, priority_class: str) -> Obj:
-    job["spec"]["template"]["spec"]["priorityClassName"] = priority_class
-    return job
-
-
 async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
         local_cluster: LocalCluster, api: Kube, namespace: str, tmp_path: Path) -> None:
     """Before: PriorityClass values of 1000 and 10000 (Kueue's usual ones) were all at or
@@ -241,10 +236,10 @@ async def test_kueue_priorities_are_preemptible_once_the_threshold_says_so(
     await apply_all(api, *leaf_queue(name, 64, namespace=namespace, local_name="all"))
     # 56 of the 64 GPUs: long starts leave 1 GPU for short jobs, so a seventh whole node is
     # the most long work fills; the urgent Job asks for two nodes.
-    fill = [_with_priority(gpu_job(namespace, f"low-{i}", pods=4 - i, queue="all", runtime="1h",
-                                   min_runtime="2s"), "kueue-low") for i in range(2)]
-    urgent = _with_priority(gpu_job(namespace, "urgent", pods=2, queue="all", runtime="1h"),
-                            "kueue-high")
+    fill = [JobWrapper(f"low-{i}", namespace).queue("all").pods(4 - i).runtime("1h")
+            .min_runtime("2s").priority_class("kueue-low").obj() for i in range(2)]
+    urgent = (JobWrapper("urgent", namespace).queue("all").pods(2).runtime("1h")
+              .priority_class("kueue-high").obj())
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path):
         await apply_all(api, *fill)
 
@@ -286,9 +281,8 @@ async def test_a_queue_default_min_runtime_is_written_onto_jobs_that_declare_non
     name = f"funded-{secrets.token_hex(3)}"
     await apply_all(api, *leaf_queue(name, 8, defaultMinRuntime="45m", namespace=namespace,
                                      local_name="funded"))
-    job = gpu_job(namespace, "plain", queue="funded")
-    del job["metadata"]["annotations"][MIN_RUNTIME_ANNOTATION]
-    declared = gpu_job(namespace, "declared", queue="funded", min_runtime="0")
+    job = JobWrapper("plain", namespace).queue("funded").min_runtime(None).obj()
+    declared = JobWrapper("declared", namespace).queue("funded").min_runtime("0").obj()
     async with controller_with_webhooks(local_cluster, api, namespace, tmp_path):
         created = await api.create(kube.JOBS, job)
         kept = await api.create(kube.JOBS, declared)
@@ -340,14 +334,14 @@ async def _shows_status(api: Kube, namespace: str, name: str, levels_name: str) 
     assert (await eventually(idle_shown, "the idle queue's status", 60))["GPU Allocated"] == "0"
     levels_row = (await _table(api, kube.TOPOLOGIES.path()))[levels_name]
     assert json.loads(levels_row["Levels"]) == [{"nodeLabel": level} for level in LEVELS]
-    await apply_all(api, gpu_job(namespace, "quick", queue="shown", runtime="3s"))
+    await apply_all(api, JobWrapper("quick", namespace).queue("shown").runtime("3s").obj())
 
     async def quick_admitted() -> bool:
         return bool(((await _workload_of(api, namespace, "quick") or {}).get("status")
                      or {}).get("admission"))
 
     await eventually(quick_admitted, "the quick Job to be admitted", 60)
-    await apply_all(api, gpu_job(namespace, "waits", queue="shown", runtime="1h"))
+    await apply_all(api, JobWrapper("waits", namespace).queue("shown").runtime("1h").obj())
 
     async def reasons_shown() -> dict[str, dict[str, Any]] | None:
         rows = await _table(api, kube.WORKLOADS.path(namespace))
@@ -374,11 +368,11 @@ async def test_the_demos_webhooks_are_admitters_own_registered_by_url(
     try:
         async with admitter_webhooks(api.api, Settings(), tmp_path / "demo-certs",
                                      [ADMIN_USERNAME]) as port:
-            created = await api.create(kube.JOBS, gpu_job(namespace, "demo", queue="demo",
-                                                           suspend=False))
+            created = await api.create(kube.JOBS, JobWrapper("demo", namespace).queue("demo")
+                                       .suspend(False).obj())
             assert created["spec"]["suspend"] is True
             with pytest.raises(ApiException) as denied:
-                await api.create(kube.JOBS, gpu_job(namespace, "lost", queue="nope"))
+                await api.create(kube.JOBS, JobWrapper("lost", namespace).queue("nope").obj())
             assert "LocalQueue 'nope' does not exist" in _denial(denied.value)
             validating = await api.request(
                 "GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"

@@ -27,7 +27,7 @@ from admitter.controller.translate import condition, is_true
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 
-from builders.kube import gpu_job, leaf_queue
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 
@@ -62,10 +62,9 @@ async def test_a_fractional_memory_request_stops_nothing(
                         "containers": [{"name": "c", "image": "registry.invalid/x",
                                         "resources": {"requests": {"memory": "500m"}}}]}}
     await api.create(kube.PODS, odd_pod)
-    odd_job = gpu_job(namespace, "odd-job", gpus=1, runtime="2h")
-    odd_job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {
-        "memory": "500m", "nvidia.com/gpu": "1"}
-    await apply_all(api, odd_job, gpu_job(namespace, "plain", gpus=1, runtime="2h"))
+    odd_job = (JobWrapper("odd-job", namespace).gpus(1).runtime("2h")
+               .request("memory", "500m").request("nvidia.com/gpu", "1").obj())
+    await apply_all(api, odd_job, JobWrapper("plain", namespace).gpus(1).runtime("2h").obj())
     async with in_process_controller(kubeconfig) as controller:
         async def both_running() -> bool:
             current = await jobs(api, namespace)
@@ -77,8 +76,8 @@ async def test_a_fractional_memory_request_stops_nothing(
 
 async def test_raised_parallelism_is_evicted_and_admitted_again_into_a_rack(
         api: Kube, namespace: str, queue: str, kubeconfig: Path) -> None:
-    train = gpu_job(namespace, "train", pods=1, gpus=8, runtime="2h", required=RACK_LABEL)
-    train["spec"]["completions"] = 4  # immutable; parallelism is not
+    train = (JobWrapper("train", namespace).pods(1).runtime("2h").required(RACK_LABEL)
+             .completions(4).obj())  # completions are immutable; parallelism is not
     await apply_all(api, train)
     async with in_process_controller(kubeconfig):
         async def started() -> Obj | None:
@@ -110,7 +109,7 @@ async def test_raised_parallelism_is_evicted_and_admitted_again_into_a_rack(
 
 async def test_a_workload_left_behind_by_an_orphaning_delete_is_finished(
         api: Kube, namespace: str, queue: str, kubeconfig: Path) -> None:
-    await apply_all(api, gpu_job(namespace, "train", gpus=8, runtime="2h"))
+    await apply_all(api, JobWrapper("train", namespace).gpus(8).runtime("2h").obj())
     async with in_process_controller(kubeconfig):
         async def admitted() -> bool:
             return running((await jobs(api, namespace))["train"])

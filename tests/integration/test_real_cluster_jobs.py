@@ -25,7 +25,7 @@ from admitter.testing import (
 from admitter.testing.nodes import KWOK_NODE_SELECTOR
 from admitter.testing.waiting import eventually
 
-from builders.kube import gpu_job, leaf_queue
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
@@ -120,8 +120,9 @@ async def test_tainted_gpu_nodes_admit_only_jobs_that_tolerate_the_taint(
         gpu_nodes_tainted: None) -> None:
     toleration = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
                   "effect": "NoSchedule"}
-    await apply_all(api, gpu_job(namespace, "tolerant", queue=queue, tolerations=[toleration]),
-                    gpu_job(namespace, "plain", queue=queue))
+    await apply_all(api,
+                    JobWrapper("tolerant", namespace).queue(queue).toleration(toleration).obj(),
+                    JobWrapper("plain", namespace).queue(queue).obj())
     async with in_process_controller(kubeconfig):
         await eventually(lambda: bound_nodes(api, namespace, "tolerant"),
                          "the tolerating Job admitted and its pod bound", timeout=45)
@@ -137,8 +138,10 @@ async def test_tainted_gpu_nodes_admit_only_jobs_that_tolerate_the_taint(
 
 async def test_a_node_selector_for_a_full_rack_waits_while_a_free_rack_admits(
         api: Kube, namespace: str, queue: str, kubeconfig: Path) -> None:
-    on_rack_0 = {"nodeSelector": {RACK_LABEL: "rack-0"}}
-    fillers = [gpu_job(namespace, f"fill-{i}", queue=queue, **on_rack_0) for i in range(2)]
+    def on_rack(name: str, rack: str) -> JobWrapper:
+        return JobWrapper(name, namespace).queue(queue).node_selector(RACK_LABEL, rack)
+
+    fillers = [on_rack(f"fill-{i}", "rack-0").obj() for i in range(2)]
     # The user's own required affinity is ANDed with admitter's rack pin: rack-2 only.
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
@@ -148,11 +151,9 @@ async def test_a_node_selector_for_a_full_rack_waits_while_a_free_rack_admits(
         for filler in ("fill-0", "fill-1"):
             await eventually(lambda f=filler: bound_nodes(api, namespace, f),
                              f"{filler} bound on rack-0", timeout=45)
-        await apply_all(api, gpu_job(namespace, "third", queue=queue, **on_rack_0),
-                        gpu_job(namespace, "free-rack", queue=queue,
-                                nodeSelector={RACK_LABEL: "rack-1"}),
-                        gpu_job(namespace, "own-affinity", queue=queue, required=RACK_LABEL,
-                                affinity=affinity))
+        await apply_all(api, on_rack("third", "rack-0").obj(), on_rack("free-rack", "rack-1").obj(),
+                        JobWrapper("own-affinity", namespace).queue(queue).required(RACK_LABEL)
+                        .affinity(affinity).obj())
         free_rack = await eventually(lambda: bound_nodes(api, namespace, "free-rack"),
                                      "the Job for a free rack bound", timeout=45)
         own = await eventually(lambda: bound_nodes(api, namespace, "own-affinity"),
@@ -179,13 +180,10 @@ async def test_a_native_sidecars_cpu_is_counted(
     never fits (the old count, the larger of the two, admitted it to a pod that stays
     Pending). A small sidecar's CPU shows in the Workload's request."""
     def with_sidecar(name: str, main_cpu: str, sidecar_cpu: str) -> Obj:
-        built = gpu_job(namespace, name, queue=queue, gpus=1)
-        spec = built["spec"]["template"]["spec"]
-        spec["containers"][0]["resources"]["requests"] = {"cpu": main_cpu}
-        spec["initContainers"] = [{"name": "proxy", "image": "registry.invalid/proxy",
-                                   "restartPolicy": "Always",
-                                   "resources": {"requests": {"cpu": sidecar_cpu}}}]
-        return built
+        sidecar = {"name": "proxy", "image": "registry.invalid/proxy", "restartPolicy": "Always",
+                   "resources": {"requests": {"cpu": sidecar_cpu}}}
+        return (JobWrapper(name, namespace).queue(queue).gpus(1).request("cpu", main_cpu)
+                .init_container(sidecar).obj())
 
     await apply_all(api, with_sidecar("small", "2", "1"), with_sidecar("large", "64", "40"))
     async with in_process_controller(kubeconfig):
@@ -204,8 +202,8 @@ async def test_a_job_requiring_the_host_level_is_admitted(
     """Every node is a host domain whether the Topology lists the level or not (this one does
     not); the webhook has always said so, and the controller agrees instead of leaving the
     Job suspended without a Workload."""
-    await apply_all(api, gpu_job(namespace, "per-host", queue=queue, gpus=4,
-                                 required=HOSTNAME_LABEL))
+    await apply_all(api, JobWrapper("per-host", namespace).queue(queue).gpus(4)
+                    .required(HOSTNAME_LABEL).obj())
     async with in_process_controller(kubeconfig):
         [node] = await eventually(lambda: bound_nodes(api, namespace, "per-host"),
                                   "the Job admitted and its pod bound", timeout=45)

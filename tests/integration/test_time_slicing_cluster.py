@@ -24,7 +24,7 @@ from admitter.core.decisions import CycleResult, EvictionReason, PendingReason
 from admitter.testing import HOSTNAME_LABEL, RACK_LABEL
 from admitter.testing.waiting import eventually
 
-from builders.kube import cluster_queue, gpu_job, local_queue
+from builders.kube import JobWrapper, cluster_queue, local_queue
 
 RECLAIMED = EvictionReason.RECLAIMED.value
 
@@ -73,14 +73,9 @@ async def teams(api: Kube, namespace: str, quotas: dict[str, int]) -> Teams:
     return Teams(namespace, named)
 
 
-def long_job(namespace: str, name: str, queue: str, gpus: int = 8, min_runtime: str = "2s",
-             node: str | None = None) -> Obj:
-    """Resumable long work (an hour to run), pinned to `node` by a nodeSelector if given."""
-    job = gpu_job(namespace, name, gpus=gpus, runtime="1h", min_runtime=min_runtime,
-                  queue=queue, resumable=True)
-    if node is not None:
-        job["spec"]["template"]["spec"]["nodeSelector"] = {HOSTNAME_LABEL: node}
-    return job
+def long_job(namespace: str, name: str, queue: str) -> JobWrapper:
+    """Resumable long work (an hour to run), protected for 2 s."""
+    return JobWrapper(name, namespace).queue(queue).runtime("1h").min_runtime("2s").resumable()
 
 
 async def all_running(api: Kube, namespace: str, *names: str) -> None:
@@ -171,9 +166,9 @@ async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_
     cluster and is charged for it; the under-served team, which used nothing, then submits a
     Job: one of the over-served team's Jobs is requeued once past its 2 s min runtime."""
     cast = await teams(api, namespace, {"over": 32, "under": 32})
-    first = [long_job(namespace, f"over-{i}", "over") for i in range(4)]
+    first = [long_job(namespace, f"over-{i}", "over").obj() for i in range(4)]
     # 63 of 64 GPUs: long starts leave one GPU of headroom for short jobs.
-    second = [long_job(namespace, f"over-{i}", "over", gpus=8 if i < 7 else 7)
+    second = [long_job(namespace, f"over-{i}", "over").gpus(8 if i < 7 else 7).obj()
               for i in range(4, 8)]
     async with admitter_world.in_process_controller(kubeconfig):
         await admitter_world.apply_all(api, *first)
@@ -190,7 +185,7 @@ async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_
         assert await usage_in_window(api, cast.cluster_queues["under"]) == 0
         started = await admitted_at(api, namespace)
         await admitter_world.apply_all(
-            api, gpu_job(namespace, "under", gpus=8, runtime="1h", queue="under"))
+            api, JobWrapper("under", namespace).gpus(8).runtime("1h").queue("under").obj())
         await all_running(api, namespace, "under")
         requeued = await evicted(api, namespace)
         assert len(requeued) == 1, requeued
@@ -212,7 +207,8 @@ async def test_a_debug_job_displaces_resumable_work_within_two_cycles(
     2 GPUs, min runtime 5 min) of a team ranked worse than the one running it (it asks for 2
     GPUs on a budget of 1): only the short-job rule can make room, and it does at once."""
     await teams(api, namespace, {"long": 63, "debug": 1})
-    fill = [long_job(namespace, f"long-{i}", "long", gpus=8 if i < 7 else 7) for i in range(8)]
+    fill = [long_job(namespace, f"long-{i}", "long").gpus(8 if i < 7 else 7).obj()
+            for i in range(8)]
     async with admitter_world.in_process_controller(kubeconfig, HELD_NOW) as reconciler:
         await admitter_world.apply_all(api, *fill)
         await all_running(api, namespace, *(j["metadata"]["name"] for j in fill))
@@ -223,8 +219,8 @@ async def test_a_debug_job_displaces_resumable_work_within_two_cycles(
 
         await eventually(protections_over, "the long Jobs' 2 s min runtimes to end")
         cycles = recorded_cycles(reconciler)
-        await admitter_world.apply_all(api, gpu_job(namespace, "debug", gpus=2, runtime="1h",
-                                                    min_runtime="5m", queue="debug"))
+        await admitter_world.apply_all(api, JobWrapper("debug", namespace).queue("debug").gpus(2)
+                                       .runtime("1h").min_runtime("5m").obj())
         await all_running(api, namespace, "debug")
         debug = await workload_key(api, namespace, "debug")
         seen = [i for i, c in enumerate(cycles)
@@ -256,8 +252,8 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
     free, neighbour = names[-1], names[-2]
     rack = labels[free][RACK_LABEL]
     assert labels[neighbour][RACK_LABEL] == rack, "the test layout's last rack holds two nodes"
-    fill = [long_job(namespace, f"b-{i}", "b", gpus=8, node=node,
-                     min_runtime="20s" if node == neighbour else "1h")
+    fill = [long_job(namespace, f"b-{i}", "b").node_selector(HOSTNAME_LABEL, node)
+            .min_runtime("20s" if node == neighbour else "1h").obj()
             for i, node in enumerate(names[:-1])]
     occupant = fill[-1]["metadata"]["name"]
     # Starving before its first pending reason is written (a Workload is explained once a
@@ -266,8 +262,8 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
     async with admitter_world.in_process_controller(kubeconfig, settings):
         await admitter_world.apply_all(api, *fill)
         await all_running(api, namespace, *(j["metadata"]["name"] for j in fill))
-        await admitter_world.apply_all(api, gpu_job(namespace, "gang", pods=2, gpus=8,
-                                                    runtime="1h", required=RACK_LABEL, queue="a"))
+        await admitter_world.apply_all(api, JobWrapper("gang", namespace).queue("a").pods(2)
+                                       .runtime("1h").required(RACK_LABEL).obj())
 
         async def reserved() -> Obj | None:
             shown = await shown_condition(api, namespace, "gang", CONDITION_QUOTA_RESERVED)
@@ -277,7 +273,7 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
         assert free in drain["message"] and neighbour in drain["message"], drain
         # Four GPUs of long protected work: the free node would hold it, headroom included.
         await admitter_world.apply_all(
-            api, long_job(namespace, "late", "b", gpus=4, min_runtime="1h"))
+            api, long_job(namespace, "late", "b").gpus(4).min_runtime("1h").obj())
 
         async def late_waits() -> Obj | None:
             return await shown_condition(api, namespace, "late", CONDITION_QUOTA_RESERVED)

@@ -34,16 +34,14 @@ from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
 from admitter.webhook.names import WEBHOOK_CONFIGURATION
 
-from builders.kube import gpu_job, leaf_queue
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 OPT_IN_LABEL = "admitter.dev/quota"
 
 
 def unlabelled_job(namespace: str, name: str, gpus: int) -> Obj:
-    job = gpu_job(namespace, name, gpus=gpus, runtime="2h", suspend=False)
-    del job["metadata"]["labels"]
-    return job
+    return JobWrapper(name, namespace).queue(None).gpus(gpus).runtime("2h").suspend(False).obj()
 
 
 def gpu_pod(namespace: str, name: str, gpus: int) -> Obj:

@@ -36,6 +36,8 @@ from admitter.webhook.lookup import ApiLookup
 from admitter.webhook.names import CONTROLLER_USERNAME, NAMESPACE, SECRET
 from admitter.webhook.server import start_webhook_server
 
+from builders.kube import JobWrapper
+
 pytestmark = pytest.mark.integration
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
@@ -68,15 +70,10 @@ def local_webhook_configurations(name: str, base_url: str, namespace: str) -> li
     return configurations
 
 
-def job(name: str, queue: str, **spec: Any) -> dict[str, Any]:
-    container = {"name": "main", "image": "registry.invalid/trainer"}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
-        "spec": {"template": {"spec": {"containers": [container], "restartPolicy": "Never"}},
-                 **spec},
-    }
+def job(name: str, namespace: str, queue: str | None) -> dict[str, Any]:
+    """A CPU-only Job as a user writes it, not suspended: the webhooks are what suspend it."""
+    return (JobWrapper(name, namespace).queue(queue).gpus(0).min_runtime(None).suspend(False)
+            .obj())
 
 
 def denial(error: pytest.ExceptionInfo[ApiException]) -> str:
@@ -123,10 +120,11 @@ async def webhooks_answer(kube_client: client.ApiClient, namespace: str) -> bool
     """Both webhooks are called: a dry run comes back suspended, a missing queue is denied."""
     batch = client.BatchV1Api(kube_client)
     created = await batch.create_namespaced_job(
-        namespace, job("probe", "default", suspend=False), dry_run="All"
+        namespace, job("probe", namespace, "default"), dry_run="All"
     )
     try:
-        await batch.create_namespaced_job(namespace, job("probe", "missing"), dry_run="All")
+        await batch.create_namespaced_job(namespace, job("probe", namespace, "missing"),
+                                          dry_run="All")
     except ApiException as error:
         return created.spec.suspend is True and error.status == 422
     return False
@@ -170,10 +168,9 @@ async def test_a_labelled_job_is_created_suspended_and_an_unlabelled_one_untouch
     webhooks: None, user_client: client.ApiClient, namespace: str
 ) -> None:
     batch = client.BatchV1Api(user_client)
-    created = await batch.create_namespaced_job(namespace, job("train", "default"))
+    created = await batch.create_namespaced_job(namespace, job("train", namespace, "default"))
     assert created.spec.suspend is True
-    plain = job("plain", "default", suspend=False)
-    del plain["metadata"]["labels"]
+    plain = job("plain", namespace, None)
     untouched = await batch.create_namespaced_job(namespace, plain, dry_run="All")
     assert untouched.spec.suspend is False
 
@@ -183,7 +180,7 @@ async def test_a_job_naming_a_missing_local_queue_is_denied_with_the_message(
 ) -> None:
     batch = client.BatchV1Api(user_client)
     with pytest.raises(ApiException) as error:
-        await batch.create_namespaced_job(namespace, job("train", "nope"))
+        await batch.create_namespaced_job(namespace, job("train", namespace, "nope"))
     assert error.value.status == 422
     message = denial(error)
     assert 'admission webhook "validate-jobs.admitter.dev" denied the request' in message
@@ -197,7 +194,7 @@ async def test_only_admitter_unsuspends_and_an_admitted_job_cannot_change_queues
     webhooks: None, user_client: client.ApiClient, kube_client: client.ApiClient, namespace: str
 ) -> None:
     as_user, as_admitter = client.BatchV1Api(user_client), client.BatchV1Api(kube_client)
-    await as_user.create_namespaced_job(namespace, job("train", "default"))
+    await as_user.create_namespaced_job(namespace, job("train", namespace, "default"))
 
     with pytest.raises(ApiException) as error:
         await as_user.patch_namespaced_job("train", namespace, {"spec": {"suspend": False}})
