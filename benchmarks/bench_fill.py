@@ -33,7 +33,6 @@ from pathlib import Path
 
 from common import (
     api_writes,
-    background,
     bounded,
     control_plane,
     control_plane_cpu,
@@ -51,6 +50,7 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.testing import GPU_RESOURCE
+from admitter.testing.in_process import background
 
 from builders.kube import namespace
 

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    background,
     control_plane,
     control_plane_cpu,
     create_leaf_queue,
@@ -57,6 +56,7 @@ from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import is_true
 from admitter.testing import SIMULATED_RUNTIME_ANNOTATION
+from admitter.testing.in_process import background
 
 from builders.kube import cluster_queue
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,18 +134,6 @@ async def bounded(calls: list[Awaitable[Any]], limit: int = 32) -> list[Any]:
             return await call
 
     return list(await asyncio.gather(*(one(c) for c in calls)))
-
-
-@contextlib.asynccontextmanager
-async def background(*coroutines: Awaitable[Any]) -> AsyncIterator[list[asyncio.Task[Any]]]:
-    """Run coroutines as tasks for the duration of the block, then cancel them."""
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        yield tasks
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def wait_until(condition: Callable[[], bool], timeout: float, what: str,

@@ -20,8 +20,8 @@ from rich.rule import Rule
 
 from admitter.api.settings import Settings
 from admitter.controller.kube import JOBS, Kube, Obj
-from admitter.controller.reconciler import Reconciler
 from admitter.testing.cluster import LocalCluster
+from admitter.testing.in_process import in_process_controller
 from admitter.testing.nodes import GPU_RESOURCE, RACK_LABEL, SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.webhooks import admitter_webhooks
 
@@ -76,22 +76,14 @@ def install(cluster: LocalCluster) -> None:
 
 
 async def run(cluster: LocalCluster, seconds: float, console: Console) -> None:
-    client = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
     settings = Settings(cycle=2.0)
-    reconciler = Reconciler(client, settings, "demo")
-    tasks = [asyncio.create_task(reconciler.run_informers()),
-             asyncio.create_task(reconciler.run())]
-    try:
+    async with in_process_controller(cluster.kubeconfig_path, settings, "demo") as reconciler:
+        client = reconciler.kube
         async with admitter_webhooks(client.api, settings, cluster.state_dir / "webhook-certs",
                                      [ADMIN_USERNAME]) as port:
             console.print(f"webhooks registered at https://127.0.0.1:{port}: the Jobs are "
                           "created running, the mutating webhook suspends them")
             await submit_and_watch(cluster, client, seconds, console)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await client.close()
 
 
 async def submit_and_watch(cluster: LocalCluster, client: Kube, seconds: float,

@@ -3,13 +3,11 @@ as a separate `admitter run` process; the objects come from `builders.kube`."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -18,6 +16,7 @@ from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
+from admitter.testing import in_process
 
 from builders.core import LEVELS
 from builders.kube import topology
@@ -64,20 +63,10 @@ def running(job: Obj) -> bool:
     return not job["spec"].get("suspend") and int((job.get("status") or {}).get("active", 0)) > 0
 
 
-@contextlib.asynccontextmanager
-async def in_process_controller(kubeconfig: Path, settings: Settings = FAST,
-                                identity: str = "test") -> AsyncIterator[Reconciler]:
-    client = await Kube.from_kubeconfig(str(kubeconfig))
-    reconciler = Reconciler(client, settings, identity)
-    tasks = [asyncio.create_task(reconciler.run_informers()),
-             asyncio.create_task(reconciler.run())]
-    try:
-        yield reconciler
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await client.close()
+def in_process_controller(kubeconfig: Path, settings: Settings = FAST, identity: str = "test",
+                          ) -> contextlib.AbstractAsyncContextManager[Reconciler]:
+    """The controller in this process, FAST unless told otherwise."""
+    return in_process.in_process_controller(kubeconfig, settings, identity)
 
 
 class ControllerProcess:
