@@ -129,8 +129,12 @@ class Reconciler:
                 now = self.clock()
                 wait = min(periodic_wait(result, self.settings.cycle, now),
                            max(self.status.next_due - now, 0.0))
+                # Not asyncio.wait_for: on Python 3.11 it returns when the wakeup and a
+                # cancellation (the lease lost) land together, dropping the cancellation, so
+                # the loop ran on and the elector waited for it forever.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wakeup.wait(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        await self.wakeup.wait()
                 await asyncio.sleep(DEBOUNCE)
                 self.wakeup.clear()
         finally:

@@ -1,7 +1,10 @@
 """Which changes wake the loop for a pass: all of them while something waits for room; with
-nothing waiting, not the stream of pod and Job status updates of pods starting up."""
+nothing waiting, not the stream of pod and Job status updates of pods starting up. A wakeup
+never swallows the cancellation that ends the loop."""
 
 from __future__ import annotations
+
+import asyncio
 
 from fake_api import FakeApi, reconciler, submitted_jobs
 
@@ -63,3 +66,26 @@ def test_the_periodic_pass_waits_for_what_could_change_the_answer() -> None:
     assert periodic_wait(_result(False, True, 250.0), 10.0, 100.0) == SWEEP_EVERY
     assert periodic_wait(_result(False, True, None), 10.0, 100.0) == SWEEP_EVERY
     assert periodic_wait(_result(False, True, 90.0), 10.0, 100.0) == 0.0
+
+
+async def test_the_loop_ends_when_cancelled_as_a_wakeup_lands() -> None:
+    """The leader cancels the loop when its lease is lost, then waits for it to end. Python
+    3.11's `asyncio.wait_for` returns when its awaitable completes together with a
+    cancellation, and drops the cancellation: the loop ran on, and the leader waited forever."""
+    _, controller = await world(jobs=1)
+    for informer in controller.caches.all():
+        informer.synced.set()
+    loop_task = asyncio.create_task(controller.run())
+    passes = controller.passes
+    for _ in range(500):  # the first pass runs its cycle in a thread
+        if controller.passes > passes:
+            break
+        await asyncio.sleep(0.01)
+    for _ in range(5):
+        await asyncio.sleep(0)  # the loop now waits for a wakeup
+    assert not loop_task.done()
+    controller.wakeup.set()
+    loop_task.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert loop_task.cancelled()
