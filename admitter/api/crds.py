@@ -16,13 +16,25 @@ from admitter.api.base import GROUP, VERSION, Resource
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
-from admitter.api.workload import Workload
+from admitter.api.workload import (
+    CONDITION_ADMITTED,
+    CONDITION_FINISHED,
+    CONDITION_QUOTA_RESERVED,
+    Workload,
+)
 
 KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topology)
 
 _DROPPED_KEYS = {"title", "default", "propertyNames"}
 
 _GPU = r"nvidia\.com/gpu"
+
+
+def _condition(condition_type: str, field: str) -> str:
+    """The JSONPath of one field of a status condition of `condition_type`."""
+    return f'.status.conditions[?(@.type=="{condition_type}")].{field}'
+
+
 PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "ClusterQueue": [
         {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
@@ -49,17 +61,17 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         {
             "name": "Admitted",
             "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Admitted")].status',
+            "jsonPath": _condition(CONDITION_ADMITTED, "status"),
         },
         {
             "name": "Finished",
             "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Finished")].status',
+            "jsonPath": _condition(CONDITION_FINISHED, "status"),
         },
         {
             "name": "Reason",
             "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="QuotaReserved")].reason',
+            "jsonPath": _condition(CONDITION_QUOTA_RESERVED, "reason"),
         },
         {"name": "Evictions", "type": "integer", "jsonPath": ".status.evictionCount"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -56,12 +56,12 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
 
     `nodes` lets a caller that runs cycle after cycle (the simulator) keep the node model
     instead of having it rebuilt: it must be `ClusterState(snapshot.nodes, snapshot.topology,
-    <the admitted workloads>)` kept current with `assume`/`release` (and `commit`). The cycle
-    changes it only through the cycle's `Statement` and rolls that back before returning, so the
-    caller gets it back unchanged, with its fit memos warm; the decisions are the same either
-    way. Likewise `allocations` (`Allocations(tree, <admitted workloads of leaf queues>)`, kept
-    current with `add`/`remove`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair
-    share's sibling groups).
+    <the admitted workloads>)` kept current with `assume`/`release`. The cycle changes it only
+    through its `Statement` and rolls that back before returning, so the caller gets it back
+    unchanged, with its fit memos warm; the decisions are the same either way. Likewise
+    `allocations` (`Allocations(tree, <admitted workloads of leaf queues>)`, kept current with
+    `add`/`remove`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair share's
+    sibling groups).
     """
     cycle = _Cycle(snapshot, nodes, tree, allocations)
     if nodes is None and allocations is None:

@@ -110,12 +110,10 @@ class Allocations:
 
 
 class QuotaLedger:
-    """Allocation per queue (subtree sums) against the cycle's fair share, kept current as the
-    cycle decides."""
+    """Allocation per queue (subtree sums) against its hard limits and the cycle's fair share,
+    read live from the allocations as the cycle's `Statement` changes them."""
 
     def __init__(self, tree: QueueTree, fair: FairShare, allocations: Allocations) -> None:
-        self._tree = tree
-        self._fair = fair
         self._paths, self._limits = _layout(tree)
         self._allocations = allocations
         self.funded = allocations.funded
