@@ -16,25 +16,13 @@ from admitter.api.base import GROUP, VERSION, Resource
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
-from admitter.api.workload import (
-    CONDITION_ADMITTED,
-    CONDITION_FINISHED,
-    CONDITION_QUOTA_RESERVED,
-    Workload,
-)
+from admitter.api.workload import Workload
 
 KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topology)
 
 _DROPPED_KEYS = {"title", "default", "propertyNames"}
 
 _GPU = r"nvidia\.com/gpu"
-
-
-def _condition(condition_type: str, field: str) -> str:
-    """The JSONPath of one field of a status condition of `condition_type`."""
-    return f'.status.conditions[?(@.type=="{condition_type}")].{field}'
-
-
 PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "ClusterQueue": [
         {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
@@ -61,17 +49,17 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         {
             "name": "Admitted",
             "type": "string",
-            "jsonPath": _condition(CONDITION_ADMITTED, "status"),
+            "jsonPath": '.status.conditions[?(@.type=="Admitted")].status',
         },
         {
             "name": "Finished",
             "type": "string",
-            "jsonPath": _condition(CONDITION_FINISHED, "status"),
+            "jsonPath": '.status.conditions[?(@.type=="Finished")].status',
         },
         {
             "name": "Reason",
             "type": "string",
-            "jsonPath": _condition(CONDITION_QUOTA_RESERVED, "reason"),
+            "jsonPath": '.status.conditions[?(@.type=="QuotaReserved")].reason',
         },
         {"name": "Evictions", "type": "integer", "jsonPath": ".status.evictionCount"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

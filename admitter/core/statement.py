@@ -7,14 +7,18 @@ its funded work holds, `quota.Allocations`) and the short jobs' headroom (GPUs h
 work, `headroom.Headroom`). Each change goes through one `Statement`, which applies it to all
 that it concerns and logs it; `rollback(mark)` undoes everything since `checkpoint()`, newest
 first, so a preemption search that proves nothing leaves no trace, and `run_cycle` hands back a
-caller's node model and allocations exactly as it got them.
+caller's node model and allocations exactly as it got them. (Kueue's `SimulateUsageAddition`
+returns its own undo; here a mark is the undo of everything after it.)
 
 Hazards:
 - A change made on the node model or the allocations directly, not through the statement, is
   not undone by a rollback: a caller that keeps them between cycles (the simulator) would then
   see a failed search's evictions as real, and the next cycle would be refused (its admitted
-  workloads no longer match) or, worse, decide on capacity that does not exist. Outside a cycle
-  (the simulator applying decisions) changes go to the models directly; nothing rolls them back.
+  workloads no longer match) or, worse, decide on capacity that does not exist; and a logged
+  change undone after an unlogged one on the same key fails (releasing what is not held).
+  Outside a cycle (the simulator applying decisions) changes go to the models directly, and
+  nothing rolls them back. Inside, the one exception is `placement`'s trial holds, released
+  before `place` returns.
 - An admitted workload must be both assumed (node model) and counted (books, headroom), or
   neither, whenever the cycle reads the state. `allocate` and `evict` do both; the halves exist
   for the preemption search, which asks the books first (cheap) and touches the node model only
