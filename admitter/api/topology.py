@@ -7,8 +7,8 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from admitter.api.base import ApiModel, LabelKey, Resource
+from admitter.core.topology import HOSTNAME as HOSTNAME_LABEL
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 WIDEST_FIRST = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone", HOSTNAME_LABEL)
 """Well-known label keys, widest first: among these the order is known, so it is checked.
 The host is the narrowest domain of all, so it can only be the last level."""

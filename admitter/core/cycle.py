@@ -56,33 +56,21 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
 
     `nodes` lets a caller that runs cycle after cycle (the simulator) keep the node model
     instead of having it rebuilt: it must be `ClusterState(snapshot.nodes, snapshot.topology,
-    <the admitted workloads>)` kept current with `assume`/`release` (and `commit`). The cycle
-    works on it from a checkpoint and rolls back before returning, so the caller gets it back
+    <the admitted workloads>)` kept current with `assume`/`release`. The cycle changes it only
+    through its `Statement` and rolls that back before returning, so the caller gets it back
     unchanged, with its fit memos warm; the decisions are the same either way. Likewise
     `allocations` (`Allocations(tree, <admitted workloads of leaf queues>)`, kept current with
-    `add`/`remove`/`commit`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair
-    share's sibling groups).
+    `add`/`remove`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair share's
+    sibling groups).
     """
-    node_mark = None if nodes is None else nodes.checkpoint()
-    allocation_mark = 0 if allocations is None else allocations.checkpoint()
-    try:
-        return _decide(snapshot, nodes, tree, allocations)
-    finally:
-        if nodes is not None and node_mark is not None:
-            nodes.rollback(node_mark)
-        if allocations is not None:
-            allocations.rollback(allocation_mark)
-
-
-def _decide(snapshot: Snapshot, nodes: ClusterState | None, tree: QueueTree | None,
-            allocations: Allocations | None) -> CycleResult:
     cycle = _Cycle(snapshot, nodes, tree, allocations)
-    cycle.evict_unready_and_drained()
-    cycle.admit_funded(short=True)
-    cycle.drain_for_starving()
-    cycle.admit_funded(short=False)
-    cycle.admit_unfunded()
-    return cycle.result()
+    if nodes is None and allocations is None:
+        return cycle.decide()  # the models are the cycle's own: nothing to hand back
+    mark = cycle.statement.checkpoint()
+    try:
+        return cycle.decide()
+    finally:
+        cycle.statement.rollback(mark)
 
 
 def _drainable(running: Iterable[Workload], unfunded: dict[str, int], now: float | None,
@@ -114,6 +102,14 @@ def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
 
 class _Cycle(CycleState):
     """Steps 2 to 4 on the state of one cycle (`cycle_state`)."""
+
+    def decide(self) -> CycleResult:
+        self.evict_unready_and_drained()
+        self.admit_funded(short=True)
+        self.drain_for_starving()
+        self.admit_funded(short=False)
+        self.admit_unfunded()
+        return self.result()
 
     # Step 2 -----------------------------------------------------------------------------
 
@@ -206,7 +202,7 @@ class _Cycle(CycleState):
             blocked = self._make_room(workload, None, search=Search.DRAIN, explain=False)
             if blocked is None:
                 return
-            hold(self.state, chosen)
+            hold(self.statement, chosen)
             self.reserved_for = workload
             # Held capacity turns away what comes after; a re-run could admit differently only
             # if something was admitted before the hold.
@@ -236,7 +232,7 @@ class _Cycle(CycleState):
         limit = self.ledger.limit_block(workload)
         preemptible = workload.preemptible(self.non_preemptible_priority)
         share = None if preemptible or is_short(workload) else (
-            self.ledger.share_block(workload, deserved_only=False))
+            self.ledger.share_block(workload))
         bound = limit if limit is not None else share
         if bound is None and not self.headroom.allows(workload):
             why: object = (f"{self.headroom.needed} {GPU} are kept for short jobs, which long "
@@ -289,9 +285,8 @@ class _Cycle(CycleState):
         room = self.finder.find(workload, search, within, explain=explain)
         if isinstance(room, Blocked):
             return room
-        for victim in room.victims:
+        for victim in room.victims:  # evicted on the statement by the search
             self.running.pop(victim.workload.key)
-            self.headroom.change(victim.workload, -1)
             self.evictions.append(Eviction(victim.workload.key, victim.workload.queue,
                                            victim.reason, victim.message, workload.key))
         self.failures.clear()
@@ -303,7 +298,7 @@ class _Cycle(CycleState):
 
     def admit_unfunded(self) -> None:
         if self.reserved_for is not None:  # unfunded work may fill reserved nodes until used
-            self.state.release(RESERVATION_KEY)
+            self.statement.release(RESERVATION_KEY)
             self.failures.clear()
         self._serve(self._could_run(self._waiting(funded=False)), unfunded=True,
                     until_gpus_run_out=True)

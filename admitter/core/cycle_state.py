@@ -2,10 +2,11 @@
 
 Step 1 of `cycle`: the snapshot read once (waiting lists in queue order, the admitted work, the
 funded demand per leaf), the node model and the allocations (given by a caller that keeps them
-between cycles, or built), fair share and the ranking of allocations, the short jobs' headroom
-and the preemption search (`preemption.RoomFinder`). Then what every later step does the same
-way: place a workload (failures remembered until capacity is freed), admit, evict, say why a
-workload waits, note the first moment time alone could change a decision, and the result.
+between cycles, or built), fair share and the ranking of allocations, the short jobs' headroom,
+the `Statement` every admission and eviction goes through (simulated ones included) and the
+preemption search (`preemption.RoomFinder`). Then what every later step does the same way: place
+a workload (failures remembered until capacity is freed), admit, evict, say why a workload
+waits, note the first moment time alone could change a decision, and the result.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations, QuotaLedger
 from admitter.core.ranking import Ranking, gpu_budgets
+from admitter.core.statement import Statement
 from admitter.core.status import queue_statuses
 from admitter.core.usage import fair_share_now
 
@@ -91,8 +93,11 @@ class CycleState:
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
         self.headroom = Headroom(self.state, snapshot.workloads)
-        self.finder = RoomFinder(self.state, self.ledger, self.running, self.now, self.ranking,
-                                 self.headroom, self.non_preemptible_priority)
+        self.statement = Statement(self.state, allocations, self.headroom)
+        """Every change to the node model, the allocations and the headroom's count; `run_cycle`
+        rolls it back to hand a caller's models back unchanged."""
+        self.finder = RoomFinder(self.statement, self.ledger, self.running, self.now,
+                                 self.ranking, self.headroom, self.non_preemptible_priority)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
@@ -155,11 +160,9 @@ class CycleState:
         return placed
 
     def _admit(self, workload: Workload, placement: Placement, why: str) -> None:
-        self.state.assume(workload.key, workload.pod_sets, placement.node_counts)
         admitted = workload.admitted(self.now, placement.node_counts)
-        self.ledger.add(admitted)
+        self.statement.allocate(admitted, placement.node_counts)
         self.running[workload.key] = admitted
-        self.headroom.change(workload, 1)
         if workload.funded and self.ranking.by_holding:  # ranks moved: a failed search of
             self.unsettled = True  # this cycle might now find victims
         self.unfunded_held = None
@@ -170,10 +173,8 @@ class CycleState:
                                          dict(placement.affinity), f"{why}; placed {where}"))
 
     def _evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
-        self.state.release(workload.key)
-        self.ledger.remove(workload)
+        self.statement.evict(workload)
         self.running.pop(workload.key)
-        self.headroom.change(workload, -1)
         self.unfunded_held = None
         self.failures.clear()
         self.evictions.append(Eviction(workload.key, workload.queue, reason, message))

@@ -48,8 +48,8 @@ def flexible(workload: Workload) -> bool:
 
 
 class Headroom:
-    """The pool's bound for one cycle and what unfunded work holds, kept current by the cycle
-    (`change`) and by a preemption simulation (`allows`'s `released`)."""
+    """The pool's bound for one cycle and what unfunded work holds, kept current by the cycle's
+    `Statement` (`change`) as it allocates and evicts, simulations included."""
 
     def __init__(self, state: ClusterState, workloads: Iterable[Workload]) -> None:
         self._state = state
@@ -71,13 +71,12 @@ class Headroom:
         """GPUs in the pool now: idle, or held by unfunded work."""
         return self._state.free_total(GPU) + self.held
 
-    def allows(self, workload: Workload, released: int = 0) -> bool:
-        """Whether `workload` may start on what is free now, `released` GPUs of unfunded work
-        having been evicted for it (their GPUs are free now but were in the pool already)."""
+    def allows(self, workload: Workload) -> bool:
+        """Whether `workload` may start on what is free now (unfunded work evicted for it has
+        left `held` as its GPUs became free: they were in the pool already)."""
         if not self.applies(workload):
             return True
-        pool = self.pool() - released
-        return pool - workload.requests().get(GPU, 0) >= self.needed
+        return self.pool() - workload.requests().get(GPU, 0) >= self.needed
 
     def change(self, workload: Workload, sign: int) -> None:
         """`workload` started (1) or stopped (-1)."""

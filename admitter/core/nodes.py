@@ -1,4 +1,4 @@
-"""The node model: what every node still offers, under a log of assume/release operations.
+"""The node model: what every node still offers, as workloads are assumed and released.
 
 A node offers its allocatable resources minus the pods admitter does not manage (`Node.used`)
 minus every admitted workload's pods, bound or merely assumed, so two workloads admitted in one
@@ -8,15 +8,14 @@ classes so a pod set's usable nodes are a short tuple of class ids), and nodes i
 or required node affinity rejects offer nothing to a pod set (the nodes each distinct selection
 admits are computed once per snapshot).
 
-Preemption is simulated on the same state, KAI-style: `checkpoint()`, then `release()` victims
-and `assume()` the preemptor, then `rollback(cp)` to undo exactly or `commit()` to keep.
+The model keeps no log: within a cycle every change goes through the cycle's `Statement`
+(`statement`), which can undo it; a change made here directly is kept.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from admitter.core.fit import Demand, Shape
 from admitter.core.model import (
@@ -35,14 +34,6 @@ from admitter.core.topology import DomainTree
 
 Holding = tuple[tuple[int, tuple[int, ...]], ...]
 """What one workload holds: (node index, amount per resource) for every node it uses."""
-
-
-@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
-class Checkpoint:
-    """A point in the operation log; valid until the next `commit()`."""
-
-    epoch: int
-    position: int
 
 
 class ClusterState:
@@ -98,13 +89,10 @@ class ClusterState:
                                {i: [a if a > 0 else 0 for a in self._raw[i]]
                                 for i in schedulable},
                                len(self.resources))
-        self._log: list[tuple[str, Holding, int]] = []
-        self._epoch = 0
         self._tolerated: dict[tuple[Toleration, ...], tuple[int, ...]] = {}
         self._selected: dict[NodeSelection, frozenset[int]] = {}
         self._shapes: dict[tuple[object, ...], Shape | None] = {}
         self._demands: dict[tuple[object, ...], Demand | None] = {}
-        self.commit()
 
     def node_index(self, name: str) -> int:
         return self._index[name]
@@ -189,14 +177,14 @@ class ClusterState:
         return len(self._held)
 
     def assume(self, key: str, pod_sets: Sequence[PodSet],
-               node_counts: Sequence[Mapping[str, int]]) -> None:
-        """Hold `node_counts[i][node]` pods of `pod_sets[i]` on each node under `key`."""
+               node_counts: Sequence[Mapping[str, int]]) -> Holding:
+        """Hold `node_counts[i][node]` pods of `pod_sets[i]` on each node under `key`; returns
+        what `key` now holds."""
         if key in self._held:
             raise ValueError(f"workload {key} is already assumed")
         holding = self._holding(pod_sets, node_counts)
-        self._apply(holding, 1)
-        self._held[key] = holding
-        self._log.append((key, holding, 1))
+        self.restore(key, holding)
+        return holding
 
     def _holding(self, pod_sets: Sequence[PodSet],
                  node_counts: Sequence[Mapping[str, int]]) -> Holding:
@@ -217,31 +205,16 @@ class ClusterState:
                     amounts[resource] += quantity * count
         return tuple([(node, tuple(per_node[node])) for node in sorted(per_node)])
 
-    def release(self, key: str) -> None:
-        """Give back everything `key` holds, e.g. to simulate evicting it."""
+    def release(self, key: str) -> Holding:
+        """Give back everything `key` holds, e.g. to simulate evicting it; returns it."""
         holding = self._held.pop(key)
         self._apply(holding, -1)
-        self._log.append((key, holding, -1))
+        return holding
 
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self._epoch, len(self._log))
-
-    def rollback(self, checkpoint: Checkpoint) -> None:
-        """Undo every assume and release since `checkpoint`, newest first."""
-        if checkpoint.epoch != self._epoch or checkpoint.position > len(self._log):
-            raise ValueError("checkpoint is from before the last commit")
-        while len(self._log) > checkpoint.position:
-            key, holding, sign = self._log.pop()
-            self._apply(holding, -sign)
-            if sign > 0:
-                del self._held[key]
-            else:
-                self._held[key] = holding
-
-    def commit(self) -> None:
-        """Keep every operation so far; earlier checkpoints become invalid."""
-        self._log.clear()
-        self._epoch += 1
+    def restore(self, key: str, holding: Holding) -> None:
+        """Hold `holding` under `key` again, as `release` returned it: the exact undo."""
+        self._apply(holding, 1)
+        self._held[key] = holding
 
     def _apply(self, holding: Holding, sign: int) -> None:
         """Subtract (sign 1) or add back (sign -1) a holding; domains see clamped changes."""

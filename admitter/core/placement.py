@@ -82,8 +82,12 @@ def _depths(tree: DomainTree, request: TopologyRequest) -> list[int] | Placement
 
 def _pack(state: ClusterState, workload: Workload, domain: Domain,
           demand: Demand) -> tuple[dict[str, int], ...] | None:
-    """Pack pod sets in turn into `domain`, assuming each while packing the next."""
-    checkpoint = state.checkpoint()
+    """Pack pod sets in turn into `domain`, assuming each while packing the next.
+
+    The trial holds are the one change to the node model that bypasses the cycle's `Statement`:
+    they never outlive this call (each is released on the way out, whatever happens), so no
+    log needs to see them."""
+    trials: list[str] = []
     try:
         packed: list[dict[str, int]] = []
         for pod_set, (shape, count) in zip(workload.pod_sets, demand.pod_sets, strict=True):
@@ -92,10 +96,12 @@ def _pack(state: ClusterState, workload: Workload, domain: Domain,
             nodes = fill(domain, shape, count) if count > 0 else {}
             packed.append({state.names[node]: nodes[node] for node in sorted(nodes)})
             if len(packed) < len(demand.pod_sets):
-                state.assume(f"{_TRIAL}{len(packed)}", (pod_set,), (packed[-1],))
+                trials.append(f"{_TRIAL}{len(packed)}")
+                state.assume(trials[-1], (pod_set,), (packed[-1],))
         return tuple(packed)
     finally:
-        state.rollback(checkpoint)
+        for key in reversed(trials):
+            state.release(key)
 
 
 def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int) -> str:

@@ -25,10 +25,10 @@ victims.
 
 Victims are ranked cheapest first (unfunded; resumable before non-resumable; least progress
 lost; fewest GPUs; lowest priority; worst-ranked allocation; most recently started) and planned
-per topology domain, then released one by one on the `ClusterState` and the quota ledger until
-the preemptor fits; every victim whose return still leaves room is then given back (minimal
-set). Anything not proved is rolled back (KAI's Statement: checkpoint, evict, place, commit or
-roll back).
+per topology domain, then evicted on the cycle's `Statement` (node model, quota ledger and
+headroom together) until the preemptor fits; every victim whose return still leaves room is then
+given back (minimal set). Anything not proved is rolled back to the search's checkpoint (KAI's
+Statement: checkpoint, evict, place, keep or roll back).
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ from admitter.core.candidates import CandidateGroups
 from admitter.core.decisions import EvictionReason
 from admitter.core.headroom import Headroom, is_short
 from admitter.core.model import GPU, Workload
-from admitter.core.nodes import ClusterState, held_per_node, recorded_placements
+from admitter.core.nodes import held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaLedger
 from admitter.core.ranking import NON_RESUMABLE_GAP, SWAP_MARGIN, Ranking, beyond
+from admitter.core.statement import Statement
 from admitter.core.topology import HOSTNAME, Domain
 
 MAX_VICTIMS = 64
@@ -100,10 +101,11 @@ class RoomFinder:
     and cheapest victims first, and only those plans are simulated.
     """
 
-    def __init__(self, state: ClusterState, ledger: QuotaLedger, running: dict[str, Workload],
+    def __init__(self, statement: Statement, ledger: QuotaLedger, running: dict[str, Workload],
                  now: float, ranking: Ranking, headroom: Headroom,
                  non_preemptible_priority: int | None) -> None:
-        self._state = state
+        self._statement = statement
+        self._state = statement.nodes
         self._non_preemptible_priority = non_preemptible_priority
         self._ledger = ledger
         self._running = running
@@ -139,7 +141,8 @@ class RoomFinder:
     def find(self, preemptor: Workload, search: Search, within: str | None = None, *,
              explain: bool = True) -> Room | Blocked:
         """Evict (virtually) until `preemptor` is within every limit and fits; keep a minimal
-        set. On success the state and ledger hold the victims' release but not the preemptor.
+        set. On success the statement holds the victims' evictions but not the preemptor; on
+        failure it is as it was.
         `within` names a queue on the preemptor's path at its limit: only victims under it can
         lower what it holds. A non-preemptible preemptor must also end within its fair share.
         Without `explain`, a `Blocked` names no protected candidates."""
@@ -165,32 +168,32 @@ class RoomFinder:
         """Evict the whole plan, try once; if the preemptor fits, give back every victim it can
         do without, newest decision first (one placement per victim, none on failure). The
         quota ledger alone decides whether victims are justified and the preemptor admissible,
-        so the node model is only touched once the ledger says yes."""
+        so victims are first uncounted (books and headroom) and released on the node model only
+        once the ledger says yes; either way each victim is whole again (both halves) before
+        anything else reads the state."""
+        statement = self._statement
+        mark = statement.checkpoint()
         chosen: list[Victim] = []
         for candidate in plan:
             victim = self._victim(preemptor, candidate, search)
             if victim is not None:
-                self._ledger.remove(victim.workload)
+                statement.uncount(victim.workload)
                 chosen.append(victim)
         placement = None
-        checkpoint = self._state.checkpoint()
         if chosen and self._within_bounds(preemptor):
             for victim in chosen:
-                self._state.release(victim.workload.key)
-            if self._leaves_headroom(preemptor, chosen):
+                statement.release(victim.workload.key)
+            if self._headroom.allows(preemptor):
                 placement = self._place(preemptor)
         if placement is None:
-            for victim in chosen:
-                self._ledger.add(victim.workload)
-            self._state.rollback(checkpoint)
+            statement.rollback(mark)
             return None
         for victim in reversed(chosen):
-            self._return(victim.workload)
-            others = [v for v in chosen if v is not victim]
+            statement.allocate(victim.workload, recorded_placements(victim.workload))
             kept = self._place(preemptor) if self._within_bounds(preemptor) and (
-                self._leaves_headroom(preemptor, others)) else None
+                self._headroom.allows(preemptor)) else None
             if kept is None:
-                self._evict(victim.workload)
+                statement.evict(victim.workload)
             else:
                 chosen.remove(victim)
                 placement = kept
@@ -201,25 +204,11 @@ class RoomFinder:
         its GPUs back within minutes anyway) on the ledger as it is."""
         return self._ledger.limit_block(preemptor) is None and (
             preemptor.preemptible(self._non_preemptible_priority) or is_short(preemptor) or (
-                self._ledger.share_block(preemptor, deserved_only=False) is None))
-
-    def _leaves_headroom(self, preemptor: Workload, victims: list[Victim]) -> bool:
-        """The headroom holds with `victims` released on the node model."""
-        released = sum(v.workload.requests().get(GPU, 0) for v in victims
-                       if not v.workload.funded)
-        return self._headroom.allows(preemptor, released)
+                self._ledger.share_block(preemptor) is None))
 
     def _place(self, preemptor: Workload) -> Placement | None:
         result = place(self._state, preemptor)
         return result if isinstance(result, Placement) else None
-
-    def _evict(self, workload: Workload) -> None:
-        self._state.release(workload.key)
-        self._ledger.remove(workload)
-
-    def _return(self, workload: Workload) -> None:
-        self._state.assume(workload.key, workload.pod_sets, recorded_placements(workload))
-        self._ledger.add(workload)
 
     def _rank(self) -> None:
         """Once per cycle: running workloads that may be evicted now, cheapest first

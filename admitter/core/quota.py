@@ -3,7 +3,8 @@
 Two ledgers: `funded` counts workloads with a min runtime (they are what fair share divides and,
 without a usage window, what the ranking compares), `held` counts every admitted workload
 (limits are hard caps on everything a queue holds, funded or not). Changes are plain additions,
-so simulating an eviction and undoing it is a matter of applying the opposite change.
+so undoing one is applying the opposite change; within a cycle they go through the cycle's
+`Statement` (`statement`), which logs them with the node model's.
 """
 
 from __future__ import annotations
@@ -54,8 +55,7 @@ class Allocations:
 
     A caller that runs cycle after cycle (the simulator) may keep one and hand it to
     `run_cycle`, as it keeps the node model: it applies admissions, evictions and finishes
-    with `add`/`remove` and `commit`; a cycle works on it from a checkpoint and rolls back.
-    Changes are plain additions, so undoing one is applying the opposite.
+    with `add`/`remove`; a cycle changes it through its `Statement` and rolls back.
     """
 
     def __init__(self, tree: QueueTree, admitted: Iterable[Workload] = ()) -> None:
@@ -63,7 +63,8 @@ class Allocations:
         self.funded: dict[str, dict[str, int]] = {name: {} for name in tree}
         self.held: dict[str, dict[str, int]] = {name: {} for name in tree}
         self._keys: set[str] = set()
-        self._log: list[tuple[Workload, int]] = []
+        self.changes = 0
+        """How many changes so far: what was derived from the sums is stale once this moves."""
         own_held: dict[str, dict[str, int]] = {}
         own_funded: dict[str, dict[str, int]] = {}
         for workload in admitted:  # summed per leaf first (inlined), then along each path
@@ -86,27 +87,12 @@ class Allocations:
     def count(self) -> int:
         return len(self._keys)
 
-    def add(self, workload: Workload, sign: int = 1) -> None:
-        self._apply(workload, sign)
-        self._log.append((workload, sign))
-
     def remove(self, workload: Workload) -> None:
         self.add(workload, -1)
 
-    def checkpoint(self) -> int:
-        return len(self._log)
-
-    def rollback(self, checkpoint: int) -> None:
-        """Undo every change since `checkpoint`, newest first."""
-        while len(self._log) > checkpoint:
-            workload, sign = self._log.pop()
-            self._apply(workload, -sign)
-
-    def commit(self) -> None:
-        """Keep every change so far; earlier checkpoints become meaningless."""
-        self._log.clear()
-
-    def _apply(self, workload: Workload, sign: int) -> None:
+    def add(self, workload: Workload, sign: int = 1) -> None:
+        """Count (sign 1) or stop counting (sign -1) what `workload` requests."""
+        self.changes += 1
         if sign > 0:
             self._keys.add(workload.key)
         else:
@@ -124,17 +110,12 @@ class Allocations:
 
 
 class QuotaLedger:
-    """Allocation per queue (subtree sums) against the cycle's fair share, kept current as the
-    cycle decides."""
+    """Allocation per queue (subtree sums) against its hard limits and the cycle's fair share,
+    read live from the allocations as the cycle's `Statement` changes them."""
 
     def __init__(self, tree: QueueTree, fair: FairShare, allocations: Allocations) -> None:
-        self._tree = tree
-        self._fair = fair
         self._paths, self._limits = _layout(tree)
         self._allocations = allocations
-        self.changes = 0
-        """How many changes so far: what was derived from the allocations is stale once this
-        moves."""
         self.funded = allocations.funded
         self.held = allocations.held
         self._share_path = {
@@ -148,12 +129,10 @@ class QuotaLedger:
         """Root first, ending with the leaf."""
         return self._paths[leaf]
 
-    def add(self, workload: Workload, sign: int = 1) -> None:
-        self._allocations.add(workload, sign)
-        self.changes += 1
-
-    def remove(self, workload: Workload) -> None:
-        self.add(workload, -1)
+    @property
+    def changes(self) -> int:
+        """How many changes the allocations have seen (`Allocations.changes`)."""
+        return self._allocations.changes
 
     def limit_block(self, workload: Workload) -> QuotaBlock | None:
         """The first queue on the path whose hard limit the workload would break."""
@@ -168,20 +147,16 @@ class QuotaLedger:
                 return QuotaBlock(name, resource, holding, amount, limit, "limit")
         return None
 
-    def share_block(self, workload: Workload, *, deserved_only: bool,
-                    alone: bool = False) -> QuotaBlock | None:
-        """The first queue on the path where the workload would pass its fair share (or, for
-        non-preemptible work, its deserved quota), counting funded allocation only; `alone`
-        asks whether it would pass even if the queue held nothing else."""
+    def share_block(self, workload: Workload) -> QuotaBlock | None:
+        """The first queue on the path where the workload would pass its fair share, counting
+        funded allocation only (long non-preemptible work stays within it)."""
         requests = workload.requests()
         for name, by_resource, funded in self._share_path[workload.queue]:
             for resource, amount in requests.items():
-                share = by_resource.get(resource, _NO_SHARE)
-                bound = share.deserved if deserved_only else share.fair_share
-                holding = 0 if alone else funded.get(resource, 0)
+                bound = by_resource.get(resource, _NO_SHARE).fair_share
+                holding = funded.get(resource, 0)
                 if holding + amount > bound:
-                    label = "deserved quota" if deserved_only else "fair share"
-                    return QuotaBlock(name, resource, holding, amount, bound, label)
+                    return QuotaBlock(name, resource, holding, amount, bound, "fair share")
         return None
 
 

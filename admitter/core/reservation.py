@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from admitter.core.model import GPU, Node, PodSet, Workload
 from admitter.core.nodes import ClusterState
+from admitter.core.statement import Statement
 from admitter.core.topology import Domain
 
 RESERVATION_KEY = "\0reservation"
@@ -37,11 +38,12 @@ def choose(state: ClusterState, nodes: dict[str, Node], workload: Workload,
     return _nodes_for(state, nodes, workload, displaceable, drainable)
 
 
-def hold(state: ClusterState, chosen: list[str]) -> None:
-    """Hold what is free on `chosen` (as `RESERVATION_KEY`, released by the caller)."""
-    free = {name: state.free(name) for name in chosen}
+def hold(statement: Statement, chosen: list[str]) -> None:
+    """Hold what is free on `chosen` (as `RESERVATION_KEY`, released by the caller through the
+    same statement)."""
+    free = {name: statement.nodes.free(name) for name in chosen}
     held = [name for name in chosen if any(free[name].values())]
-    state.assume(
+    statement.assume(
         RESERVATION_KEY,
         [PodSet(name, 1, free[name]) for name in held],
         [{name: 1} for name in held],

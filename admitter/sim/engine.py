@@ -302,10 +302,8 @@ class Simulation:
     def _release(self, job: Job) -> None:
         """Before the job drops its admitted view: what it held is given back."""
         self._allocations.remove(job.workload)
-        self._allocations.commit()
         if self._node_model is not None:
             self._node_model.release(job.key)
-            self._node_model.commit()
 
     def _evict(self, eviction: Eviction, at: float) -> None:
         job = self._running.pop(eviction.key, None)
@@ -325,10 +323,8 @@ class Simulation:
         finish_at = job.start(at, admission.pod_set_nodes)
         self._running[job.key] = job
         self._allocations.add(job.workload)
-        self._allocations.commit()
         if self._node_model is not None:
             self._node_model.assume(job.key, job.workload.pod_sets, admission.pod_set_nodes)
-            self._node_model.commit()
         stint: Stint = job.stints[-1]
         self.accounting.hold(job.instance.pending, stint.nodes, 1)
         workload = job.instance.pending

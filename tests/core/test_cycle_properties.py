@@ -158,8 +158,6 @@ def test_kept_state_gives_the_same_decisions_and_comes_back_unchanged(world: Wor
             workload = world.workloads[admission.key]  # admitted by `world.cycle` above
             model.assume(admission.key, workload.pod_sets, admission.pod_set_nodes)
             allocations.add(workload)
-        model.commit()
-        allocations.commit()
 
 
 def _nonzero(amounts: dict[str, int]) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""The node model: free capacity, cordons and taints, assumed workloads, the operation log."""
+"""The node model: free capacity, cordons and taints, assumed and released workloads."""
 
 from __future__ import annotations
 
@@ -131,34 +131,15 @@ def test_assume_twice_and_release_unknown_are_errors() -> None:
         state.release("nope")
 
 
-def test_checkpoint_rollback_restores_exactly() -> None:
-    state = cluster(node("n1"), node("n2", used=2), node("n3", cpu=8_000))
-    w = workload("a", gang(2, 3))
-    state.assume("a", w.pod_sets, ({"n1": 1, "n2": 1},))
-    state.commit()
+def test_restoring_what_release_returned_undoes_it_exactly() -> None:
+    state = cluster(node("n1", used=6), node("n2"))
+    state.assume("a", (gang(2, 4),), ({"n1": 1, "n2": 1},))
     before = free_map(state)
-    checkpoint = state.checkpoint()
+    holding = state.release("a")
+    state.restore("a", holding)
+    assert free_map(state) == before == {"n1": {GPU: 0}, "n2": {GPU: 4}}
     state.release("a")
-    state.assume("b", w.pod_sets, ({"n1": 2},))
-    inner = state.checkpoint()
-    state.assume("c", w.pod_sets, ({"n3": 2},))
-    state.rollback(inner)
-    assert not state.assumed("c")
-    state.rollback(checkpoint)
-    assert free_map(state) == before
-    assert state.assumed("a") and not state.assumed("b")
-    decision = place(state, workload("d", gang(1, 6), required=RACK))
-    assert not isinstance(decision, Placement)  # memos were dropped, not left stale
-
-
-def test_commit_keeps_changes_and_invalidates_checkpoints() -> None:
-    state = cluster(node("n1"))
-    checkpoint = state.checkpoint()
-    state.assume("a", (gang(1, 2),), ({"n1": 1},))
-    state.commit()
-    with pytest.raises(ValueError, match="before the last commit"):
-        state.rollback(checkpoint)
-    assert state.free("n1") == {GPU: 6}
+    assert free_map(state) == {"n1": {GPU: 2}, "n2": {GPU: 8}}
 
 
 def test_overcommitted_node_offers_zero_not_negative() -> None:

@@ -24,6 +24,9 @@ from admitter.core.model import (
 )
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, place
+from admitter.core.queue_tree import QueueTree
+from admitter.core.quota import Allocations
+from admitter.core.statement import Statement
 from admitter.core.topology import HOSTNAME
 
 from builders.core import BLOCK, CPU, GPU, LEVELS, RACK, requirement, term
@@ -196,8 +199,10 @@ def expected(all_nodes: Sequence[Node], workload: Workload,
 
 
 def run(state: ClusterState, all_nodes: Sequence[Node], batch: Sequence[Workload],
-        assumed: list[tuple[Workload, Placement]]) -> list[Placement | None]:
-    """Place and assume each workload, checking every placement as it goes."""
+        assumed: list[tuple[Workload, Placement]],
+        statement: Statement | None = None) -> list[Placement | None]:
+    """Place and assume each workload (through `statement` if given), checking every placement
+    as it goes."""
     by_name = {n.name: n for n in all_nodes}
     decisions: list[Placement | None] = []
     for workload in batch:
@@ -216,7 +221,8 @@ def run(state: ClusterState, all_nodes: Sequence[Node], batch: Sequence[Workload
                 assert all(labels.get(k) == v for k, v in decision.affinity.items())
         if workload.topology.required is not None:
             assert workload.topology.required in decision.affinity
-        state.assume(workload.key, workload.pod_sets, decision.node_counts)
+        (state if statement is None else statement).assume(
+            workload.key, workload.pod_sets, decision.node_counts)
         assumed.append((workload, decision))
         for n in all_nodes:
             if n.unschedulable:
@@ -265,15 +271,15 @@ def test_rollback_restores_the_exact_free_map(all_nodes: list[Node], first: list
     state = ClusterState(all_nodes, LEVELS)
     assumed: list[tuple[Workload, Placement]] = []
     run(state, all_nodes, first, assumed)
-    state.commit()
+    statement = Statement(state, Allocations(QueueTree(())))
     before = {name: state.free(name) for name in state.names}
     decisions_before = [place(state, w) for w in second]
-    checkpoint = state.checkpoint()
+    mark = statement.checkpoint()
     for workload, _ in assumed:
         if data.draw(st.booleans()):
-            state.release(workload.key)
-    run(state, all_nodes, [w for w in second if not state.assumed(w.key)], [])
-    state.rollback(checkpoint)
+            statement.release(workload.key)
+    run(state, all_nodes, [w for w in second if not state.assumed(w.key)], [], statement)
+    statement.rollback(mark)
     assert {name: state.free(name) for name in state.names} == before
     assert [place(state, w) for w in second] == decisions_before
     assert all(state.assumed(w.key) for w, _ in assumed)
