@@ -196,7 +196,7 @@ class _Cycle(CycleState):
             chosen = choose(self.state, self.nodes, workload, taken[0], taken[1])
             if not chosen:
                 continue
-            # The drain's target: not held to the short jobs' headroom (`headroom`), or a
+            # The drain's target: not held to the short jobs' pool count (`headroom`), or a
             # domain emptied for it would still have to free the pool that the rest of the
             # cluster lacks. The same placement as above, without that bound.
             self.headroom.exempt = workload.key

@@ -12,9 +12,12 @@ at once), in two ways:
   placement (`keeps_room`), reading per-node free GPUs from the node model.
 Short jobs (`is_short`) may use the pool, and unfunded work may fill it; evicting unfunded work
 does not grow it (the GPUs only change hands inside it). A workload too large ever to leave the
-pool (more GPUs than the cluster's minus the pool) is not held to it, nor is the drain's target
-(`exempt`): it has waited past the starvation bound, and once its domain is emptied nothing else
-may keep it out.
+pool (more GPUs than the cluster's minus the pool) is not held to it. The drain's target
+(`exempt`) is not held to the count: it has waited past the starvation bound, and a domain
+emptied for it would otherwise still wait for the rest of the cluster to refill the pool. It
+must still keep the one node: some gang is starving nearly all the time on a cluster with 2-3x
+demand, so an exemption from both would leave short jobs no room whenever drains run (on 64-GPU
+clusters, drained gangs took the last idle GPUs and debug p90 waits grew to 15-25 minutes).
 """
 
 from __future__ import annotations
@@ -87,10 +90,11 @@ class Headroom:
         self.exempt: str | None = None
         """The key of the workload a drain is for, set by the cycle once it is chosen."""
 
-    def applies(self, workload: Workload) -> bool:
-        """Whether `workload` is held to the headroom at all."""
-        return self.needed > 0 and workload.key != self.exempt and not flexible(workload) and (
-            workload.requests().get(GPU, 0) <= self._gpus - self.needed)
+    def applies(self, workload: Workload, exempting: bool = True) -> bool:
+        """Whether `workload` is held to the headroom at all (to the count: `exempting` the
+        drain's target)."""
+        return self.needed > 0 and not (exempting and workload.key == self.exempt) and (
+            not flexible(workload) and workload.requests().get(GPU, 0) <= self._gpus - self.needed)
 
     def pool(self) -> int:
         """GPUs in the pool now: idle, or held by unfunded work."""
@@ -108,9 +112,10 @@ class Headroom:
         """Whether, with `workload` at `placement` (not yet assumed), some node still has
         `SHORT_MAX_GPUS` GPUs idle or held by unfunded work. Counted as the node model's slots
         for the largest short pod (a memoised sum over the domain tree) minus those the
-        placement fills; only if none is left are the nodes holding unfunded work read."""
+        placement fills; only if none is left are the nodes holding unfunded work read. The
+        drain's target is held to it too."""
         shape = self._short_pod
-        if shape is None or not self.applies(workload):
+        if shape is None or not self.applies(workload, exempting=False):
             return True
         state = self._state
         taken: dict[str, int] = {}

@@ -267,25 +267,43 @@ def test_short_job_on_a_drained_node_does_not_turn_the_drain_away():
     assert evicted(done) == {"b-past": "Reclaimed"} and admitted(done) == ["gang"]
 
 
-def test_the_drained_gang_is_not_held_to_the_short_jobs_headroom():
-    """64 GPUs (4 racks of two 8-GPU nodes) keep a 1-GPU headroom. b (ranked by what it holds:
-    worse than a) fills 7 nodes; the one on b0-r3-n0 is protected for 1 h, the rest for 10 h;
-    b0-r3-n1 is free. a's 2-node gang needs a rack: once past the starvation bound it drains
-    r3, and when r3's occupant's protection ends the gang takes the whole rack, although
-    nothing is left free outside it."""
-    world = World(racks(4), [queue("a"), queue("b", order=1)],
+def _drained_gang(idle_beside: int) -> World:
+    """256 GPUs (16 racks of two 8-GPU nodes) keep a 5-GPU headroom. b (ranked by what it
+    holds: worse than a) fills every node for 10 h but three: b0-r15-n1 is free, b0-r15-n0's
+    job is protected for 1 h, and b0-r0-n0's job leaves `idle_beside` GPUs idle. a's 2-node
+    gang needs a rack: once past the starvation bound it drains r15."""
+    world = World(racks(16), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=FairShareSettings(window=0),
                                          starvation_bound=1800.0))
-    nodes = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
-    world.submit(*(running_on(f"b{i}", "b", node, min_runtime=HOUR if node == "b0-r3-n0"
-                            else 10 * HOUR) for i, node in enumerate(nodes)
-                   if node != "b0-r3-n1"),
+    nodes = [f"b0-r{r}-n{n}" for r in range(16) for n in range(2)]
+    world.submit(*(running_on(f"b{i}", "b", node, gpus=8 - idle_beside if node == "b0-r0-n0"
+                              else 8, min_runtime=HOUR if node == "b0-r15-n0" else 10 * HOUR)
+                   for i, node in enumerate(nodes) if node != "b0-r15-n1"),
                  job("gang", "a", pods=2, required=RACK, at=0.0))
     reserved = world.cycle(1801.0)
     assert pending(reserved)["gang"] == "Reserved"
-    assert "reserved for gang: b0-r3-n1, b0-r3-n0" in {
+    assert "reserved for gang: b0-r15-n1, b0-r15-n0" in {
         p.key: p for p in reserved.pending}["gang"].message
+    return world
+
+
+def test_the_drained_gang_may_take_the_pool_but_not_the_last_short_pod_room():
+    """Once r15's occupant's protection ends the gang takes the whole rack although only 4
+    GPUs stay idle outside it, fewer than the 5 kept: the drain's target is exempt from that
+    count. Those 4 GPUs are on one node, where a 4-GPU debug job still fits."""
+    world = _drained_gang(idle_beside=4)
     done = world.cycle(HOUR + 1)
-    assert evicted(done) == {"b6": "Reclaimed"}
+    assert evicted(done) == {"b30": "Reclaimed"}
     assert admitted(done) == ["gang"]
-    assert set(world.placement("gang")) == {"b0-r3-n0", "b0-r3-n1"}
+    assert set(world.placement("gang")) == {"b0-r15-n0", "b0-r15-n1"}
+
+
+def test_the_drained_gang_waits_while_it_would_take_the_last_short_pod_room():
+    """The same with 2 GPUs idle outside r15: the gang would leave no node where a 4-GPU debug
+    job fits, so it stays reserved (nothing is evicted) until room is left elsewhere."""
+    world = _drained_gang(idle_beside=2)
+    waiting = world.cycle(HOUR + 1)
+    assert waiting.evictions == () and pending(waiting)["gang"] == "Reserved"
+    world.finish("b2")  # b0-r1-n0 frees up
+    done = world.cycle(HOUR + 20)
+    assert evicted(done) == {"b30": "Reclaimed"} and admitted(done) == ["gang"]
