@@ -2,9 +2,13 @@
 fits on GPUs idle or held by unfunded work, whatever the pool counts cluster-wide. Worlds of 64
 GPUs (4 racks of two 8-GPU nodes), which keep `needed` = 1 GPU, computed by hand."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from admitter.core.decisions import CycleSettings
 from admitter.core.headroom import SHORT_MAX_GPUS
-from admitter.core.model import FairShareSettings
+from admitter.core.model import GPU, FairShareSettings
+from admitter.core.nodes import held_per_node
 
 from builders.core import job, queue, racks, running_on
 from builders.world import World, admitted, evicted, pending
@@ -83,3 +87,37 @@ def test_a_long_preemptor_takes_victims_that_keep_the_hole():
     result = world.cycle(2 * HOUR)
     assert evicted(result) == {"b-big": "Reclaimed"} and admitted(result) == ["a-long"]
     assert world.placement("a-long") == {"b0-r0-n0": 1}
+
+
+HELD = st.integers(4, 8).flatmap(
+    lambda funded: st.tuples(st.just(funded), st.integers(0, 8 - funded)))
+"""What one node runs: a funded (protected) job of 4-8 GPUs and an unfunded one of what is left
+or less, so that a node often has no room for a short pod on its own."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(held=st.lists(HELD, min_size=8, max_size=8),
+       wanted=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=4))
+def test_every_long_start_leaves_a_node_for_a_short_pod(
+        held: list[tuple[int, int]], wanted: list[int]) -> None:
+    """Whatever runs where, after a cycle that started long work some node has
+    `SHORT_MAX_GPUS` GPUs idle or held by unfunded work (the drain is kept out: its bound is
+    never reached)."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(starvation_bound=100 * HOUR))
+    for node, (funded, unfunded) in zip(NODES, held, strict=True):
+        world.submit(running_on(f"{node}-funded", "a", node, gpus=funded,
+                                min_runtime=10 * HOUR))
+        if unfunded:
+            world.submit(running_on(f"{node}-free", "a", node, gpus=unfunded, min_runtime=0.0))
+    world.submit(*(job(f"b-long{i}", "b", gpus=gpus, at=float(i))
+                   for i, gpus in enumerate(wanted)))
+    result = world.cycle(10.0)
+    if not any(key.startswith("b-long") for key in admitted(result)):
+        return
+    room = dict.fromkeys(NODES, 8)
+    for workload in world.workloads.values():
+        if workload.admitted_at is not None and workload.funded:
+            for node, gpus in held_per_node(workload, GPU).items():
+                room[node] -= gpus
+    assert max(room.values()) >= SHORT_MAX_GPUS
