@@ -33,7 +33,7 @@ from admitter.core.decisions import (
     Snapshot,
 )
 from admitter.core.fit import fits
-from admitter.core.headroom import is_short
+from admitter.core.headroom import SHORT_MAX_GPUS, is_short
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure
@@ -192,7 +192,7 @@ class _Cycle(CycleState):
             chosen = choose(self.state, self.nodes, workload, taken[0], taken[1])
             if not chosen:
                 continue
-            # The drain's target: not held to the short jobs' headroom (`headroom`), or a
+            # The drain's target: not held to the short jobs' pool count (`headroom`), or a
             # domain emptied for it would still have to free the pool that the rest of the
             # cluster lacks. The same placement as above, without that bound.
             self.headroom.exempt = workload.key
@@ -239,10 +239,11 @@ class _Cycle(CycleState):
                            "work may not take")
         elif bound is None:
             placed = self._place(workload)
-            if isinstance(placed, Placement):
+            if isinstance(placed, Placement) and self.headroom.keeps_room(workload, placed):
                 self._admit(workload, placed, "fits")
                 return True
-            why = placed.reason
+            why = placed.reason if isinstance(placed, PlacementFailure) else (
+                f"starting here would leave no node with {SHORT_MAX_GPUS} {GPU} for short jobs")
         else:  # only victims under the queue at its bound can lower what it holds
             within, why = bound.queue, bound
         blocked = self._make_room(workload, within, search=Search.RANKED,

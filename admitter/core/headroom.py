@@ -1,13 +1,23 @@
 """A small headroom for short jobs, which long protected starts respect.
 
 Once work is time-sliced, nearly everything running has started recently and is still inside
-its protected min runtime (hours), so a short debug job would find neither idle GPUs nor any
-victim. Hence a long funded start must leave a pool of at least `needed` GPUs that are idle or
-held by unfunded work (which yields at once). Short jobs (`is_short`) may use the pool, and
-unfunded work may fill it; evicting unfunded work does not grow it (the GPUs only change hands
-inside it). A workload too large ever to leave the pool (more GPUs than the cluster's minus the
-pool) is not held to it, nor is the drain's target (`exempt`): it has waited past the starvation
-bound, and once its domain is emptied nothing else may keep it out.
+its protected min runtime (hours), so a short job would find neither idle GPUs nor any victim.
+Hence a long funded start must leave GPUs that are idle or held by unfunded work (which yields
+at once), in two ways:
+- at least `needed` of them in the whole cluster, so that short jobs arriving together find
+  room;
+- and on at least one node, `SHORT_MAX_GPUS` of them: a short job's pod runs on one node, so a
+  pool of fragments (2 idle GPUs here, 1 there) holds no 4-GPU debug job however large it is.
+  Whether a start keeps such a node depends on where it lands, so this is checked on its
+  placement (`keeps_room`), reading per-node free GPUs from the node model.
+Short jobs (`is_short`) may use the pool, and unfunded work may fill it; evicting unfunded work
+does not grow it (the GPUs only change hands inside it). A workload too large ever to leave the
+pool (more GPUs than the cluster's minus the pool) is not held to it. The drain's target
+(`exempt`) is not held to the count: it has waited past the starvation bound, and a domain
+emptied for it would otherwise still wait for the rest of the cluster to refill the pool. It
+must still keep the one node: some gang is starving nearly all the time on a cluster with 2-3x
+demand, so an exemption from both would leave short jobs no room whenever drains run (on 64-GPU
+clusters, drained gangs took the last idle GPUs and debug p90 waits grew to 7-24 minutes).
 """
 
 from __future__ import annotations
@@ -15,8 +25,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from admitter.core.model import GPU, Phase, Workload
-from admitter.core.nodes import ClusterState
+from admitter.core.fit import Shape, capacity
+from admitter.core.model import GPU, Phase, PodSet, Toleration, Workload
+from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.placement import Placement
 
 HEADROOM_FRACTION = 0.02
 """Part of the schedulable GPUs kept for short jobs, rounded down (none below 50 GPUs). Ai2 runs
@@ -32,6 +44,13 @@ runtime of 15 minutes or less")."""
 SHORT_MAX_GPUS = 4
 """...and asking for at most this many GPUs ("a small number of GPUs"): half an 8-GPU host, so
 that a short job never needs a whole node emptied."""
+
+_LARGEST_SHORT_POD = Workload(
+    "\0largest short pod", "",
+    (PodSet("short", 1, {GPU: SHORT_MAX_GPUS}, (Toleration(operator="Exists"),)),), 0.0)
+"""The pod a node must have room for: `SHORT_MAX_GPUS` GPUs, on any schedulable node (it
+tolerates every taint). Hazard: a node tainted for work that short jobs do not tolerate counts
+too; the node model does not know which tolerations future short jobs bring."""
 
 
 def is_short(workload: Workload) -> bool:
@@ -54,18 +73,28 @@ class Headroom:
     def __init__(self, state: ClusterState, workloads: Iterable[Workload]) -> None:
         self._state = state
         self.held = 0
+        self._unfunded: dict[str, list[tuple[str, int]]] = {}
+        """Per node, the unfunded workloads admitted before the cycle and the GPUs each holds
+        there. One that has left since is no longer assumed on the node model; unfunded work
+        admitted in the cycle is not listed, as it comes after every funded start (step 4)."""
         for workload in workloads:
             if workload.phase is Phase.ADMITTED and not workload.funded:
                 self.held += workload.requests().get(GPU, 0)
+                for node, gpus in held_per_node(workload, GPU).items():
+                    self._unfunded.setdefault(node, []).append((workload.key, gpus))
         self._gpus = state.schedulable_capacity().get(GPU, 0)
         self.needed = math.floor(HEADROOM_FRACTION * self._gpus)
+        demand = state.demand(_LARGEST_SHORT_POD)
+        self._short_pod: Shape | None = None if demand is None else demand.pod_sets[0][0]
+        self._schedulable: set[str] | None = None
         self.exempt: str | None = None
         """The key of the workload a drain is for, set by the cycle once it is chosen."""
 
-    def applies(self, workload: Workload) -> bool:
-        """Whether `workload` is held to the headroom at all."""
-        return self.needed > 0 and workload.key != self.exempt and not flexible(workload) and (
-            workload.requests().get(GPU, 0) <= self._gpus - self.needed)
+    def applies(self, workload: Workload, exempting: bool = True) -> bool:
+        """Whether `workload` is held to the headroom at all (to the count: `exempting` the
+        drain's target)."""
+        return self.needed > 0 and not (exempting and workload.key == self.exempt) and (
+            not flexible(workload) and workload.requests().get(GPU, 0) <= self._gpus - self.needed)
 
     def pool(self) -> int:
         """GPUs in the pool now: idle, or held by unfunded work."""
@@ -77,6 +106,38 @@ class Headroom:
         if not self.applies(workload):
             return True
         return self.pool() - workload.requests().get(GPU, 0) >= self.needed
+
+    def keeps_room(self, workload: Workload, placement: Placement) -> bool:
+        """Whether, with `workload` at `placement` (not yet assumed), some node still has
+        `SHORT_MAX_GPUS` GPUs idle or held by unfunded work. Counted as the node model's slots
+        for the largest short pod (a memoised sum over the domain tree) minus those the
+        placement fills; only if none is left are the nodes holding unfunded work read. The
+        drain's target is held to it too."""
+        shape = self._short_pod
+        if shape is None or not self.applies(workload, exempting=False):
+            return True
+        state = self._state
+        taken: dict[str, int] = {}
+        for pod_set, counts in zip(workload.pod_sets, placement.node_counts, strict=True):
+            gpus = pod_set.requests.get(GPU, 0)
+            for node, count in counts.items():
+                taken[node] = taken.get(node, 0) + gpus * count
+        slots = capacity(state.tree.root, shape)
+        for node, gpus in taken.items():
+            free = state.free_of(node, GPU)
+            slots -= free // SHORT_MAX_GPUS - max(0, free - gpus) // SHORT_MAX_GPUS
+        if slots > 0:
+            return True
+        if self._schedulable is None:  # once a cycle, and only on a cluster this full
+            self._schedulable = {state.names[i] for i in state.tree.leaves}
+        for node, holders in self._unfunded.items():
+            if node not in self._schedulable:
+                continue  # cordoned, or gone from the snapshot
+            pool = max(0, state.free_of(node, GPU) - taken.get(node, 0)) + sum(
+                gpus for key, gpus in holders if state.assumed(key))
+            if pool >= SHORT_MAX_GPUS:
+                return True
+        return False
 
     def change(self, workload: Workload, sign: int) -> None:
         """`workload` started (1) or stopped (-1)."""

@@ -208,7 +208,8 @@ class RoomFinder:
 
     def _place(self, preemptor: Workload) -> Placement | None:
         result = place(self._state, preemptor)
-        return result if isinstance(result, Placement) else None
+        return result if isinstance(result, Placement) and self._headroom.keeps_room(
+            preemptor, result) else None
 
     def _rank(self) -> None:
         """Once per cycle: running workloads that may be evicted now, cheapest first

@@ -10,6 +10,7 @@ from admitter.core.model import (
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    Phase,
     PodSet,
     Queue,
     ResourceQuota,
@@ -25,8 +26,8 @@ from admitter.testing import BLOCK_LABEL as BLOCK
 from admitter.testing import RACK_LABEL as RACK
 
 __all__ = ["BLOCK", "CPU", "GIB", "GPU", "HOSTNAME", "LEVELS", "MEMORY", "RACK", "ZONE", "cluster",
-           "gang", "job", "knobs", "node", "queue", "racks", "requirement", "term", "tree",
-           "workload"]
+           "gang", "job", "knobs", "node", "queue", "racks", "requirement", "running_on",
+           "term", "tree", "workload"]
 
 ZONE = "topology.admitter.dev/zone"
 """A level above blocks, for the benchmarks' largest clusters."""
@@ -114,6 +115,15 @@ def job(key: str, queue_name: str, gpus: int = 8, pods: int = 1, *, at: float = 
     return workload(key, gang(pods, gpus), queue=queue_name, at=at, priority=priority,
                     min_runtime=min_runtime, resumable=resumable, required=required,
                     preferred=preferred)
+
+
+def running_on(key: str, queue_name: str, node: str, *, resumable: bool = True,
+               gpus: int = 8, min_runtime: float = 3600.0, at: float = 0.0) -> Workload:
+    """A one-pod workload of `gpus` GPUs admitted at `at` on `node`; unfunded with a
+    `min_runtime` of 0."""
+    return Workload(key, queue_name, (PodSet("main", 1, {GPU: gpus}),), at,
+                    min_runtime=min_runtime, resumable=resumable, phase=Phase.ADMITTED,
+                    admitted_at=at, placement={node: 1}, pod_set_placements=({node: 1},))
 
 
 def knobs(quota: int = 0, weight: float = 1.0, limit: int = UNLIMITED) -> ResourceQuota:

@@ -3,9 +3,9 @@ ranked by funded GPU time against their GPU budget, running work requeued past i
 for a clearly better-ranked allocation, cheapest victims first, short jobs' headroom, drains."""
 
 from admitter.core.decisions import CycleSettings
-from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
+from admitter.core.model import GPU, FairShareSettings, PodSet, Workload
 
-from builders.core import RACK, job, queue, racks
+from builders.core import RACK, job, queue, racks, running_on
 from builders.world import World, admitted, evicted, pending
 
 HOUR = 3600.0
@@ -65,23 +65,16 @@ def test_budgets_are_gpu_budgets():
     assert pending(result) == {"b-cpu": "NoFit"}  # placement: 16 cores left on the node
 
 
-def _running(key: str, queue_name: str, node: str, *, resumable: bool = True,
-             gpus: int = 8, min_runtime: float = HOUR, at: float = 0.0) -> Workload:
-    return Workload(key, queue_name, (PodSet("main", 1, {GPU: gpus}),), at,
-                    min_runtime=min_runtime, resumable=resumable, phase=Phase.ADMITTED,
-                    admitted_at=at, placement={node: 1}, pod_set_placements=({node: 1},))
-
-
 def test_cheapest_victims_first_resumable_then_fewest_gpus():
     """b (clearly worse ranked) runs a non-resumable 8-GPU job on n0, two resumable 4-GPU jobs
     on n1 and one resumable 8-GPU job on n2; a's 4-GPU job takes one 4-GPU job."""
     world = World(racks(1, nodes_per_rack=3), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=WEEK))
     world.usage = _used(a=1.0, b=20.0)
-    world.submit(_running("keep", "b", "b0-r0-n0", resumable=False),
-                 _running("small0", "b", "b0-r0-n1", gpus=4),
-                 _running("small1", "b", "b0-r0-n1", gpus=4, at=1.0),
-                 _running("big", "b", "b0-r0-n2"),
+    world.submit(running_on("keep", "b", "b0-r0-n0", resumable=False),
+                 running_on("small0", "b", "b0-r0-n1", gpus=4),
+                 running_on("small1", "b", "b0-r0-n1", gpus=4, at=1.0),
+                 running_on("big", "b", "b0-r0-n2"),
                  job("a0", "a", gpus=4, at=10.0))
     result = world.cycle(2 * HOUR)
     assert admitted(result) == ["a0"]
@@ -93,7 +86,7 @@ def test_non_resumable_work_only_for_a_much_larger_rank_gap():
         world = World(racks(1, nodes_per_rack=1), [queue("a"), queue("b", order=1)],
                       settings=CycleSettings(fair_share=WEEK))
         world.usage = _used(a=a_used, b=b_used)
-        world.submit(_running("keep", "b", "b0-r0-n0", resumable=False), job("a0", "a", at=9.0))
+        world.submit(running_on("keep", "b", "b0-r0-n0", resumable=False), job("a0", "a", at=9.0))
         return evicted(world.cycle(2 * HOUR))
 
     assert outcome(5.0) == {}  # 5 × a's use: beyond the swap margin, not ten times
@@ -112,8 +105,8 @@ def test_short_job_displaces_resumable_work_of_any_allocation_never_protected():
     world = World(racks(1, nodes_per_rack=2), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=WEEK))
     world.usage = _used(a=20.0, b=1.0)
-    world.submit(_running("past", "b", "b0-r0-n0"),
-                 _running("protected", "b", "b0-r0-n1", min_runtime=8 * HOUR),
+    world.submit(running_on("past", "b", "b0-r0-n0"),
+                 running_on("protected", "b", "b0-r0-n1", min_runtime=8 * HOUR),
                  job("debug", "a", gpus=1, min_runtime=600.0, resumable=False, at=10.0))
     result = world.cycle(2 * HOUR)
     assert admitted(result) == ["debug"] and evicted(result) == {"past": "Reclaimed"}
@@ -124,9 +117,9 @@ def test_long_work_leaves_the_short_jobs_headroom():
     """A long start must leave 2 % of the GPUs (here 1 of 64) idle or unfunded: the 1-GPU long
     job waits, the short one takes the last GPU."""
     world = World(racks(4), [queue("a"), queue("b", order=1)])
-    world.submit(*(job(f"a{i}", "a", at=float(i)) for i in range(7)),
-                 job("a-gpus7", "a", gpus=7, at=7.0))
-    world.cycle(0.0)
+    nodes = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
+    world.submit(*(running_on(f"a{i}", "a", node, gpus=7 if i == 7 else 8)
+                   for i, node in enumerate(nodes)))
     world.submit(job("b-long", "b", gpus=1, at=8.0),
                  job("b-short", "b", gpus=1, min_runtime=300.0, at=9.0))
     result = world.cycle(10.0)
@@ -143,10 +136,10 @@ def _drain_world() -> World:
     world = World(racks(2), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=WEEK))
     world.usage = _used(a=10.0, b=10.3)
-    world.submit(_running("b-past", "b", "b0-r0-n0"),
-                 _running("b-soon", "b", "b0-r0-n1", min_runtime=2 * HOUR),
-                 _running("b-late0", "b", "b0-r1-n0", min_runtime=5 * HOUR),
-                 _running("b-late1", "b", "b0-r1-n1", min_runtime=5 * HOUR),
+    world.submit(running_on("b-past", "b", "b0-r0-n0"),
+                 running_on("b-soon", "b", "b0-r0-n1", min_runtime=2 * HOUR),
+                 running_on("b-late0", "b", "b0-r1-n0", min_runtime=5 * HOUR),
+                 running_on("b-late1", "b", "b0-r1-n1", min_runtime=5 * HOUR),
                  job("gang", "a", pods=2, required=RACK, at=0.0))
     return world
 
@@ -210,7 +203,7 @@ def test_short_job_never_takes_long_non_resumable_work():
         world = World(racks(1, nodes_per_rack=1), [queue("a"), queue("b", order=1)],
                       settings=CycleSettings(fair_share=WEEK))
         world.usage = _used(a=1.0, b=100.0)
-        world.submit(_running("keep", "b", "b0-r0-n0", resumable=False), preemptor)
+        world.submit(running_on("keep", "b", "b0-r0-n0", resumable=False), preemptor)
         return evicted(world.cycle(2 * HOUR))
 
     assert outcome(job("long", "a", at=9.0)) == {"keep": "Reclaimed"}
@@ -224,9 +217,9 @@ def _three_teams() -> World:
     world = World(racks(2), [queue("a"), queue("b", order=1), queue("c", order=2)],
                   settings=CycleSettings(fair_share=WEEK))
     world.usage = _used(a=10.0, b=10.3, c=5.0)
-    world.submit(_running("c-past0", "c", "b0-r0-n0"), _running("c-past1", "c", "b0-r0-n1"),
-                 _running("b-past", "b", "b0-r1-n0"),
-                 _running("b-soon", "b", "b0-r1-n1", min_runtime=2 * HOUR),
+    world.submit(running_on("c-past0", "c", "b0-r0-n0"), running_on("c-past1", "c", "b0-r0-n1"),
+                 running_on("b-past", "b", "b0-r1-n0"),
+                 running_on("b-soon", "b", "b0-r1-n1", min_runtime=2 * HOUR),
                  job("gang", "a", pods=2, required=RACK, at=0.0))
     return world
 
@@ -260,11 +253,11 @@ def test_short_job_on_a_drained_node_does_not_turn_the_drain_away():
     world = World(racks(2), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=WEEK))
     world.usage = _used(a=10.0, b=10.3)
-    world.submit(_running("b-past", "b", "b0-r0-n0"),
-                 _running("b-debug", "b", "b0-r0-n1", gpus=4, min_runtime=600.0,
+    world.submit(running_on("b-past", "b", "b0-r0-n0"),
+                 running_on("b-debug", "b", "b0-r0-n1", gpus=4, min_runtime=600.0,
                           resumable=False, at=HOUR - 60),
-                 _running("b-late0", "b", "b0-r1-n0", resumable=False, min_runtime=5 * HOUR),
-                 _running("b-late1", "b", "b0-r1-n1", resumable=False, min_runtime=5 * HOUR),
+                 running_on("b-late0", "b", "b0-r1-n0", resumable=False, min_runtime=5 * HOUR),
+                 running_on("b-late1", "b", "b0-r1-n1", resumable=False, min_runtime=5 * HOUR),
                  job("gang", "a", pods=2, required=RACK, at=0.0))
     first = world.cycle(HOUR)
     assert first.evictions == () and pending(first) == {"gang": "Reserved"}
@@ -274,25 +267,43 @@ def test_short_job_on_a_drained_node_does_not_turn_the_drain_away():
     assert evicted(done) == {"b-past": "Reclaimed"} and admitted(done) == ["gang"]
 
 
-def test_the_drained_gang_is_not_held_to_the_short_jobs_headroom():
-    """64 GPUs (4 racks of two 8-GPU nodes) keep a 1-GPU headroom. b (ranked by what it holds:
-    worse than a) fills 7 nodes; the one on b0-r3-n0 is protected for 1 h, the rest for 10 h;
-    b0-r3-n1 is free. a's 2-node gang needs a rack: once past the starvation bound it drains
-    r3, and when r3's occupant's protection ends the gang takes the whole rack, although
-    nothing is left free outside it."""
-    world = World(racks(4), [queue("a"), queue("b", order=1)],
+def _drained_gang(idle_beside: int) -> World:
+    """256 GPUs (16 racks of two 8-GPU nodes) keep a 5-GPU headroom. b (ranked by what it
+    holds: worse than a) fills every node for 10 h but three: b0-r15-n1 is free, b0-r15-n0's
+    job is protected for 1 h, and b0-r0-n0's job leaves `idle_beside` GPUs idle. a's 2-node
+    gang needs a rack: once past the starvation bound it drains r15."""
+    world = World(racks(16), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=FairShareSettings(window=0),
                                          starvation_bound=1800.0))
-    nodes = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
-    world.submit(*(_running(f"b{i}", "b", node, min_runtime=HOUR if node == "b0-r3-n0"
-                            else 10 * HOUR) for i, node in enumerate(nodes)
-                   if node != "b0-r3-n1"),
+    nodes = [f"b0-r{r}-n{n}" for r in range(16) for n in range(2)]
+    world.submit(*(running_on(f"b{i}", "b", node, gpus=8 - idle_beside if node == "b0-r0-n0"
+                              else 8, min_runtime=HOUR if node == "b0-r15-n0" else 10 * HOUR)
+                   for i, node in enumerate(nodes) if node != "b0-r15-n1"),
                  job("gang", "a", pods=2, required=RACK, at=0.0))
     reserved = world.cycle(1801.0)
     assert pending(reserved)["gang"] == "Reserved"
-    assert "reserved for gang: b0-r3-n1, b0-r3-n0" in {
+    assert "reserved for gang: b0-r15-n1, b0-r15-n0" in {
         p.key: p for p in reserved.pending}["gang"].message
+    return world
+
+
+def test_the_drained_gang_may_take_the_pool_but_not_the_last_short_pod_room():
+    """Once r15's occupant's protection ends the gang takes the whole rack although only 4
+    GPUs stay idle outside it, fewer than the 5 kept: the drain's target is exempt from that
+    count. Those 4 GPUs are on one node, where a 4-GPU debug job still fits."""
+    world = _drained_gang(idle_beside=4)
     done = world.cycle(HOUR + 1)
-    assert evicted(done) == {"b6": "Reclaimed"}
+    assert evicted(done) == {"b30": "Reclaimed"}
     assert admitted(done) == ["gang"]
-    assert set(world.placement("gang")) == {"b0-r3-n0", "b0-r3-n1"}
+    assert set(world.placement("gang")) == {"b0-r15-n0", "b0-r15-n1"}
+
+
+def test_the_drained_gang_waits_while_it_would_take_the_last_short_pod_room():
+    """The same with 2 GPUs idle outside r15: the gang would leave no node where a 4-GPU debug
+    job fits, so it stays reserved (nothing is evicted) until room is left elsewhere."""
+    world = _drained_gang(idle_beside=2)
+    waiting = world.cycle(HOUR + 1)
+    assert waiting.evictions == () and pending(waiting)["gang"] == "Reserved"
+    world.finish("b2")  # b0-r1-n0 frees up
+    done = world.cycle(HOUR + 20)
+    assert evicted(done) == {"b30": "Reclaimed"} and admitted(done) == ["gang"]

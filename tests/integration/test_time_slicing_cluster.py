@@ -167,8 +167,8 @@ async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_
     Job: one of the over-served team's Jobs is requeued once past its 2 s min runtime."""
     cast = await teams(api, namespace, {"over": 32, "under": 32})
     first = [long_job(namespace, f"over-{i}", "over").obj() for i in range(4)]
-    # 63 of 64 GPUs: long starts leave one GPU of headroom for short jobs.
-    second = [long_job(namespace, f"over-{i}", "over").gpus(8 if i < 7 else 7).obj()
+    # 60 of 64 GPUs: long starts leave one node with 4 GPUs for a short job's pod.
+    second = [long_job(namespace, f"over-{i}", "over").gpus(8 if i < 7 else 4).obj()
               for i in range(4, 8)]
     async with admitter_world.in_process_controller(kubeconfig):
         await admitter_world.apply_all(api, *first)
@@ -205,13 +205,18 @@ async def test_a_debug_job_displaces_resumable_work_within_two_cycles(
         api: Kube, namespace: str, kubeconfig: Path, world: None) -> None:
     """A full cluster of long resumable work past its min runtime, and a debug Job (1 pod of
     2 GPUs, min runtime 5 min) of a team ranked worse than the one running it (it asks for 2
-    GPUs on a budget of 1): only the short-job rule can make room, and it does at once."""
+    GPUs on a budget of 1): only the short-job rule can make room, and it does at once. Long
+    starts leave one node with 4 GPUs for a short pod: a short Job of the long team fills it."""
     await teams(api, namespace, {"long": 63, "debug": 1})
-    fill = [long_job(namespace, f"long-{i}", "long").gpus(8 if i < 7 else 7).obj()
+    fill = [long_job(namespace, f"long-{i}", "long").gpus(8 if i < 7 else 4).obj()
             for i in range(8)]
+    hole = (JobWrapper("short-hold", namespace).queue("long").gpus(4).runtime("1h")
+            .min_runtime("5m").obj())
     async with admitter_world.in_process_controller(kubeconfig, HELD_NOW) as reconciler:
         await admitter_world.apply_all(api, *fill)
         await all_running(api, namespace, *(j["metadata"]["name"] for j in fill))
+        await admitter_world.apply_all(api, hole)
+        await all_running(api, namespace, "short-hold")
         protected_until = max((await admitted_at(api, namespace)).values()) + 2
 
         async def protections_over() -> bool:
@@ -242,9 +247,8 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
     each; the one next to the free node (same rack) is protected for 20 s, the others for an
     hour. Team a's gang of two whole nodes, required in one rack, starves at once (bound
     0.5 s): that rack is reserved, a long Job that would fit its free node is kept off, the
-    occupant is requeued when its protection ends, and the gang starts there although nothing
-    is left free outside the rack: the drain's target is not held to the short jobs'
-    headroom."""
+    occupant is requeued when its protection ends, and the gang starts there. The first node's
+    Job holds 4 GPUs: the one node where a short pod fits, which the gang must leave too."""
     await teams(api, namespace, {"a": 32, "b": 32})
     labels = {n["metadata"]["name"]: n["metadata"]["labels"]
               for n in (await api.request("GET", kube.NODES.path()))["items"]}
@@ -252,7 +256,8 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
     free, neighbour = names[-1], names[-2]
     rack = labels[free][RACK_LABEL]
     assert labels[neighbour][RACK_LABEL] == rack, "the test layout's last rack holds two nodes"
-    fill = [long_job(namespace, f"b-{i}", "b").node_selector(HOSTNAME_LABEL, node)
+    fill = [long_job(namespace, f"b-{i}", "b").gpus(4 if i == 0 else 8)
+            .node_selector(HOSTNAME_LABEL, node)
             .min_runtime("20s" if node == neighbour else "1h").obj()
             for i, node in enumerate(names[:-1])]
     occupant = fill[-1]["metadata"]["name"]
@@ -271,7 +276,8 @@ async def test_a_rack_is_drained_for_a_starving_two_node_gang(
 
         drain = await eventually(reserved, "the starving gang's drain", 60)
         assert free in drain["message"] and neighbour in drain["message"], drain
-        # Four GPUs of long protected work: the free node would hold it, headroom included.
+        # Four GPUs of long protected work: the free node would hold it, with room for a short
+        # pod left on the first node.
         await admitter_world.apply_all(
             api, long_job(namespace, "late", "b").gpus(4).min_runtime("1h").obj())
 

@@ -1,0 +1,123 @@
+"""The short jobs' headroom on one node: long starts keep a node where the largest short pod
+fits on GPUs idle or held by unfunded work, whatever the pool counts cluster-wide. Worlds of 64
+GPUs (4 racks of two 8-GPU nodes), which keep `needed` = 1 GPU, computed by hand."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from admitter.core.decisions import CycleSettings
+from admitter.core.headroom import SHORT_MAX_GPUS
+from admitter.core.model import GPU, FairShareSettings
+from admitter.core.nodes import held_per_node
+
+from builders.core import job, queue, racks, running_on
+from builders.world import World, admitted, evicted, pending
+
+HOUR = 3600.0
+WEEK = FairShareSettings(window=7 * 86400, k_value=1.0)
+NODES = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
+FULL = NODES[:6]
+"""Nodes that a's protected 8-GPU jobs fill in every world below."""
+NO_ROOM = f"would leave no node with {SHORT_MAX_GPUS} nvidia.com/gpu for short jobs"
+
+
+def _world(**gpus_on_rack3: int) -> World:
+    """a's protected jobs (10 h) fill six nodes and hold `gpus_on_rack3` GPUs on each node of
+    rack r3 (by node name); b, with nothing running, has work to submit."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)])
+    world.submit(*(running_on(f"a{i}", "a", node, min_runtime=10 * HOUR)
+                   for i, node in enumerate(FULL)),
+                 *(running_on(f"a-{node}", "a", node, gpus=gpus, min_runtime=10 * HOUR)
+                   for node, gpus in gpus_on_rack3.items()))
+    return world
+
+
+def test_a_pool_in_fragments_refuses_a_long_start():
+    """2 + 2 idle GPUs: 4 in the pool (3 left after the 1-GPU start, above the 1 kept), but no
+    node would hold a 4-GPU debug job. The long job waits; a short 1-GPU job still starts."""
+    world = _world(**{"b0-r3-n0": 6, "b0-r3-n1": 6})
+    world.submit(job("b-long", "b", gpus=1, at=1.0),
+                 job("b-short", "b", gpus=1, min_runtime=600.0, resumable=False, at=2.0))
+    result = world.cycle(10.0)
+    assert admitted(result) == ["b-short"]
+    assert pending(result) == {"b-long": "ProtectedVictims"}  # a's jobs: protected
+    assert NO_ROOM in result.pending[0].message
+
+
+def test_a_four_gpu_hole_permits_long_starts_elsewhere_until_the_last():
+    """4 idle GPUs on n0, 2 on n1. Long 1-GPU jobs bin-pack onto n1 and keep n0's hole: the
+    first two start there; the third would land on n0 and waits. A 4-GPU debug job submitted
+    next finds the hole."""
+    world = _world(**{"b0-r3-n0": 4, "b0-r3-n1": 6})
+    world.submit(*(job(f"b-long{i}", "b", gpus=1, at=float(i)) for i in range(3)))
+    result = world.cycle(10.0)
+    assert admitted(result) == ["b-long0", "b-long1"]
+    assert world.placement("b-long0") == world.placement("b-long1") == {"b0-r3-n1": 1}
+    assert pending(result) == {"b-long2": "ProtectedVictims"}
+    assert NO_ROOM in result.pending[0].message
+    world.submit(job("b-debug", "b", gpus=4, min_runtime=600.0, resumable=False, at=11.0))
+    later = world.cycle(20.0)
+    assert admitted(later) == ["b-debug"] and world.placement("b-debug") == {"b0-r3-n0": 1}
+
+
+def test_unfunded_work_on_a_node_counts_as_room():
+    """n0 has 1 idle GPU, n1 2 idle beside b's 2-GPU unfunded job: n1 holds a 4-GPU debug job
+    once the unfunded job yields, so a long 1-GPU job may take n0's last GPU."""
+    world = _world(**{"b0-r3-n0": 7, "b0-r3-n1": 4})
+    world.submit(running_on("b-free", "b", "b0-r3-n1", gpus=2, min_runtime=0.0),
+                 job("b-long", "b", gpus=1, at=1.0))
+    result = world.cycle(10.0)
+    assert admitted(result) == ["b-long"] and world.placement("b-long") == {"b0-r3-n0": 1}
+
+
+def test_a_long_preemptor_takes_victims_that_keep_the_hole():
+    """b (20 GPU-hours used, a 1: clearly worse) runs resumable work past its min runtime: an
+    8-GPU job on r0-n0 and a 4-GPU job on r0-n1 beside the only 4 idle GPUs on one node; the
+    rest of the cluster is protected, with 2 idle GPUs on r1-n0. The 4-GPU job is the cheaper
+    victim, but a's 8-GPU job on r0-n1 would leave only those 2 GPUs: it takes the 8-GPU job."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = {"a": 1.0 * HOUR, "b": 20.0 * HOUR}
+    world.submit(running_on("b-big", "b", "b0-r0-n0"),
+                 running_on("b-half", "b", "b0-r0-n1", gpus=4),
+                 running_on("b-frag", "b", "b0-r1-n0", gpus=6, min_runtime=10 * HOUR),
+                 *(running_on(f"b{i}", "b", node, min_runtime=10 * HOUR)
+                   for i, node in enumerate(NODES[3:])),
+                 job("a-long", "a", at=HOUR))
+    result = world.cycle(2 * HOUR)
+    assert evicted(result) == {"b-big": "Reclaimed"} and admitted(result) == ["a-long"]
+    assert world.placement("a-long") == {"b0-r0-n0": 1}
+
+
+HELD = st.integers(4, 8).flatmap(
+    lambda funded: st.tuples(st.just(funded), st.integers(0, 8 - funded)))
+"""What one node runs: a funded (protected) job of 4-8 GPUs and an unfunded one of what is left
+or less, so that a node often has no room for a short pod on its own."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(held=st.lists(HELD, min_size=8, max_size=8),
+       wanted=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=4))
+def test_every_long_start_leaves_a_node_for_a_short_pod(
+        held: list[tuple[int, int]], wanted: list[int]) -> None:
+    """Whatever runs where, after a cycle that started long work some node has
+    `SHORT_MAX_GPUS` GPUs idle or held by unfunded work (the drain is kept out: its bound is
+    never reached)."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(starvation_bound=100 * HOUR))
+    for node, (funded, unfunded) in zip(NODES, held, strict=True):
+        world.submit(running_on(f"{node}-funded", "a", node, gpus=funded,
+                                min_runtime=10 * HOUR))
+        if unfunded:
+            world.submit(running_on(f"{node}-free", "a", node, gpus=unfunded, min_runtime=0.0))
+    world.submit(*(job(f"b-long{i}", "b", gpus=gpus, at=float(i))
+                   for i, gpus in enumerate(wanted)))
+    result = world.cycle(10.0)
+    if not any(key.startswith("b-long") for key in admitted(result)):
+        return
+    room = dict.fromkeys(NODES, 8)
+    for workload in world.workloads.values():
+        if workload.admitted_at is not None and workload.funded:
+            for node, gpus in held_per_node(workload, GPU).items():
+                room[node] -= gpus
+    assert max(room.values()) >= SHORT_MAX_GPUS
