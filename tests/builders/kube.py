@@ -17,6 +17,7 @@ from admitter.api.contract import (
     MIN_RUNTIME_ANNOTATION,
     QUEUE_LABEL,
     RESUMABLE_ANNOTATION,
+    TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
 from admitter.core.model import GPU
@@ -124,6 +125,10 @@ class JobWrapper:
     def required(self, level: str) -> Self:
         """The topology level all its pods must share."""
         return self.annotation(TOPOLOGY_REQUIRED_ANNOTATION, level)
+
+    def preferred(self, level: str) -> Self:
+        """The topology level its pods should share where they can."""
+        return self.annotation(TOPOLOGY_PREFERRED_ANNOTATION, level)
 
     def annotation(self, key: str, value: str | None) -> Self:
         """Set an annotation; None removes it."""

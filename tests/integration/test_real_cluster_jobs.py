@@ -210,3 +210,24 @@ async def test_a_job_requiring_the_host_level_is_admitted(
     wl = await workload_of(api, namespace, "per-host")
     assert wl is not None and wl["spec"]["topology"] == {"required": HOSTNAME_LABEL}
     assert wl["status"]["admission"]["topologyDomain"][HOSTNAME_LABEL] == node
+
+
+@pytest.mark.parametrize(("kind", "level"), [
+    (kind, level) for kind in ("required", "preferred")
+    for level in (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)])
+async def test_each_kind_of_topology_annotation_is_accepted_then_admitted(
+        api: Kube, namespace: str, queue: str, kubeconfig: Path, kind: str, level: str) -> None:
+    """A 2-pod Job with each topology annotation the webhook accepts is admitted by the
+    controller, not left suspended: what the webhook takes, the controller can place. A
+    required level puts both pods in one domain of it, as the Workload's admission says."""
+    job = JobWrapper("shaped", namespace).queue(queue).pods(2).gpus(4)
+    await apply_all(api, getattr(job, kind)(level).obj())
+    async with in_process_controller(kubeconfig):
+        bound = await eventually(lambda: bound_nodes(api, namespace, "shaped"),
+                                 "the Job admitted and both pods bound", timeout=45)
+    wl = await workload_of(api, namespace, "shaped")
+    assert wl is not None and wl["spec"]["topology"] == {kind: level}
+    if kind == "required":
+        labels = await node_labels(api)
+        domain = wl["status"]["admission"]["topologyDomain"][level]
+        assert {labels[node][level] for node in bound} == {domain}
