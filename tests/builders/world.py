@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import CycleResult, CycleSettings, Snapshot
+from admitter.core.decisions import CycleResult, CycleSettings, EvictionReason, Snapshot
 from admitter.core.model import (
     FairShareSettings,
     Node,
@@ -76,8 +76,8 @@ def admitted(result: CycleResult) -> list[str]:
     return [a.key for a in result.admissions]
 
 
-def evicted(result: CycleResult) -> dict[str, str]:
-    return {e.key: e.reason.value for e in result.evictions}
+def evicted(result: CycleResult) -> dict[str, EvictionReason]:
+    return {e.key: e.reason for e in result.evictions}
 
 
 def pending(result: CycleResult) -> dict[str, str]:

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from admitter.core.decisions import CycleSettings
+from admitter.core.decisions import CycleSettings, EvictionReason
 from admitter.core.model import GPU, FairShareSettings, Phase, Workload
 
 from builders.core import RACK, job, queue, racks
@@ -80,7 +80,7 @@ def test_reclaim_waits_for_min_runtime_then_takes_back_the_quota(borrowed):
     assert early.pending[0].retry_at == HOUR
     late = borrowed.cycle(HOUR)
     assert admitted(late) == ["a0"]
-    assert evicted(late) == {"b2": "Reclaimed", "b3": "Reclaimed"}
+    assert evicted(late) == {"b2": EvictionReason.RECLAIMED, "b3": EvictionReason.RECLAIMED}
     assert all(e.preemptor == "a0" for e in late.evictions)
     assert "queue b's allocation has used more of its GPU budget than a's" in (
         late.evictions[0].message)
@@ -112,7 +112,7 @@ def test_preempt_inside_a_queue_by_priority_only():
     world.submit(job("high", "a", at=100, priority=9), job("same", "a", at=101, priority=5))
     result = world.cycle(120)
     assert admitted(result) == ["high"]
-    assert evicted(result) == {"low": "Preempted"}
+    assert evicted(result) == {"low": EvictionReason.PREEMPTED}
     assert "priority 9 > 1" in result.evictions[0].message
     assert pending(result)["same"] in ("NoFit", "QuotaExceeded")
 
@@ -125,7 +125,7 @@ def test_unfunded_work_uses_idle_capacity_and_yields_at_once():
     world.submit(job("paid", "a", at=1))
     result = world.cycle(1)
     assert admitted(result) == ["paid"]
-    assert evicted(result) == {"free": "Reclaimed"}
+    assert evicted(result) == {"free": EvictionReason.RECLAIMED}
 
 
 def test_unfunded_work_never_preempts():
@@ -145,7 +145,7 @@ def test_funded_work_displaces_unfunded_work_whatever_its_rank():
     world.submit(job("a2", "a", at=HOUR), job("b-big", "b", pods=2, required=RACK, at=HOUR))
     result = world.cycle(HOUR)
     assert admitted(result) == ["a2"]
-    assert evicted(result) == {"free": "Reclaimed"}
+    assert evicted(result) == {"free": EvictionReason.RECLAIMED}
     assert result.evictions[0].message == "unfunded workload evicted for funded a2"
     assert pending(result) == {"b-big": "NoFit"}
 
@@ -166,7 +166,7 @@ def test_single_pod_preemptor_takes_victims_from_one_node():
                  job("big", "a", 8, at=10))
     result = world.cycle(20)
     assert admitted(result) == ["big"]
-    assert evicted(result) == {"old-free": "Preempted"}
+    assert evicted(result) == {"old-free": EvictionReason.PREEMPTED}
     assert result.admissions[0].pod_set_nodes == ({"b0-r0-n0": 1},)
 
 
@@ -195,7 +195,7 @@ def test_drain_waits_for_min_runtime():
     world.cordon(next(iter(world.placement("j"))))
     assert world.cycle(HOUR - 1).evictions == ()
     result = world.cycle(HOUR)
-    assert evicted(result) == {"j": "Drained"}
+    assert evicted(result) == {"j": EvictionReason.DRAINED}
     assert "is cordoned" in result.evictions[0].message
 
 
@@ -210,7 +210,7 @@ def test_pods_ready_timeout_and_backoff():
     world.cycle(0)
     world.workloads["j"] = replace(world.workloads["j"], pods_ready=False)
     assert world.cycle(599).evictions == ()
-    assert evicted(world.cycle(600)) == {"j": "PodsReadyTimeout"}
+    assert evicted(world.cycle(600)) == {"j": EvictionReason.PODS_READY_TIMEOUT}
     world.workloads["j"] = replace(world.workloads["j"], eligible_at=900)
     result = world.cycle(700)
     assert pending(result) == {"j": "Backoff"} and result.pending[0].retry_at == 900
@@ -303,7 +303,7 @@ def test_next_change_is_when_a_drained_node_can_be_emptied():
     world.cordon("b0-r0-n0")
     result = world.cycle(600)
     assert result.evictions == () and result.next_change == HOUR
-    assert world.cycle(HOUR).evictions[0].reason.value == "Drained"
+    assert world.cycle(HOUR).evictions[0].reason is EvictionReason.DRAINED
 
 
 def test_unfunded_work_fills_reserved_nodes_until_the_gang_can_start():
@@ -321,7 +321,7 @@ def test_unfunded_work_fills_reserved_nodes_until_the_gang_can_start():
     world.finish("small")
     result = world.cycle(2 * HOUR + 1)
     assert admitted(result) == ["big"]
-    assert evicted(result) == {"free": "Reclaimed"}
+    assert evicted(result) == {"free": EvictionReason.RECLAIMED}
 
 
 def test_time_based_fair_share_favours_the_team_that_used_less():

@@ -5,7 +5,7 @@ GPUs (4 racks of two 8-GPU nodes), which keep `needed` = 1 GPU, computed by hand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from admitter.core.decisions import CycleSettings
+from admitter.core.decisions import CycleSettings, EvictionReason
 from admitter.core.headroom import SHORT_MAX_GPUS
 from admitter.core.model import GPU, FairShareSettings
 from admitter.core.nodes import held_per_node
@@ -85,7 +85,7 @@ def test_a_long_preemptor_takes_victims_that_keep_the_hole():
                    for i, node in enumerate(NODES[3:])),
                  job("a-long", "a", at=HOUR))
     result = world.cycle(2 * HOUR)
-    assert evicted(result) == {"b-big": "Reclaimed"} and admitted(result) == ["a-long"]
+    assert evicted(result) == {"b-big": EvictionReason.RECLAIMED} and admitted(result) == ["a-long"]
     assert world.placement("a-long") == {"b0-r0-n0": 1}
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from admitter.core.decisions import EvictionReason
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 
 from builders.core import job, queue, racks
@@ -35,7 +36,7 @@ def test_the_default_threshold_keeps_kueue_priorities_from_being_preempted() -> 
 def test_a_raised_or_absent_threshold_lets_priority_preempt(threshold: int | None) -> None:
     result = _kueue_priorities(threshold).cycle(120)
     assert admitted(result) == ["high"]
-    assert evicted(result) == {"low1": "Preempted"}
+    assert evicted(result) == {"low1": EvictionReason.PREEMPTED}
 
 
 def test_the_threshold_is_inclusive() -> None:

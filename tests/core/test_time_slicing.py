@@ -2,7 +2,7 @@
 ranked by funded GPU time against their GPU budget, running work requeued past its min runtime
 for a clearly better-ranked allocation, cheapest victims first, short jobs' headroom, drains."""
 
-from admitter.core.decisions import CycleSettings
+from admitter.core.decisions import CycleSettings, EvictionReason
 from admitter.core.model import GPU, FairShareSettings, PodSet, Workload
 
 from builders.core import RACK, job, queue, racks, running_on
@@ -43,7 +43,7 @@ def test_swap_past_min_runtime_beyond_the_margin_and_no_swap_back():
     assert early.evictions == () and pending(early) == {"a0": "ProtectedVictims"}
     assert early.next_change == HOUR  # b0's protection ends
     result = world.cycle(2 * HOUR)
-    assert admitted(result) == ["a0"] and evicted(result) == {"b0": "Reclaimed"}
+    assert admitted(result) == ["a0"] and evicted(result) == {"b0": EvictionReason.RECLAIMED}
     assert "queue b's allocation has used more of its GPU budget than a's" in (
         result.evictions[0].message)
     # the use over the window is unchanged: b's job does not take the node back
@@ -78,7 +78,8 @@ def test_cheapest_victims_first_resumable_then_fewest_gpus():
                  job("a0", "a", gpus=4, at=10.0))
     result = world.cycle(2 * HOUR)
     assert admitted(result) == ["a0"]
-    assert evicted(result) == {"small1": "Reclaimed"}  # the most recently started of the two
+    # the most recently started of the two
+    assert evicted(result) == {"small1": EvictionReason.RECLAIMED}
 
 
 def test_non_resumable_work_only_for_a_much_larger_rank_gap():
@@ -92,11 +93,11 @@ def test_non_resumable_work_only_for_a_much_larger_rank_gap():
     assert outcome(5.0) == {}  # 5 × a's use: beyond the swap margin, not ten times
     # The gap is judged with a0's protected run charged to a: 1 + 8 GPUs × 1 h = 9 GPU-hours.
     assert outcome(80.0) == {}  # 80 × a's use so far, under 10 × 9 once a0 has run
-    assert outcome(100.0) == {"keep": "Reclaimed"}
+    assert outcome(100.0) == {"keep": EvictionReason.RECLAIMED}
     # An allocation that has used nothing yet is not infinitely far below b: its first job's
     # protected run is what it is compared with.
     assert outcome(5.0, a_used=0.0) == {}
-    assert outcome(81.0, a_used=0.0) == {"keep": "Reclaimed"}
+    assert outcome(81.0, a_used=0.0) == {"keep": EvictionReason.RECLAIMED}
 
 
 def test_short_job_displaces_resumable_work_of_any_allocation_never_protected():
@@ -109,7 +110,7 @@ def test_short_job_displaces_resumable_work_of_any_allocation_never_protected():
                  running_on("protected", "b", "b0-r0-n1", min_runtime=8 * HOUR),
                  job("debug", "a", gpus=1, min_runtime=600.0, resumable=False, at=10.0))
     result = world.cycle(2 * HOUR)
-    assert admitted(result) == ["debug"] and evicted(result) == {"past": "Reclaimed"}
+    assert admitted(result) == ["debug"] and evicted(result) == {"past": EvictionReason.RECLAIMED}
     assert "a short job may requeue resumable work" in result.evictions[0].message
 
 
@@ -163,7 +164,7 @@ def test_rack_drain_for_a_starving_gang_without_flip_flopping():
             p.key: p for p in result.pending}["gang"].message
     assert world.placement("b-new") == {"b0-r1-n1": 1}
     done = world.cycle(2 * HOUR)
-    assert evicted(done) == {"b-past": "Reclaimed", "b-soon": "Reclaimed"}
+    assert evicted(done) == {"b-past": EvictionReason.RECLAIMED, "b-soon": EvictionReason.RECLAIMED}
     assert all("drained for that starving gang" in e.message for e in done.evictions)
     assert admitted(done) == ["gang"]
     assert set(world.placement("gang")) == {"b0-r0-n0", "b0-r0-n1"}
@@ -179,7 +180,7 @@ def test_priority_preemption_inside_a_queue_at_its_limit():
     early = world.cycle(HOUR / 2)
     assert admitted(early) == [] and pending(early) == {"high": "ProtectedVictims"}
     result = world.cycle(HOUR)
-    assert admitted(result) == ["high"] and evicted(result) == {"low1": "Preempted"}
+    assert admitted(result) == ["high"] and evicted(result) == {"low1": EvictionReason.PREEMPTED}
     assert "priority 50 > 0" in result.evictions[0].message
 
 
@@ -192,7 +193,7 @@ def test_priority_preemption_at_a_limit_with_a_headroom_kept_elsewhere():
     world.cycle(0.0)
     world.submit(job("high", "q", priority=50, at=5.0, min_runtime=2.0))
     result = world.cycle(20.0)
-    assert admitted(result) == ["high"] and evicted(result) == {"low1": "Preempted"}
+    assert admitted(result) == ["high"] and evicted(result) == {"low1": EvictionReason.PREEMPTED}
 
 
 def test_short_job_never_takes_long_non_resumable_work():
@@ -206,7 +207,7 @@ def test_short_job_never_takes_long_non_resumable_work():
         world.submit(running_on("keep", "b", "b0-r0-n0", resumable=False), preemptor)
         return evicted(world.cycle(2 * HOUR))
 
-    assert outcome(job("long", "a", at=9.0)) == {"keep": "Reclaimed"}
+    assert outcome(job("long", "a", at=9.0)) == {"keep": EvictionReason.RECLAIMED}
     assert outcome(job("debug", "a", gpus=1, min_runtime=600.0, resumable=False, at=9.0)) == {}
 
 
@@ -233,7 +234,7 @@ def test_drain_chooses_the_domain_its_gang_may_empty():
     assert first.evictions == () and pending(first) == {"gang": "Reserved"}
     assert "reserved for gang: b0-r1-n0, b0-r1-n1" in first.pending[0].message
     done = world.cycle(2 * HOUR)
-    assert evicted(done) == {"b-past": "Reclaimed", "b-soon": "Reclaimed"}
+    assert evicted(done) == {"b-past": EvictionReason.RECLAIMED, "b-soon": EvictionReason.RECLAIMED}
     assert admitted(done) == ["gang"]
 
 
@@ -264,7 +265,7 @@ def test_short_job_on_a_drained_node_does_not_turn_the_drain_away():
     assert "reserved for gang: b0-r0-n0, b0-r0-n1" in first.pending[0].message
     world.finish("b-debug")
     done = world.cycle(HOUR + 300)
-    assert evicted(done) == {"b-past": "Reclaimed"} and admitted(done) == ["gang"]
+    assert evicted(done) == {"b-past": EvictionReason.RECLAIMED} and admitted(done) == ["gang"]
 
 
 def _drained_gang(idle_beside: int) -> World:
@@ -293,7 +294,7 @@ def test_the_drained_gang_may_take_the_pool_but_not_the_last_short_pod_room():
     count. Those 4 GPUs are on one node, where a 4-GPU debug job still fits."""
     world = _drained_gang(idle_beside=4)
     done = world.cycle(HOUR + 1)
-    assert evicted(done) == {"b30": "Reclaimed"}
+    assert evicted(done) == {"b30": EvictionReason.RECLAIMED}
     assert admitted(done) == ["gang"]
     assert set(world.placement("gang")) == {"b0-r15-n0", "b0-r15-n1"}
 
@@ -306,4 +307,4 @@ def test_the_drained_gang_waits_while_it_would_take_the_last_short_pod_room():
     assert waiting.evictions == () and pending(waiting)["gang"] == "Reserved"
     world.finish("b2")  # b0-r1-n0 frees up
     done = world.cycle(HOUR + 20)
-    assert evicted(done) == {"b30": "Reclaimed"} and admitted(done) == ["gang"]
+    assert evicted(done) == {"b30": EvictionReason.RECLAIMED} and admitted(done) == ["gang"]

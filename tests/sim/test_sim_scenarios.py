@@ -1,6 +1,8 @@
 """Small scenarios whose outcome is computed by hand: who starts when, who is evicted, who
 waits. Cycles run every 10 s, so a change at t is acted on at the first multiple of 10 ≥ t."""
 
+from admitter.core.decisions import EvictionReason
+
 from builders.scenario import simulate, starts, stops, workload
 
 GANG = """
@@ -52,7 +54,7 @@ workloads:
 def test_unfunded_job_is_preempted_by_a_funded_one_and_loses_its_progress():
     result = simulate(UNFUNDED)
     # The idle node runs the unfunded job until the funded one arrives at 15 min.
-    assert stops(result, "free") == [(900.0, "Reclaimed", "paid")]
+    assert stops(result, "free") == [(900.0, EvictionReason.RECLAIMED.value, "paid")]
     assert starts(result, "paid") == [(900.0, {"n-0": 1})]
     # Not resumable: it starts over when the node frees at 1h15m and runs its full 2 h.
     assert starts(result, "free")[1][0] == 4500.0
@@ -88,7 +90,7 @@ def test_protected_job_is_reclaimed_only_when_its_min_runtime_ends():
     result = simulate(PROTECTED)
     # t2 borrows all 16 GPUs while t1 wants nothing. From 10 min t1 is owed 8 of them, but
     # big is protected until 1 h: r waits, then reclaims exactly at the protection's end.
-    assert stops(result, "big") == [(3600.0, "Reclaimed", "r")]
+    assert stops(result, "big") == [(3600.0, EvictionReason.RECLAIMED.value, "r")]
     assert starts(result, "r") == [(3600.0, {"n-0": 1})]
     # big (resumable, 3 h left) needs both nodes again: it restarts when r finishes.
     assert starts(result, "big")[1][0] == 7200.0
@@ -117,8 +119,8 @@ def test_cordoned_node_is_drained_at_min_runtime_boundaries():
     assert [starts(result, n)[0] for n in ("j1", "j2", "j3", "u")] == [
         (0.0, {"n-0": 1}), (0.0, {"n-0": 1}), (0.0, {"n-1": 1}), (0.0, {"n-1": 1})]
     # n-1 is cordoned at 30 min: unfunded u goes at once, j3 when its 3 h protection ends.
-    assert stops(result, "u")[0] == (1800.0, "Drained", None)
-    assert stops(result, "j3") == [(10800.0, "Drained", None)]
+    assert stops(result, "u")[0] == (1800.0, EvictionReason.DRAINED.value, None)
+    assert stops(result, "j3") == [(10800.0, EvictionReason.DRAINED.value, None)]
     # Work on n-0 is never drained, and nothing lands on n-1 again.
     assert stops(result, "j1") == stops(result, "j2") == []
     later = [nodes for w in result["workloads"] for at, nodes in starts(result, w["name"])
@@ -126,7 +128,7 @@ def test_cordoned_node_is_drained_at_min_runtime_boundaries():
     assert later and all(set(nodes) == {"n-0"} for nodes in later)
     # j3 restarts on n-0 at the next cycle, evicting u (unfunded) that had taken j1's place.
     assert starts(result, "j3")[1] == (10810.0, {"n-0": 1})
-    assert stops(result, "u")[1] == (10810.0, "Preempted", "j3")
+    assert stops(result, "u")[1] == (10810.0, EvictionReason.PREEMPTED.value, "j3")
 
 
 FAIR_SHARE = """
