@@ -9,7 +9,6 @@ Workload is owned by the Pod, so deleting the Pod deletes the Workload.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine, Iterable
 from enum import Enum
 from typing import Any
@@ -69,19 +68,12 @@ def pod_step(pod: Obj, wl: Obj) -> PodStep:
 
 def started_pod_patch(pod: Obj, wl: Obj) -> Obj:
     """A merge patch lifting admitter's gate, marking the Pod admitted and pinning it to the
-    admitted domain and hinted node; on the version read, so a Pod changed meanwhile is
-    looked at again."""
+    admitted domain, as a Job's pods are; on the version read, so a Pod changed meanwhile is
+    looked at again. Not to the hinted node: a Job admitted in the same cycle is pinned only
+    to its domain, so kube-scheduler may bind its pods to that node first, and a Pod held to
+    it would then stay Pending for good (required affinity cannot be relaxed)."""
     admission = wl["status"]["admission"]
     affinity = pin_to_domain(pod["spec"].get("affinity"), admission.get("topologyDomain") or {})
-    nodes = sorted({hint["node"] for hint in admission.get("nodeHints") or ()})
-    if nodes:
-        affinity = json.loads(json.dumps(affinity or {}))
-        required = affinity.setdefault("nodeAffinity", {}).setdefault(
-            "requiredDuringSchedulingIgnoredDuringExecution", {})
-        pin = {"key": "metadata.name", "operator": "In", "values": nodes}
-        required["nodeSelectorTerms"] = [
-            {**term, "matchFields": [*term.get("matchFields", []), pin]}
-            for term in required.get("nodeSelectorTerms") or [{}]]
     gates = [g for g in pod["spec"].get("schedulingGates") or () if g.get("name") != ADMISSION_GATE]
     meta = pod["metadata"]
     return {"metadata": {"resourceVersion": meta["resourceVersion"],
