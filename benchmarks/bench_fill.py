@@ -46,13 +46,12 @@ from controller_process import ControllerProcess, ControllerStats, describe
 from rich.console import Console
 from rich.table import Table
 
-from admitter.api.contract import QUEUE_LABEL
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.testing import GPU_RESOURCE
 from admitter.testing.in_process import background
 
-from builders.kube import namespace
+from builders.kube import JobWrapper, namespace
 
 NAMESPACE = "fill"
 WAYS = ("plain", "admitter", "webhooks")
@@ -76,17 +75,13 @@ class Fill:
 
 
 def fill_job(index: int, way: str) -> Obj:
-    container = {"name": "main", "image": "registry.invalid/fill",
-                 "resources": {"limits": {GPU_RESOURCE: "1"}}}
-    spec: Obj = {"parallelism": 1, "completions": 1, "backoffLimit": 0,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
-    meta: Obj = {"name": f"fill-{index:05d}", "namespace": NAMESPACE}
-    if way != "plain":
-        meta["labels"] = {QUEUE_LABEL: "default"}
-        meta["annotations"] = {"admitter.dev/min-runtime": "1h"}
-    if way == "admitter":
-        spec["suspend"] = True
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    """One 1-GPU pod that runs until the end; queued and with a min runtime unless `way` is
+    plain Kubernetes, and suspended by the user only where no webhook would do it."""
+    job = (JobWrapper(f"fill-{index:05d}", NAMESPACE).gpus(1).image("registry.invalid/fill")
+           .runtime(None).suspend(True if way == "admitter" else None))
+    if way == "plain":
+        job.queue(None).annotations({})
+    return job.obj()
 
 
 async def webhooks_in_effect(client: Kube) -> None:

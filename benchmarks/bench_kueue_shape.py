@@ -50,15 +50,13 @@ from rich.console import Console
 from rich.table import Table
 
 from admitter.api.base import API_VERSION as ADMITTER_API
-from admitter.api.contract import QUEUE_LABEL
 from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import is_true
-from admitter.testing import SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.in_process import background
 
-from builders.kube import cluster_queue
+from builders.kube import JobWrapper, cluster_queue
 
 
 @dataclass(frozen=True)
@@ -184,23 +182,10 @@ class ShapeRun:
         }
 
     def job(self, ns: str, name: str, cls: WorkloadClass) -> Obj:
-        container = {"name": "main", "image": "registry.invalid/bench",
-                     "resources": {"requests": {"cpu": str(cls.cpu)}}}
-        return {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": ns,
-                         "labels": {QUEUE_LABEL: "default", CLASS_LABEL: cls.name},
-                         "annotations": {"admitter.dev/min-runtime": MIN_RUNTIME}},
-            "spec": {
-                "suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0,
-                "template": {
-                    "metadata": {"annotations": {
-                        SIMULATED_RUNTIME_ANNOTATION: f"{int(cls.runtime * 1000)}ms"}},
-                    "spec": {"restartPolicy": "Never", "containers": [container],
-                             "priorityClassName": f"bench-{cls.name}"},
-                },
-            },
-        }
+        return (JobWrapper(name, ns).gpus(0).request("cpu", str(cls.cpu))
+                .image("registry.invalid/bench").label(CLASS_LABEL, cls.name)
+                .min_runtime(MIN_RUNTIME).runtime(f"{int(cls.runtime * 1000)}ms")
+                .priority_class(f"bench-{cls.name}").obj())
 
     async def stream(self, ns: str, cls: WorkloadClass) -> None:
         """One of Kueue's generator loops: wait the interval, create, repeat."""

@@ -197,23 +197,22 @@ async def _serve_webhooks(kubeconfig: str, settings: Any, cert_dir: Path) -> Any
 
 async def _controller_main(args: argparse.Namespace) -> None:
     from admitter.api.settings import Settings
-    from admitter.controller import reconciler as module
     from admitter.controller.reconciler import Reconciler
+    from admitter.core.cycle import run_cycle
+    from admitter.core.decisions import CycleResult, Snapshot
 
     stats = ControllerStats()
-    timed_cycle = module.run_cycle
 
-    def run_cycle(snapshot: Any) -> Any:
+    def timed_cycle(snapshot: Snapshot) -> CycleResult:
         began = time.perf_counter()
         try:
-            return timed_cycle(snapshot)
+            return run_cycle(snapshot)
         finally:
             stats.cycle_seconds += time.perf_counter() - began
 
-    module.run_cycle = run_cycle
     client = await Kube.from_kubeconfig(args.kubeconfig)
     settings = Settings.model_validate(json.loads(args.settings))
-    reconciler = Reconciler(client, settings, "bench")
+    reconciler = Reconciler(client, settings, "bench", decide=timed_cycle)
     if args.quiet_pending:  # an experiment: what the pending-reason writes cost
         async def unexplained(*_: Any) -> None:
             return None

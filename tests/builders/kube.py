@@ -140,14 +140,27 @@ class JobWrapper:
         self._job["metadata"]["annotations"] = dict(values)
         return self
 
-    def runtime(self, value: str) -> Self:
-        """How long KWOK runs its pods."""
-        self._job["spec"]["template"]["metadata"]["annotations"][
-            SIMULATED_RUNTIME_ANNOTATION] = value
+    def runtime(self, value: str | None) -> Self:
+        """How long KWOK runs its pods; None: KWOK's own default stage."""
+        _put(self._job["spec"]["template"]["metadata"]["annotations"],
+             SIMULATED_RUNTIME_ANNOTATION, value)
         return self
 
-    def suspend(self, value: bool) -> Self:
-        self._job["spec"]["suspend"] = value
+    def suspend(self, value: bool | None) -> Self:
+        """`spec.suspend`; None leaves the field out, as a user may."""
+        if value is None:
+            self._job["spec"].pop("suspend", None)
+        else:
+            self._job["spec"]["suspend"] = value
+        return self
+
+    def label(self, key: str, value: str | None) -> Self:
+        """Set a label; None removes it."""
+        _put(self._job["metadata"]["labels"], key, value)
+        return self
+
+    def image(self, value: str) -> Self:
+        self._main["image"] = value
         return self
 
     def priority_class(self, name: str) -> Self:

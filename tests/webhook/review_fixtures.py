@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admitter.api.clusterqueue import ClusterQueue
-from admitter.api.contract import QUEUE_LABEL
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
 from admitter.webhook.jobs import JobPolicy
 from admitter.webhook.names import CONTROLLER_USERNAME
 from admitter.webhook.review import AdmissionRequest, parse_review
 
-from builders.kube import cluster_queue, local_queue, topology
+from builders.kube import JobWrapper, cluster_queue, local_queue, topology
 
 NAMESPACE = "team-a"
 USER = "alice"
@@ -29,19 +28,10 @@ def job(
     annotations: dict[str, str] | None = None,
     name: str = "train",
 ) -> dict[str, Any]:
-    """A batch/v1 Job as a user writes it; `suspend=None` leaves the field out."""
-    spec: dict[str, Any] = {
-        "parallelism": 2,
-        "template": {"spec": {"containers": [{"name": "main", "image": "trainer"}]}},
-    }
-    if suspend is not None:
-        spec["suspend"] = suspend
-    metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
-    if queue is not None:
-        metadata["labels"] = {QUEUE_LABEL: queue}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+    """A 2-pod CPU-only Job as a user writes it (`JobWrapper`), with only the `annotations`
+    given; `suspend=None` leaves the field out."""
+    return (JobWrapper(name, NAMESPACE).queue(queue).pods(2).gpus(0).image("trainer")
+            .runtime(None).annotations(annotations or {}).suspend(suspend).obj())
 
 
 def changed(obj: dict[str, Any], **edits: Any) -> dict[str, Any]:
