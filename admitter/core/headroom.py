@@ -16,8 +16,8 @@ pool (more GPUs than the cluster's minus the pool) is not held to it. The drain'
 (`exempt`) is not held to the count: it has waited past the starvation bound, and a domain
 emptied for it would otherwise still wait for the rest of the cluster to refill the pool. It
 must still keep the one node: some gang is starving nearly all the time on a cluster with 2-3x
-demand, so an exemption from both would leave short jobs no room whenever drains run (on 64-GPU
-clusters, drained gangs took the last idle GPUs and debug p90 waits grew to 7-24 minutes).
+demand, so an exemption from both would leave short jobs no room whenever drains run (drained
+gangs would take the last idle GPUs of a small cluster).
 """
 
 from __future__ import annotations
