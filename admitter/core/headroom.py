@@ -2,15 +2,21 @@
 
 Once work is time-sliced, nearly everything running has started recently and is still inside
 its protected min runtime (hours), so a short job would find neither idle GPUs nor any victim.
-Hence a long funded start must leave GPUs that are idle or held by unfunded work (which yields
-at once), in two ways:
+Hence a long funded start must leave GPUs that a short job could have at once (`yields`): idle,
+held by unfunded work, or held on one node by resumable long work past its min runtime (a short
+job may requeue it, and it resumes without loss). It must leave them in two ways:
 - at least `needed` of them in the whole cluster, so that short jobs arriving together find
   room;
 - and on at least one node, `SHORT_MAX_GPUS` of them: a short job's pod runs on one node, so a
   pool of fragments (2 idle GPUs here, 1 there) holds no 4-GPU debug job however large it is.
   Whether a start keeps such a node depends on where it lands, so this is checked on its
   placement (`keeps_room`), reading per-node free GPUs from the node model.
-Short jobs (`is_short`) may use the pool, and unfunded work may fill it; evicting unfunded work
+Counting yielding work, and not only idle GPUs, is what keeps the room from standing idle: on a
+64-GPU cluster one idle 4-GPU hole is 6 % of the GPUs, while work past its min runtime is
+running nearly all the time. Work that spans nodes does not count (a short job would requeue a
+whole gang for one pod), nor short work (it is never another short job's victim), nor work of a
+non-preemptible priority.
+Short jobs (`is_short`) may use the pool, and unfunded work may fill it; evicting yielding work
 does not grow it (the GPUs only change hands inside it). A workload too large ever to leave the
 pool (more GPUs than the cluster's minus the pool) is not held to it. The drain's target
 (`exempt`) is not held to the count: it has waited past the starvation bound, and a domain
@@ -66,22 +72,39 @@ def flexible(workload: Workload) -> bool:
     return not workload.funded or is_short(workload)
 
 
+def yields(workload: Workload, now: float, non_preemptible_priority: int | None) -> bool:
+    """Whether an admitted workload's GPUs are the short jobs' at once: it is unfunded, or it is
+    long, resumable, preemptible, past its min runtime and on one node."""
+    if not workload.funded:
+        return True
+    until = workload.protected_until()
+    return (until is not None and until <= now and workload.resumable
+            and not is_short(workload) and workload.preemptible(non_preemptible_priority)
+            and len(held_per_node(workload, GPU)) == 1)
+
+
 class Headroom:
-    """The pool's bound for one cycle and what unfunded work holds, kept current by the cycle's
+    """The pool's bound for one cycle and what yielding work holds, kept current by the cycle's
     `Statement` (`change`) as it allocates and evicts, simulations included."""
 
-    def __init__(self, state: ClusterState, workloads: Iterable[Workload]) -> None:
+    def __init__(self, state: ClusterState, workloads: Iterable[Workload], now: float,
+                 non_preemptible_priority: int | None) -> None:
         self._state = state
         self.held = 0
-        self._unfunded: dict[str, list[tuple[str, int]]] = {}
-        """Per node, the unfunded workloads admitted before the cycle and the GPUs each holds
+        self._yielding: set[str] = set()
+        """Keys of the admitted workloads that `yields`: once evicted in the cycle, their GPUs
+        leave `held` as they become free (work started in the cycle is protected)."""
+        self._on_node: dict[str, list[tuple[str, int]]] = {}
+        """Per node, the yielding workloads admitted before the cycle and the GPUs each holds
         there. One that has left since is no longer assumed on the node model; unfunded work
         admitted in the cycle is not listed, as it comes after every funded start (step 4)."""
         for workload in workloads:
-            if workload.phase is Phase.ADMITTED and not workload.funded:
+            if workload.phase is Phase.ADMITTED and yields(workload, now,
+                                                           non_preemptible_priority):
+                self._yielding.add(workload.key)
                 self.held += workload.requests().get(GPU, 0)
                 for node, gpus in held_per_node(workload, GPU).items():
-                    self._unfunded.setdefault(node, []).append((workload.key, gpus))
+                    self._on_node.setdefault(node, []).append((workload.key, gpus))
         self._gpus = state.schedulable_capacity().get(GPU, 0)
         self.needed = math.floor(HEADROOM_FRACTION * self._gpus)
         demand = state.demand(_LARGEST_SHORT_POD)
@@ -97,11 +120,11 @@ class Headroom:
             not flexible(workload) and workload.requests().get(GPU, 0) <= self._gpus - self.needed)
 
     def pool(self) -> int:
-        """GPUs in the pool now: idle, or held by unfunded work."""
+        """GPUs in the pool now: idle, or held by yielding work."""
         return self._state.free_total(GPU) + self.held
 
     def allows(self, workload: Workload) -> bool:
-        """Whether `workload` may start on what is free now (unfunded work evicted for it has
+        """Whether `workload` may start on what is free now (yielding work evicted for it has
         left `held` as its GPUs became free: they were in the pool already)."""
         if not self.applies(workload):
             return True
@@ -109,9 +132,9 @@ class Headroom:
 
     def keeps_room(self, workload: Workload, placement: Placement) -> bool:
         """Whether, with `workload` at `placement` (not yet assumed), some node still has
-        `SHORT_MAX_GPUS` GPUs idle or held by unfunded work. Counted as the node model's slots
+        `SHORT_MAX_GPUS` GPUs idle or held by yielding work. Counted as the node model's slots
         for the largest short pod (a memoised sum over the domain tree) minus those the
-        placement fills; only if none is left are the nodes holding unfunded work read. The
+        placement fills; only if none is left are the nodes holding yielding work read. The
         drain's target is held to it too."""
         shape = self._short_pod
         if shape is None or not self.applies(workload, exempting=False):
@@ -130,7 +153,7 @@ class Headroom:
             return True
         if self._schedulable is None:  # once a cycle, and only on a cluster this full
             self._schedulable = {state.names[i] for i in state.tree.leaves}
-        for node, holders in self._unfunded.items():
+        for node, holders in self._on_node.items():
             if node not in self._schedulable:
                 continue  # cordoned, or gone from the snapshot
             pool = max(0, state.free_of(node, GPU) - taken.get(node, 0)) + sum(
@@ -141,5 +164,5 @@ class Headroom:
 
     def change(self, workload: Workload, sign: int) -> None:
         """`workload` started (1) or stopped (-1)."""
-        if not workload.funded:
+        if not workload.funded or workload.key in self._yielding:
             self.held += sign * workload.requests().get(GPU, 0)

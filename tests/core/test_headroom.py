@@ -1,5 +1,6 @@
 """The short jobs' headroom on one node: long starts keep a node where the largest short pod
-fits on GPUs idle or held by unfunded work, whatever the pool counts cluster-wide. Worlds of 64
+fits on GPUs idle or held by yielding work (unfunded, or resumable long work past its min
+runtime on that node alone), whatever the pool counts cluster-wide. Worlds of 64
 GPUs (4 racks of two 8-GPU nodes), which keep `needed` = 1 GPU, computed by hand."""
 
 from hypothesis import given, settings
@@ -7,7 +8,7 @@ from hypothesis import strategies as st
 
 from admitter.core.decisions import CycleSettings, EvictionReason
 from admitter.core.headroom import SHORT_MAX_GPUS
-from admitter.core.model import GPU, FairShareSettings
+from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
 from admitter.core.nodes import held_per_node
 
 from builders.core import job, queue, racks, running_on
@@ -70,11 +71,12 @@ def test_unfunded_work_on_a_node_counts_as_room():
     assert admitted(result) == ["b-long"] and world.placement("b-long") == {"b0-r3-n0": 1}
 
 
-def test_a_long_preemptor_takes_victims_that_keep_the_hole():
+def test_a_long_preemptor_takes_the_cheaper_victim_while_room_remains():
     """b (20 GPU-hours used, a 1: clearly worse) runs resumable work past its min runtime: an
-    8-GPU job on r0-n0 and a 4-GPU job on r0-n1 beside the only 4 idle GPUs on one node; the
-    rest of the cluster is protected, with 2 idle GPUs on r1-n0. The 4-GPU job is the cheaper
-    victim, but a's 8-GPU job on r0-n1 would leave only those 2 GPUs: it takes the 8-GPU job."""
+    8-GPU job on r0-n0 and a 4-GPU job on r0-n1 beside 4 idle GPUs there; the rest of the
+    cluster is protected, with 2 idle GPUs on r1-n0. a's 8-GPU job takes the cheaper victim, the
+    4-GPU job, and lands on r0-n1: the 8-GPU job past its min runtime stays the short jobs' room
+    on r0-n0."""
     world = World(racks(4), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=WEEK))
     world.usage = {"a": 1.0 * HOUR, "b": 20.0 * HOUR}
@@ -85,8 +87,31 @@ def test_a_long_preemptor_takes_victims_that_keep_the_hole():
                    for i, node in enumerate(NODES[3:])),
                  job("a-long", "a", at=HOUR))
     result = world.cycle(2 * HOUR)
-    assert evicted(result) == {"b-big": EvictionReason.RECLAIMED} and admitted(result) == ["a-long"]
-    assert world.placement("a-long") == {"b0-r0-n0": 1}
+    assert evicted(result) == {"b-half": EvictionReason.RECLAIMED}
+    assert admitted(result) == ["a-long"] and world.placement("a-long") == {"b0-r0-n1": 1}
+
+
+def test_long_work_past_its_min_runtime_on_one_node_counts_as_room():
+    """One idle GPU on n0, none on n1, where b's resumable 4-GPU job is past its min runtime: a
+    debug job could requeue it at once, so a long 1-GPU job may take n0's last idle GPU. Were
+    that job protected, not resumable, or a gang also holding 4 of n0's GPUs (a short job would
+    requeue a whole gang for one pod), the long job would wait."""
+    def admits(min_runtime: float = HOUR, resumable: bool = True, gang: bool = False) -> bool:
+        world = _world(**{"b0-r3-n0": 3 if gang else 7, "b0-r3-n1": 4})
+        big = running_on("b-big", "b", "b0-r3-n1", gpus=4, min_runtime=min_runtime,
+                         resumable=resumable)
+        if gang:
+            spread = {"b0-r3-n0": 1, "b0-r3-n1": 1}
+            big = Workload("b-big", "b", (PodSet("main", 2, {GPU: 4}),), 0.0,
+                           min_runtime=min_runtime, phase=Phase.ADMITTED, admitted_at=0.0,
+                           placement=spread, pod_set_placements=(spread,))
+        world.submit(big, job("b-long", "b", gpus=1, at=1.0))
+        return admitted(world.cycle(2 * HOUR)) == ["b-long"]
+
+    assert admits()
+    assert not admits(min_runtime=10 * HOUR)
+    assert not admits(resumable=False)
+    assert not admits(gang=True)
 
 
 HELD = st.integers(4, 8).flatmap(

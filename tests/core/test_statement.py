@@ -28,7 +28,7 @@ PROBES = (workload("probe-1", gang(1, 4)), workload("probe-2", gang(2, 8), requi
 
 
 def statement_over(state: ClusterState, admitted: Sequence[Workload] = ()) -> Statement:
-    return Statement(state, Allocations(QUEUES, admitted), Headroom(state, admitted))
+    return Statement(state, Allocations(QUEUES, admitted), Headroom(state, admitted, 0.0, None))
 
 
 def fingerprint(statement: Statement, keys: list[str]) -> object:
