@@ -193,7 +193,7 @@ def main() -> int:
     for column in ("seed", "days", "GPUs", "owed delivered", "owed ceiling", "worst team",
                    "occupancy", "occupancy ceiling", "debug p90", "wasted", "partial gangs",
                    "protected preemptions", "goals missed", "wall"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=column == "goals missed")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-impact-") as folder:
         for seed, days in runs:
@@ -205,7 +205,7 @@ def main() -> int:
     table.add_section()
     table.add_row("median", "", "", *_cells(median), "", "")
     table.add_row("worst", "", "", *_cells(worst), "", "")
-    Console(width=200).print(table)
+    Console(width=220).print(table)
     met = sum(1 for row in rows if not row["misses"])
     unreachable = sum(1 for row in rows if any("(ceiling)" in m for m in row["misses"]))
     print(f"summary: {met}/{len(rows)} runs meet every goal, {unreachable} cannot (a ceiling "
