@@ -24,9 +24,10 @@ Hazards:
   for the preemption search, which asks the books first (cheap) and touches the node model only
   once they allow it, and which leaves no half-done workload behind (it rolls back or
   completes each victim).
-- The headroom's count of unfunded GPUs moves with the books: evicting unfunded work frees GPUs
-  on the node model but shrinks that count by as much, so the pool (free plus unfunded) does
-  not grow; a change that skipped the count would let a long start take the short jobs' GPUs.
+- The headroom's count of yielding GPUs (`headroom.yields`) moves with the books: evicting
+  yielding work frees GPUs on the node model but shrinks that count by as much, so the pool
+  (free plus yielding) does not grow; a change that skipped the count would let a long start
+  take the short jobs' GPUs.
 - Marks are positions in the log: rolling back to a mark undoes every later mark too, so an
   inner mark must be rolled back (or abandoned) before an outer one, never after.
 """
