@@ -168,9 +168,11 @@ async def test_reclaim_waits_for_min_runtime_and_requeues_the_victim(
         await eventually(a_running, "team a to reclaim its quota", timeout=45)
         current = await jobs(api, namespace)
         assert running(current["b-protected"]), "a job inside its min runtime is never touched"
+        # a-train takes the idle eighth node and one borrower's: the five borrowers left, past
+        # their min runtime, are room a short job could have at once
         evicted = [w for w in await workloads(api, namespace)
                    if (w.get("status") or {}).get("evictionCount")]
-        assert len(evicted) == 2
+        assert len(evicted) == 1
         assert all(any(c["type"] == CONDITION_EVICTED and c["reason"] == RECLAIMED
                        for c in w["status"]["conditions"]) for w in evicted)
 
