@@ -9,13 +9,13 @@ from review_fixtures import (
     CONTROLLER,
     NAMESPACE,
     POLICY,
-    QUEUE_LABEL,
     changed,
     job,
     request,
     standard_lookup,
 )
 
+from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.controller.translate import ADMISSION_GATE
 from admitter.webhook.jobs import mutate_job
