@@ -37,7 +37,7 @@ from admitter.core.headroom import SHORT_MAX_GPUS, is_short
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure
-from admitter.core.preemption import NOT_TRIED, Blocked, Search
+from admitter.core.preemption import NOT_TRIED, Blocked, Search, drain_may_take
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
 from admitter.core.reservation import RESERVATION_KEY, choose, describe, hold
@@ -176,10 +176,11 @@ class _Cycle(CycleState):
                 if self.unfunded_held is None:
                     self.unfunded_held = _unfunded_gpus(self.running.values())
                 unfunded = self.unfunded_held
-                for other in self.running.values():  # a protection ending can move the choice
+                # A protection ending can move the choice: the drain may take that work then
+                # (short work too: a debug-sized job past its min runtime is the drain's).
+                for other in self.running.values():
                     until = other.protected_until()
-                    if until is not None and other.resumable and other.preemptible(
-                            self.non_preemptible_priority):
+                    if until is not None and drain_may_take(other, self.non_preemptible_priority):
                         self._until(until)
             # What a drain may take depends on the gang's queue and priority (its rank).
             taken = maps.get((workload.queue, workload.priority))

@@ -323,8 +323,7 @@ class RoomFinder:
         gpus = gang.requests().get(GPU, 0)
 
         def takes(workload: Workload) -> bool:
-            if not workload.preemptible(threshold) or not (
-                    workload.resumable or is_short(workload)):
+            if not drain_may_take(workload, threshold):
                 return False
             if workload.queue == gang.queue:
                 return workload.priority < gang.priority
@@ -468,6 +467,13 @@ class RoomFinder:
             return None
         return Victim(victim, EvictionReason.RECLAIMED,
                       f"requeued past its min runtime for {preemptor.key}: {why}")
+
+
+def drain_may_take(workload: Workload, non_preemptible_priority: int | None) -> bool:
+    """Whether a drain could take `workload` once past its min runtime, for some gang: it is
+    preemptible, and resumable or short (`RoomFinder.drain_takes` adds whose gang)."""
+    return workload.preemptible(non_preemptible_priority) and (
+        workload.resumable or is_short(workload))
 
 
 def _long_and_lost(workload: Workload) -> bool:
