@@ -104,7 +104,8 @@ class CycleState:
         self.position: dict[str, int] = {}
         for waiting in self.waiting.values():
             waiting.sort(key=workload_key)
-            self.position.update((w.key, i) for i, w in enumerate(waiting, 1))
+            for i, w in enumerate(waiting, 1):
+                self.position[w.key] = i
         self.failures: dict[object, PlacementFailure] = {}
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see

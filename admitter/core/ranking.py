@@ -24,6 +24,7 @@ margin, and then only because demand or use changed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from admitter.core.model import GPU, UNLIMITED
 from admitter.core.queue_tree import QueueTree
@@ -136,21 +137,50 @@ class Ranking:
             return False
         return not self.by_holding or self.ratio(theirs, -lost) >= better
 
-    def over_served(self, leaf: str, wanting: set[str]) -> bool:
-        """Whether some queue on the leaf's path is clearly worse than a sibling that is
+    def over_served(self, wanting: set[str]) -> Callable[[str], bool]:
+        """Whether, for a leaf, some queue on its path is clearly worse than a sibling that is
         `wanting` (has long funded work waiting): its ratio exceeds that sibling's by more than
         the margin. A sibling whose demand is met does not count: a small team that asks for
-        less than its budget ranks low for ever, and being ahead of it takes nothing from it."""
+        less than its budget ranks low for ever, and being ahead of it takes nothing from it.
+
+        Asked leaf after leaf, so each group of siblings' two best-ranked wanting queues are
+        found once (the best other than a queue is the first, or the second if it is the
+        first). Hazard: the test reads the ratios as they are when first asked; with use held
+        now, an admission or eviction moves them, and the test must be made again."""
         tree = self._tree
-        for name in self._path(leaf):
-            parent = tree.parent(name)
-            siblings = tree.children(parent) if parent is not None else tree.roots
-            mine = self.ratio(name)
-            best = min((self.ratio(s) for s in siblings if s != name and s in wanting),
-                       default=math.inf)
-            if mine > (1.0 + SWAP_MARGIN) * best:
-                return True
-        return False
+        best_two: dict[str | None, tuple[float, str | None, float]] = {}
+
+        def over_served(leaf: str) -> bool:
+            for name in self._path(leaf):
+                parent = tree.parent(name)
+                best = best_two.get(parent)
+                if best is None:
+                    best = best_two[parent] = self._two_best(parent, wanting)
+                lowest, holder, second = best
+                mine = self.ratio(name)
+                if mine > (1.0 + SWAP_MARGIN) * (second if holder == name else lowest):
+                    return True
+            return False
+
+        return over_served
+
+    def _two_best(self, parent: str | None,
+                  wanting: set[str]) -> tuple[float, str | None, float]:
+        """The lowest ratio among `parent`'s wanting children, who has it (the first in
+        sibling order), and the lowest among the others; inf where there is none."""
+        lowest, second = math.inf, math.inf
+        holder: str | None = None
+        for sibling in self._tree.children(parent) if parent is not None else self._tree.roots:
+            if sibling not in wanting:
+                continue
+            ratio = self.ratio(sibling)
+            if holder is None or ratio < lowest:
+                if holder is not None:
+                    second = min(second, lowest)
+                lowest, holder = ratio, sibling
+            elif ratio < second:
+                second = ratio
+        return lowest, holder, second
 
     def _use(self, queue: str, extra: int) -> float:
         if self._used is None:
