@@ -275,7 +275,8 @@ class _Cycle(CycleState):
         shape per cycle (a queue's debug job searches even while its gang is blocked), for at
         most `PREEMPTION_ATTEMPTS` per cycle, best-ranked first; the rest get their turn next
         cycle. None once admitted; `explain` names the protected candidates."""
-        attempt = (workload.queue, workload.shape(), workload.topology.required, search)
+        attempt = (workload.queue, workload.shape(), workload.topology.required,
+                   search is Search.DRAIN)  # a bool: an Enum member hashes in Python
         if attempt in self.preemption_tried:
             return NOT_TRIED
         if self.finder.simulated >= PREEMPTION_ATTEMPTS:

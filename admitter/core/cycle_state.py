@@ -28,7 +28,7 @@ from admitter.core.headroom import Headroom
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, PlacementFailure, place
-from admitter.core.preemption import RoomFinder, Search
+from admitter.core.preemption import RoomFinder
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations, QuotaLedger
@@ -111,7 +111,8 @@ class CycleState:
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
         self.reserved_for: Workload | None = None
-        self.preemption_tried: set[tuple[str, object, str | None, Search]] = set()
+        self.preemption_tried: set[tuple[str, object, str | None, bool]] = set()
+        """Searches made: queue, workload shape, required level, and whether for a drain."""
         self.capped = False
         """Whether a preemptor was turned away because the searches ran out."""
         self.unsettled = False
