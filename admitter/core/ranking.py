@@ -143,44 +143,27 @@ class Ranking:
         the margin. A sibling whose demand is met does not count: a small team that asks for
         less than its budget ranks low for ever, and being ahead of it takes nothing from it.
 
-        Asked leaf after leaf, so each group of siblings' two best-ranked wanting queues are
-        found once (the best other than a queue is the first, or the second if it is the
-        first). Hazard: the test reads the ratios as they are when first asked; with use held
-        now, an admission or eviction moves them, and the test must be made again."""
+        Asked leaf after leaf, so each group of siblings' lowest wanting ratio is found once.
+        The queue itself may be among them: no ratio (never negative) exceeds itself by the
+        margin, so counting it changes no answer. Hazard: the test reads the ratios as they
+        are when first asked; with use held now, an admission or eviction moves them, and the
+        test must be made again."""
         tree = self._tree
-        best_two: dict[str | None, tuple[float, str | None, float]] = {}
+        lowest: dict[str | None, float] = {}
 
         def over_served(leaf: str) -> bool:
             for name in self._path(leaf):
                 parent = tree.parent(name)
-                best = best_two.get(parent)
+                best = lowest.get(parent)
                 if best is None:
-                    best = best_two[parent] = self._two_best(parent, wanting)
-                lowest, holder, second = best
-                mine = self.ratio(name)
-                if mine > (1.0 + SWAP_MARGIN) * (second if holder == name else lowest):
+                    siblings = tree.children(parent) if parent is not None else tree.roots
+                    best = lowest[parent] = min(
+                        (self.ratio(s) for s in siblings if s in wanting), default=math.inf)
+                if self.ratio(name) > (1.0 + SWAP_MARGIN) * best:
                     return True
             return False
 
         return over_served
-
-    def _two_best(self, parent: str | None,
-                  wanting: set[str]) -> tuple[float, str | None, float]:
-        """The lowest ratio among `parent`'s wanting children, who has it (the first in
-        sibling order), and the lowest among the others; inf where there is none."""
-        lowest, second = math.inf, math.inf
-        holder: str | None = None
-        for sibling in self._tree.children(parent) if parent is not None else self._tree.roots:
-            if sibling not in wanting:
-                continue
-            ratio = self.ratio(sibling)
-            if holder is None or ratio < lowest:
-                if holder is not None:
-                    second = min(second, lowest)
-                lowest, holder = ratio, sibling
-            elif ratio < second:
-                second = ratio
-        return lowest, holder, second
 
     def _use(self, queue: str, extra: int) -> float:
         if self._used is None:
