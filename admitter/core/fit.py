@@ -2,8 +2,8 @@
 
 Each query is an exact reduction over a domain's subtree: how many identical pods fit (a sum of
 per-node floors: the "largest gang that fits"), the most-allocated node that still takes a pod
-and the best-fitting domain of a level (minima); only the largest free amount on one node, which
-explains a failure, is a plain scan.
+and the best-fitting domain of a level (minima); the largest free amount on one node, which only
+explains a failure, is a scan of the nodes memoised at the root.
 An assume or release drops the memos on one leaf-to-root path only, so the next query for a
 shape recomputes O(depth × fan-out) entries per changed path and reads the rest, and a gang
 that cannot fit anywhere is rejected from the root's memo in O(1). (Adjusting memos eagerly
@@ -180,9 +180,14 @@ def best_domain(domain: Domain, key: int, depth: int, within: int,
 
 
 def largest(tree: DomainTree, shape: Shape) -> tuple[int, ...]:
-    """The largest free amount of each resource on any one node the shape may use. A scan of
-    the nodes, not a memo: asked only to explain a failure, after admissions have dropped most
-    memos along the way, and refilling a memo for each domain cost ten times the scan."""
+    """The largest free amount of each resource on any one node the shape may use. Asked only
+    to explain a failure, so a scan of the nodes (refilling a memo in every domain on the
+    first ask cost ten times the scan), remembered in the root's memo, which any change of
+    free capacity drops."""
+    key = tree.query_key(("largest", shape.classes, -1 if shape.nodes is None else shape.id))
+    known: tuple[int, ...] | None = tree.root.memo.get(key)
+    if known is not None:
+        return known
     result = [0] * len(tree.root.free[0])
     for leaf in tree.leaves.values():
         if leaf.taint_class in shape.classes and (shape.nodes is None or leaf.node in shape.nodes):
@@ -190,7 +195,8 @@ def largest(tree: DomainTree, shape: Shape) -> tuple[int, ...]:
             for resource, amount in enumerate(free):
                 if amount > result[resource]:
                     result[resource] = amount
-    return tuple(result)
+    known = tree.root.memo[key] = tuple(result)
+    return known
 
 
 def ranked(tree: DomainTree, depth: int, within: int, demand: Demand) -> Iterator[Domain]:
