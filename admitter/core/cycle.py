@@ -150,6 +150,7 @@ class _Cycle(CycleState):
         for leaf, waiting in self.waiting.items():
             if any(w.funded and not is_short(w) for w in waiting):
                 wanting.update(self.tree.path(leaf))
+        over_served = self.ranking.over_served(wanting)
         for leaf, waiting in self.waiting.items():
             well_ranked: bool | None = None
             for workload in waiting:
@@ -160,7 +161,7 @@ class _Cycle(CycleState):
                     self._until(workload.submitted_at + bound)
                     continue
                 if well_ranked is None:
-                    well_ranked = not self.ranking.over_served(leaf, wanting)
+                    well_ranked = not over_served(leaf)
                 if well_ranked:
                     starving.append(workload)
         maps: dict[tuple[str, int], tuple[dict[str, int], dict[str, int]]] = {}
@@ -275,7 +276,8 @@ class _Cycle(CycleState):
         shape per cycle (a queue's debug job searches even while its gang is blocked), for at
         most `PREEMPTION_ATTEMPTS` per cycle, best-ranked first; the rest get their turn next
         cycle. None once admitted; `explain` names the protected candidates."""
-        attempt = (workload.queue, workload.shape(), workload.topology.required, search)
+        attempt = (workload.queue, workload.shape(), workload.topology.required,
+                   search is Search.DRAIN)  # a bool: an Enum member hashes in Python
         if attempt in self.preemption_tried:
             return NOT_TRIED
         if self.finder.simulated >= PREEMPTION_ATTEMPTS:

@@ -28,7 +28,7 @@ from admitter.core.headroom import Headroom
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, PlacementFailure, place
-from admitter.core.preemption import RoomFinder, Search
+from admitter.core.preemption import RoomFinder
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations, QuotaLedger
@@ -105,13 +105,15 @@ class CycleState:
         self.position: dict[str, int] = {}
         for waiting in self.waiting.values():
             waiting.sort(key=workload_key)
-            self.position.update((w.key, i) for i, w in enumerate(waiting, 1))
+            for i, w in enumerate(waiting, 1):
+                self.position[w.key] = i
         self.failures: dict[object, PlacementFailure] = {}
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
         self.reserved_for: Workload | None = None
-        self.preemption_tried: set[tuple[str, object, str | None, Search]] = set()
+        self.preemption_tried: set[tuple[str, object, str | None, bool]] = set()
+        """Searches made: queue, workload shape, required level, and whether for a drain."""
         self.capped = False
         """Whether a preemptor was turned away because the searches ran out."""
         self.unsettled = False

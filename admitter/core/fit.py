@@ -2,7 +2,8 @@
 
 Each query is an exact reduction over a domain's subtree: how many identical pods fit (a sum of
 per-node floors: the "largest gang that fits"), the most-allocated node that still takes a pod
-and the best-fitting domain of a level (minima), the largest free amount on one node (maxima).
+and the best-fitting domain of a level (minima); the largest free amount on one node, which only
+explains a failure, is a scan of the nodes memoised at the root.
 An assume or release drops the memos on one leaf-to-root path only, so the next query for a
 shape recomputes O(depth × fan-out) entries per changed path and reads the rest, and a gang
 that cannot fit anywhere is rejected from the root's memo in O(1). (Adjusting memos eagerly
@@ -18,13 +19,16 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from admitter.core.topology import Domain, DomainTree
 
 UNBOUNDED = 1 << 62
 """Pods that fit on a node when the pod requests nothing the node tracks."""
 
+
+_UNKNOWN: Final = object()
+"""A memo miss, where None is a known answer (nothing fits): one lookup instead of two."""
 
 Ranked = tuple[tuple[int, ...], int, Domain]
 """A target domain with its sort key (free amounts, least first) and a unique tie-break
@@ -129,20 +133,23 @@ def _leaves(domain: Domain) -> Iterator[Domain]:
 def first_node(domain: Domain, shape: Shape) -> Ranked | None:
     """The most-allocated host (least free, then by name) that takes one more pod."""
     key = 2 * shape.id + 1
-    memo = domain.memo
-    if key not in memo:
-        best: Ranked | None = None
-        if domain.node < 0:
-            for child in domain.children:
-                rank = child.memo[key] if key in child.memo else first_node(child, shape)
-                if rank is not None and (best is None or rank < best):
-                    best = rank
-        elif capacity(domain, shape) > 0:
-            free = domain.free[domain.taint_class]
-            best = tuple([free[r] for r, _ in shape.request]), domain.node, domain
-        memo[key] = best
-    result: Ranked | None = memo[key]
-    return result
+    known = domain.memo.get(key, _UNKNOWN)
+    if known is not _UNKNOWN:
+        result: Ranked | None = known
+        return result
+    best: Ranked | None = None
+    if domain.node < 0:
+        for child in domain.children:
+            rank = child.memo.get(key, _UNKNOWN)
+            if rank is _UNKNOWN:
+                rank = first_node(child, shape)
+            if rank is not None and (best is None or rank < best):
+                best = rank
+    elif capacity(domain, shape) > 0:
+        free = domain.free[domain.taint_class]
+        best = tuple([free[r] for r, _ in shape.request]), domain.node, domain
+    domain.memo[key] = best
+    return best
 
 
 def best_domain(domain: Domain, key: int, depth: int, within: int,
@@ -151,9 +158,10 @@ def best_domain(domain: Domain, key: int, depth: int, within: int,
     `within` (a host whose labels stop above that level does not), the least free one;
     memoised under `key` (`DomainTree.query_key(depth, within, demand.id)`)."""
     memo = domain.memo
-    if key in memo:
-        known: Ranked | None = memo[key]
-        return known
+    known = memo.get(key, _UNKNOWN)
+    if known is not _UNKNOWN:
+        result: Ranked | None = known
+        return result
     best: Ranked | None = None
     if domain.depth == depth:
         inside = domain.parent is None or not domain.parent.depth < within < depth
@@ -162,30 +170,33 @@ def best_domain(domain: Domain, key: int, depth: int, within: int,
                     domain.order, domain)
     elif domain.depth < depth and fits(domain, demand):
         for child in domain.children:
-            child_memo = child.memo
-            rank = (child_memo[key] if key in child_memo
-                    else best_domain(child, key, depth, within, demand))
+            rank = child.memo.get(key, _UNKNOWN)
+            if rank is _UNKNOWN:
+                rank = best_domain(child, key, depth, within, demand)
             if rank is not None and (best is None or rank < best):
                 best = rank
     memo[key] = best
     return best
 
 
-def largest(tree: DomainTree, domain: Domain, shape: Shape) -> tuple[int, ...]:
-    """The largest free amount of each resource on any one node the shape may use."""
-    if domain.node >= 0:
-        if domain.taint_class in shape.classes and (
-                shape.nodes is None or domain.node in shape.nodes):
-            return tuple(domain.free[domain.taint_class])
-        return (0,) * len(domain.free[0])
+def largest(tree: DomainTree, shape: Shape) -> tuple[int, ...]:
+    """The largest free amount of each resource on any one node the shape may use. Asked only
+    to explain a failure, so a scan of the nodes (refilling a memo in every domain on the
+    first ask cost ten times the scan), remembered in the root's memo, which any change of
+    free capacity drops."""
     key = tree.query_key(("largest", shape.classes, -1 if shape.nodes is None else shape.id))
-    result: tuple[int, ...] | None = domain.memo.get(key)
-    if result is None:
-        result = (0,) * len(domain.free[0])
-        for child in domain.children:
-            result = tuple(map(max, result, largest(tree, child, shape)))
-        domain.memo[key] = result
-    return result
+    known: tuple[int, ...] | None = tree.root.memo.get(key)
+    if known is not None:
+        return known
+    result = [0] * len(tree.root.free[0])
+    for leaf in tree.leaves.values():
+        if leaf.taint_class in shape.classes and (shape.nodes is None or leaf.node in shape.nodes):
+            free = leaf.free[leaf.taint_class]
+            for resource, amount in enumerate(free):
+                if amount > result[resource]:
+                    result[resource] = amount
+    known = tree.root.memo[key] = tuple(result)
+    return known
 
 
 def ranked(tree: DomainTree, depth: int, within: int, demand: Demand) -> Iterator[Domain]:
@@ -197,6 +208,8 @@ def ranked(tree: DomainTree, depth: int, within: int, demand: Demand) -> Iterato
 
 def fill(domain: Domain, shape: Shape, count: int) -> dict[int, int]:
     """Pods per node index, packing most-allocated nodes first; needs capacity >= count."""
+    if domain.node >= 0 and 0 < count <= capacity(domain, shape):
+        return {domain.node: count}  # a host: no nodes to rank (most pod sets are placed so)
     counts: dict[int, int] = {}
     for leaf in _ascending(domain, lambda d: first_node(d, shape)):
         counts[leaf.node] = take = min(count, capacity(leaf, shape))

@@ -141,7 +141,7 @@ def _no_node(state: ClusterState, shape: Shape) -> str:
         which = "schedulable node" if selected is None else "node the pods' selection matches"
         return f"every {which} has a taint the pods do not tolerate"
     usable = _usable(state, shape)
-    big = largest(state.tree, state.tree.root, shape)
+    big = largest(state.tree, shape)
     for resource, amount in shape.request:
         if big[resource] < amount:
             return (f"no {usable} offers {amount} {state.resources[resource]} per pod;"

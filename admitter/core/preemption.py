@@ -125,7 +125,7 @@ class RoomFinder:
         """The first moment a protection ending could turn a failed search of this cycle."""
         self.simulated = 0
         """Searches that had victims to simulate: the expensive ones, which a cycle bounds."""
-        self._candidates: dict[tuple[bool, str, int, bool, Search, str | None,
+        self._candidates: dict[tuple[bool, str, int, bool, bool, str | None,
                                      tuple[int, int]], list[tuple[int, Workload]]] = {}
         """`_eligible`'s lists before dropping who left, per what decides them."""
 
@@ -263,13 +263,14 @@ class RoomFinder:
         # when use is what is held, on its size and on the allocations as they stand): searches
         # of other shapes share the list; with use over a window, on the GPU time of its
         # protected run too (the larger gap is judged with it charged).
-        key = (groups is self._protected, preemptor.queue, preemptor.priority, short, search,
+        # The search as a bool: an Enum member hashes through interpreted Python.
+        drain = search is Search.DRAIN
+        key = (groups is self._protected, preemptor.queue, preemptor.priority, short, drain,
                within, (gpus, ledger.changes) if ranking.by_holding else (
                    0, int(gpus * preemptor.min_runtime)))
         chosen = self._candidates.get(key)
         if chosen is None:
             chosen = []
-            drain = search is Search.DRAIN
             path = ledger.path(preemptor.queue)
             for depth in range(0 if within is None else path.index(within) + 1, len(path)):
                 mine = path[depth]
@@ -305,7 +306,7 @@ class RoomFinder:
             self._candidates[key] = chosen
         running, kept_off = self._running, self._kept_off
         return [item for item in chosen if item[1].key in running and (
-            search is Search.DRAIN or item[1].key not in kept_off)]
+            drain or item[1].key not in kept_off)]
 
     def _drains(self, gang: Workload, workload: Workload) -> bool:
         """On the drained nodes and leaving for the drain (`drain_takes`)."""

@@ -24,6 +24,7 @@ margin, and then only because demand or use changed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from admitter.core.model import GPU, UNLIMITED
 from admitter.core.queue_tree import QueueTree
@@ -136,21 +137,33 @@ class Ranking:
             return False
         return not self.by_holding or self.ratio(theirs, -lost) >= better
 
-    def over_served(self, leaf: str, wanting: set[str]) -> bool:
-        """Whether some queue on the leaf's path is clearly worse than a sibling that is
+    def over_served(self, wanting: set[str]) -> Callable[[str], bool]:
+        """Whether, for a leaf, some queue on its path is clearly worse than a sibling that is
         `wanting` (has long funded work waiting): its ratio exceeds that sibling's by more than
         the margin. A sibling whose demand is met does not count: a small team that asks for
-        less than its budget ranks low for ever, and being ahead of it takes nothing from it."""
+        less than its budget ranks low for ever, and being ahead of it takes nothing from it.
+
+        Asked leaf after leaf, so each group of siblings' lowest wanting ratio is found once.
+        The queue itself may be among them: no ratio (never negative) exceeds itself by the
+        margin, so counting it changes no answer. Hazard: the test reads the ratios as they
+        are when first asked; with use held now, an admission or eviction moves them, and the
+        test must be made again."""
         tree = self._tree
-        for name in self._path(leaf):
-            parent = tree.parent(name)
-            siblings = tree.children(parent) if parent is not None else tree.roots
-            mine = self.ratio(name)
-            best = min((self.ratio(s) for s in siblings if s != name and s in wanting),
-                       default=math.inf)
-            if mine > (1.0 + SWAP_MARGIN) * best:
-                return True
-        return False
+        lowest: dict[str | None, float] = {}
+
+        def over_served(leaf: str) -> bool:
+            for name in self._path(leaf):
+                parent = tree.parent(name)
+                best = lowest.get(parent)
+                if best is None:
+                    siblings = tree.children(parent) if parent is not None else tree.roots
+                    best = lowest[parent] = min(
+                        (self.ratio(s) for s in siblings if s in wanting), default=math.inf)
+                if self.ratio(name) > (1.0 + SWAP_MARGIN) * best:
+                    return True
+            return False
+
+        return over_served
 
     def _use(self, queue: str, extra: int) -> float:
         if self._used is None:

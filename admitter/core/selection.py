@@ -48,7 +48,10 @@ class QueueSelector:
             if name not in self._standing:
                 self._standing[name] = (standing_key(tree, usage, name), tree.parent(name),
                                         tree.is_leaf(name))
-            self._push(name)
+            self._version[name] = 1
+            self._heaps.setdefault(self._standing[name][1], []).append(self._entry(name, 1))
+        for heap in self._heaps.values():  # one heapify, not a push per queue
+            heapq.heapify(heap)
 
     def best(self) -> str | None:
         """The leaf to serve next, or None when no leaf has work left."""
@@ -84,6 +87,10 @@ class QueueSelector:
     def _push(self, name: str) -> None:
         version = self._version.get(name, 0) + 1
         self._version[name] = version
-        standing, parent, _ = self._standing[name]
-        key = (*self._ranking.key(name), *standing)
-        heapq.heappush(self._heaps.setdefault(parent, []), (key, version, name))
+        heapq.heappush(self._heaps.setdefault(self._standing[name][1], []),
+                       self._entry(name, version))
+
+    def _entry(self, name: str, version: int) -> _Entry:
+        """The heap entry of `name` as ranked now: entries are unique (a name's versions
+        differ), so the best one does not depend on how the heap was built."""
+        return (*self._ranking.key(name), *self._standing[name][0]), version, name
