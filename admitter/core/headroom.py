@@ -2,9 +2,10 @@
 
 Once work is time-sliced, nearly everything running has started recently and is still inside
 its protected min runtime (hours), so a short job would find neither idle GPUs nor any victim.
-Hence a long funded start must leave GPUs that a short job could have at once (`yields`): idle,
-held by unfunded work, or held on one node by resumable long work past its min runtime (a short
-job may requeue it, and it resumes without loss). It must leave them in two ways:
+Hence a long funded start must leave GPUs that a short job could have at once
+(`yielded_gpus`): idle, held by unfunded work, or held on one node by resumable long work past
+its min runtime (a short job may requeue it, and it resumes without loss). It must leave them in
+two ways:
 - at least `needed` of them in the whole cluster, so that short jobs arriving together find
   room;
 - and on at least one node, `SHORT_MAX_GPUS` of them: a short job's pod runs on one node, so a
@@ -72,15 +73,18 @@ def flexible(workload: Workload) -> bool:
     return not workload.funded or is_short(workload)
 
 
-def yields(workload: Workload, now: float, non_preemptible_priority: int | None) -> bool:
-    """Whether an admitted workload's GPUs are the short jobs' at once: it is unfunded, or it is
-    long, resumable, preemptible, past its min runtime and on one node."""
-    if not workload.funded:
-        return True
-    until = workload.protected_until()
-    return (until is not None and until <= now and workload.resumable
-            and not is_short(workload) and workload.preemptible(non_preemptible_priority)
-            and len(held_per_node(workload, GPU)) == 1)
+def yielded_gpus(workload: Workload, now: float,
+                 non_preemptible_priority: int | None) -> dict[str, int] | None:
+    """GPUs per node that an admitted workload gives the short jobs at once, or None if it does
+    not yield: it yields if unfunded, or long, resumable, preemptible, past its min runtime and
+    on one node."""
+    if workload.funded:
+        until = workload.protected_until()
+        if (until is None or until > now or not workload.resumable or is_short(workload)
+                or not workload.preemptible(non_preemptible_priority)):
+            return None
+    per_node = held_per_node(workload, GPU)
+    return per_node if not workload.funded or len(per_node) == 1 else None
 
 
 class Headroom:
@@ -92,18 +96,21 @@ class Headroom:
         self._state = state
         self.held = 0
         self._yielding: set[str] = set()
-        """Keys of the admitted workloads that `yields`: once evicted in the cycle, their GPUs
-        leave `held` as they become free (work started in the cycle is protected)."""
+        """Keys of the admitted workloads that yield (`yielded_gpus`): once evicted in the
+        cycle, their GPUs leave `held` as they become free (work started in the cycle is
+        protected)."""
         self._on_node: dict[str, list[tuple[str, int]]] = {}
         """Per node, the yielding workloads admitted before the cycle and the GPUs each holds
         there. One that has left since is no longer assumed on the node model; unfunded work
         admitted in the cycle is not listed, as it comes after every funded start (step 4)."""
         for workload in workloads:
-            if workload.phase is Phase.ADMITTED and yields(workload, now,
-                                                           non_preemptible_priority):
+            if workload.phase is not Phase.ADMITTED:
+                continue
+            per_node = yielded_gpus(workload, now, non_preemptible_priority)
+            if per_node is not None:
                 self._yielding.add(workload.key)
                 self.held += workload.requests().get(GPU, 0)
-                for node, gpus in held_per_node(workload, GPU).items():
+                for node, gpus in per_node.items():
                     self._on_node.setdefault(node, []).append((workload.key, gpus))
         self._gpus = state.schedulable_capacity().get(GPU, 0)
         self.needed = math.floor(HEADROOM_FRACTION * self._gpus)

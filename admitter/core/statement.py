@@ -24,7 +24,7 @@ Hazards:
   for the preemption search, which asks the books first (cheap) and touches the node model only
   once they allow it, and which leaves no half-done workload behind (it rolls back or
   completes each victim).
-- The headroom's count of yielding GPUs (`headroom.yields`) moves with the books: evicting
+- The headroom's count of yielding GPUs (`headroom.yielded_gpus`) moves with the books: evicting
   yielding work frees GPUs on the node model but shrinks that count by as much, so the pool
   (free plus yielding) does not grow; a change that skipped the count would let a long start
   take the short jobs' GPUs.
