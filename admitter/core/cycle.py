@@ -147,15 +147,14 @@ class _Cycle(CycleState):
         bound = self.snapshot.settings.starvation_bound
         starving: list[Workload] = []
         wanting: set[str] = set()  # queues with long funded work waiting, ancestors included
-        for leaf, waiting in self.waiting.items():
-            if any(w.funded and not is_short(w) for w in waiting):
+        for leaf, waiting in self.waiting_funded.items():
+            if not all(is_short(w) for w in waiting):
                 wanting.update(self.tree.path(leaf))
         over_served = self.ranking.over_served(wanting)
-        for leaf, waiting in self.waiting.items():
+        for leaf, waiting in self.waiting_funded.items():
             well_ranked: bool | None = None
             for workload in waiting:
-                if is_short(workload) or not workload.funded or not self._eligible(
-                        workload, quiet=True):
+                if is_short(workload) or not self._eligible(workload, quiet=True):
                     continue  # a short job finds the headroom, not a drain
                 if workload.submitted_at + bound > self.now:
                     self._until(workload.submitted_at + bound)
@@ -314,11 +313,15 @@ class _Cycle(CycleState):
         while unfunded work is admitted)."""
         idle = self.state.free_total(GPU)
         possible: dict[str, list[Workload]] = {}
+        fitting: dict[tuple[object, ...], bool] = {}  # by shape: idle nodes do not change here
         for leaf, workloads in work.items():
             possible[leaf] = []
             for workload in workloads:
                 need = workload.requests().get(GPU, 0)
-                if need <= idle and self._fits_idle(workload):
+                fits_idle = need <= idle and fitting.get(workload.shape())
+                if fits_idle is None:
+                    fits_idle = fitting[workload.shape()] = self._fits_idle(workload)
+                if fits_idle:
                     possible[leaf].append(workload)
                 elif (limit := self.ledger.limit_block(workload)) is not None:
                     self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)

@@ -51,20 +51,20 @@ class CycleState:
         # Input order must not matter: only `running` iterates in an order that shows (drain
         # evictions), so only the admitted are sorted; waiting lists are sorted below.
         leaves = self.tree.leaves()
-        self.waiting: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
+        waiting: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
         admitted: list[Workload] = []
         holding: list[Workload] = []
         invalid: list[Workload] = []
         demand: dict[str, dict[str, int]] = {}
         for workload in snapshot.workloads:  # one pass: this loop sees every workload
-            waiting = self.waiting.get(workload.queue)
+            queued = waiting.get(workload.queue)
             if workload.phase is Phase.ADMITTED:
                 holding.append(workload)
-                if waiting is not None:
+                if queued is not None:
                     admitted.append(workload)
             elif workload.phase is Phase.PENDING:
-                (invalid if waiting is None else waiting).append(workload)
-            if waiting is not None and workload.funded:
+                (invalid if queued is None else queued).append(workload)
+            if queued is not None and workload.funded:
                 leaf = demand.get(workload.queue)
                 if leaf is None:
                     leaf = demand[workload.queue] = {}
@@ -103,10 +103,17 @@ class CycleState:
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
         self.position: dict[str, int] = {}
-        for waiting in self.waiting.values():
-            waiting.sort(key=workload_key)
-            for i, w in enumerate(waiting, 1):
+        # Per leaf in queue order, funded and unfunded apart: each later pass reads one kind,
+        # and on a saturated cluster unfunded work piles up (thousands waiting for idle GPUs
+        # that do not come), so a pass over funded work must not walk it.
+        self.waiting_funded: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
+        self.waiting_unfunded: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
+        for name, queued in waiting.items():
+            queued.sort(key=workload_key)
+            funded, unfunded = self.waiting_funded[name], self.waiting_unfunded[name]
+            for i, w in enumerate(queued, 1):
                 self.position[w.key] = i
+                (funded if w.funded else unfunded).append(w)
         self.failures: dict[object, PlacementFailure] = {}
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
@@ -136,8 +143,8 @@ class CycleState:
 
     def _waiting(self, funded: bool) -> dict[str, list[Workload]]:
         """Per leaf, the eligible pending workloads that are (or are not) funded."""
-        return {leaf: [w for w in ws if w.funded is funded and self._eligible(w)]
-                for leaf, ws in self.waiting.items()}
+        waiting = self.waiting_funded if funded else self.waiting_unfunded
+        return {leaf: [w for w in ws if self._eligible(w)] for leaf, ws in waiting.items()}
 
     def _eligible(self, workload: Workload, quiet: bool = False) -> bool:
         """Past any backoff; `quiet` only asks (the pass that serves it says why)."""
