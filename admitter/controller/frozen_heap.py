@@ -4,16 +4,18 @@ A cycle at scale makes tens of thousands of objects, enough to start a full pass
 cyclic garbage collector, which walks every object alive: the snapshot and the informer caches,
 about half the cycle's CPU at 10k pending workloads (BENCHMARKS.md, one cycle). `gc.freeze()`
 moves every object alive into a generation no pass walks; the cycle's own objects are still
-collected as they age. The simulator instead pauses the collector for a whole run (it owns its
-process and keeps no garbage worth collecting); a controller runs for months, so the collector
-stays on and only the heap it would walk for nothing is set aside, one cycle at a time.
+collected as they age. The simulator instead pauses the collector for a whole run (a run owns its
+process, and reference counting frees what it makes); a controller runs for months, so the
+collector stays on and only the heap it would walk for nothing is set aside, one cycle at a
+time.
 
 Hazards:
 - Frozen objects are never collected until `gc.unfreeze()`. Freezing every cycle without it
-  would keep every earlier snapshot's reference cycles forever, so the heap thaws when the
-  cycle ends, raised or not. Thawed objects join the oldest generation, and the next full pass
-  frees the garbage among them. The young generations are not collected before freezing: their
-  garbage only waits for that pass, and collecting them would cost the cycle.
+  would keep forever whatever garbage in reference cycles each freeze caught (an exception and
+  its traceback's frames, a finished task), so the heap thaws when the cycle ends, raised or
+  not. Thawed objects join the oldest generation, and the next full pass frees the garbage
+  among them. The young generations are not collected before freezing: their garbage only
+  waits for that pass, and collecting them would cost the cycle.
 - The switch is process-wide, and the event loop keeps running coroutines while the cycle runs
   in a worker thread: what they make meanwhile is young and collected as usual, what they drop
   from the frozen heap (a cached object a watch event replaced) waits for the thaw.
