@@ -1,28 +1,34 @@
 """One full admission cycle at scale, and how its time grows with each dimension.
 
-    .venv/bin/python benchmarks/bench_cycle.py [--quick] [--plot out/cycle.png]
+    .venv/bin/python benchmarks/bench_cycle.py [--quick] [--passes 50] [--plot out/cycle.png]
 
 The headline case, the scale of the 200 ms target: 10,000 pending workloads, 2,000 nodes of 8
 GPUs in four topology levels (zone/block/rack/host), 1,000 leaf queues under 10 parents, with a
 third of the GPUs already held by admitted workloads. Each point is the median of several runs; the
-caption says whether the core ran compiled (`make setup`) or as Python source.
+caption says whether the core ran compiled (`make setup`) or as Python source. The headline
+runs twice, taking turns: the cycle alone, and as the controller runs it, on a frozen heap
+(`admitter/controller/frozen_heap.py`); `--passes` then repeats whole passes each way, for the
+collector's cost outside the cycle and for memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import statistics
 import time
+from collections.abc import Callable, Sequence
 
 import common  # noqa: F401  (tests/builders on the path)
 from rich.console import Console
 from rich.table import Table
 
+from admitter.controller.frozen_heap import decide_frozen
 from admitter.core import cycle as cycle_module
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import Snapshot
+from admitter.core.decisions import CycleResult, Snapshot
 from admitter.core.model import GPU, Node, Phase, PodSet, TopologyRequest, Workload
 from admitter.core.topology import HOSTNAME as HOST
 
@@ -32,6 +38,12 @@ from builders.world import NO_TIME_FAIRNESS
 LEVELS = (ZONE, BLOCK, RACK, HOST)
 TARGET_MS = 200
 """The bound for the headline cycle, drawn on the plot."""
+HEAPS = ("live", "frozen")
+"""The cycle alone, and as the controller runs it (`decide_frozen`)."""
+Decide = Callable[[Snapshot], CycleResult]
+SETTLED = 20
+"""Passes after which memory should stay flat: the core's bounded caches of the recent queue
+trees (one a snapshot) are full by then."""
 
 
 def build(pending: int, nodes: int, leaves: int, seed: int = 7) -> Snapshot:
@@ -83,45 +95,105 @@ class _CollectorClock:
             self.seconds += time.process_time() - self._started
 
 
-def measure(snapshot: Snapshot, repeat: int) -> tuple[float, float, float, float, int]:
-    """Median wall, median CPU, least CPU and median collector CPU seconds of one cycle, and
-    how many workloads it admitted. CPU is what a busy machine distorts least; on a shared VM
-    the least of several runs is the steadiest figure (interference only ever adds time)."""
-    walls, cpus, collecting = [], [], []
-    admitted = 0
+def measure(snapshot: Snapshot, repeat: int, ways: Sequence[Decide] = (run_cycle,),
+            ) -> list[tuple[float, float, float, float, int]]:
+    """For each way of running the cycle: median wall, median CPU, least CPU and median
+    collector CPU seconds of one cycle, and how many workloads it admitted. The ways take
+    turns, so that load on a shared machine falls on each alike. CPU is what a busy machine
+    distorts least; on a shared VM the least of several runs is the steadiest figure
+    (interference only ever adds time)."""
+    walls: list[list[float]] = [[] for _ in ways]
+    cpus: list[list[float]] = [[] for _ in ways]
+    collecting: list[list[float]] = [[] for _ in ways]
+    admitted = [0 for _ in ways]
     clock = _CollectorClock()
     gc.callbacks.append(clock)
     try:
         for _ in range(repeat):
-            clock.seconds = 0.0
-            wall, cpu = time.perf_counter(), time.process_time()
-            result = run_cycle(snapshot)
-            cpus.append(time.process_time() - cpu)
-            walls.append(time.perf_counter() - wall)
-            collecting.append(clock.seconds)
-            admitted = len(result.admissions)
+            for i, decide in enumerate(ways):
+                clock.seconds = 0.0
+                wall, cpu = time.perf_counter(), time.process_time()
+                result = decide(snapshot)
+                cpus[i].append(time.process_time() - cpu)
+                walls[i].append(time.perf_counter() - wall)
+                collecting[i].append(clock.seconds)
+                admitted[i] = len(result.admissions)
     finally:
         gc.callbacks.remove(clock)
-    return (statistics.median(walls), statistics.median(cpus), min(cpus),
-            statistics.median(collecting), admitted)
+    return [(statistics.median(walls[i]), statistics.median(cpus[i]), min(cpus[i]),
+             statistics.median(collecting[i]), admitted[i]) for i in range(len(ways))]
+
+
+def as_controller(snapshot: Snapshot) -> CycleResult:
+    """The cycle the way the controller runs it: on a frozen heap."""
+    return decide_frozen(run_cycle, snapshot)
+
+
+def passes(count: int, decide: Decide, shape: dict[str, int]) -> list[str]:
+    """`count` passes as a controller makes them, each building a fresh snapshot (the
+    controller's from its caches) and deciding on it, next to a long-lived one (the caches):
+    the median cycle CPU, the median CPU of a whole pass and of the collector in it, the
+    resident memory and the objects the collector tracks (frozen ones too, after a full
+    collection) after the SETTLED-th pass and after the last, flat when nothing a pass made
+    outlives it. (These snapshots hold no reference cycles, so even a heap frozen and never
+    thawed would stay flat here; that it thaws is for the process's other garbage, which
+    tests/controller/test_frozen_heap.py covers.)"""
+    caches = build(**shape)
+    cycle_cpus, pass_cpus, collecting = [], [], []
+    clock = _CollectorClock()
+    gc.callbacks.append(clock)
+    try:
+        for i in range(count):
+            clock.seconds = 0.0
+            began = time.process_time()
+            snapshot = build(**shape, seed=i)
+            cycle = time.process_time()
+            decide(snapshot)
+            cycle_cpus.append(time.process_time() - cycle)
+            del snapshot
+            pass_cpus.append(time.process_time() - began)
+            collecting.append(clock.seconds)
+            if i == min(count, SETTLED) - 1:
+                first = _resident_mb()
+                gc.collect()
+                tracked = len(gc.get_objects()) + gc.get_freeze_count()
+    finally:
+        gc.callbacks.remove(clock)
+    last = _resident_mb()
+    gc.collect()
+    after = len(gc.get_objects()) + gc.get_freeze_count()
+    del caches
+    return [f"{statistics.median(cycle_cpus) * 1000:.0f}",
+            f"{statistics.median(pass_cpus) * 1000:.0f}",
+            f"{statistics.median(collecting) * 1000:.0f}", f"{first:.0f}", f"{last:.0f}",
+            f"{tracked:,}", f"{after:,}"]
+
+
+def _resident_mb() -> float:
+    """The process's resident memory now (Linux), not its peak."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="headline case only")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--passes", type=int, default=0,
+                        help="also this many passes on fresh snapshots, each heap, for memory")
     parser.add_argument("--plot", help="write a PNG of the scaling curves here")
     args = parser.parse_args()
     console = Console()
     base = {"pending": 10_000, "nodes": 2_000, "leaves": 1_000}
     table = Table(title="admission cycle time (median of --repeat runs; the headline 9 or more)",
-                  caption=f"decision core: {_build()}")
-    for column in ("pending", "nodes", "leaf queues", "admitted", "cycle ms", "cpu ms",
+                  caption=f"decision core: {_build()}; heap frozen: as the controller runs it")
+    for column in ("pending", "nodes", "leaf queues", "heap", "admitted", "cycle ms", "cpu ms",
                    "least cpu ms", "of which gc ms"):
         table.add_column(column, justify="right")
-    seconds, cpu, least, collecting, admitted = measure(build(**base), max(args.repeat, 9))
-    table.add_row("10000", "2000", "1000", str(admitted), f"{seconds * 1000:.0f}",
-                  f"{cpu * 1000:.0f}", f"{least * 1000:.0f}", f"{collecting * 1000:.0f}")
+    headline = measure(build(**base), max(args.repeat, 9), (run_cycle, as_controller))
+    for heap, (seconds, cpu, least, collecting, admitted) in zip(HEAPS, headline, strict=True):
+        table.add_row("10000", "2000", "1000", heap, str(admitted), f"{seconds * 1000:.0f}",
+                      f"{cpu * 1000:.0f}", f"{least * 1000:.0f}", f"{collecting * 1000:.0f}")
     curves: dict[str, list[tuple[int, float]]] = {}
     if not args.quick:
         sweeps = {"pending": [1_000, 2_500, 5_000, 10_000], "nodes": [250, 500, 1_000, 2_000],
@@ -129,12 +201,27 @@ def main() -> None:
         for dimension, values in sweeps.items():
             for value in values:
                 shape = {**base, dimension: value}
-                seconds, cpu, least, collecting, admitted = measure(build(**shape), args.repeat)
+                [(seconds, cpu, least, collecting, admitted)] = measure(build(**shape),
+                                                                        args.repeat)
                 curves.setdefault(dimension, []).append((value, cpu))
                 table.add_row(str(shape["pending"]), str(shape["nodes"]), str(shape["leaves"]),
-                              str(admitted), f"{seconds * 1000:.0f}", f"{cpu * 1000:.0f}",
-                              f"{least * 1000:.0f}", f"{collecting * 1000:.0f}")
+                              HEAPS[0], str(admitted), f"{seconds * 1000:.0f}",
+                              f"{cpu * 1000:.0f}", f"{least * 1000:.0f}",
+                              f"{collecting * 1000:.0f}")
     console.print(table)
+    (_, live, live_least, _, _), (_, frozen, frozen_least, _, _) = headline
+    console.print(f"headline cpu, frozen / live: median {frozen / live:.2f}, "
+                  f"least {frozen_least / live_least:.2f}")
+    if args.passes:
+        memory = Table(title=f"{args.passes} passes on fresh headline snapshots")
+        for column in ("heap", "cycle cpu ms", "pass cpu ms", "of which gc ms",
+                       f"resident MB after {min(args.passes, SETTLED)}", f"after {args.passes}",
+                       f"tracked after {min(args.passes, SETTLED)}",
+                       f"after {args.passes}"):
+            memory.add_column(column, justify="right")
+        for heap, decide in zip(HEAPS, (run_cycle, as_controller), strict=True):
+            memory.add_row(heap, *passes(args.passes, decide, base))
+        console.print(memory)
     if args.plot and curves:
         plot(curves, args.plot)
 

@@ -27,6 +27,7 @@ from admitter.controller.admitting import Admitting
 from admitter.controller.cache import Caches
 from admitter.controller.converge import Step, converge_step, queue_of
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
+from admitter.controller.frozen_heap import decide_frozen
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
@@ -165,7 +166,7 @@ class Reconciler:
                           self.admitting.overlay, self.unreadable, self.usage)
         await self.finish_orphans(view.orphans, now)
         began = time.perf_counter()
-        result = await asyncio.to_thread(self.decide, view.snapshot)
+        result = await asyncio.to_thread(decide_frozen, self.decide, view.snapshot)
         elapsed = time.perf_counter() - began
         self.metrics.observe_cycle(result, elapsed, view.cluster_queues)
         await self.apply(view, result, now)

@@ -78,10 +78,11 @@ class PendingReason(StrEnum):
     """Requeued after its pods were not ready in time; waits before it is tried again."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per admission (docs/admission-cycle.md, Speed)
 class Admission:
     """Admit `key`: the pods per node per pod set the gang check assumed, and the required
-    node-affinity term (label key → value) to inject; empty for no topology constraint."""
+    node-affinity term (label key → value) to inject; empty for no topology constraint.
+    Read-only by convention."""
 
     key: str
     queue: str
