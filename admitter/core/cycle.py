@@ -73,21 +73,28 @@ def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
         cycle.statement.rollback(mark)
 
 
-def _drainable(running: Iterable[Workload], unfunded: dict[str, int], now: float | None,
-               takes: Callable[[Workload], bool],
-               leaves: Callable[[Workload], bool]) -> dict[str, int]:
+def _drainable(running: Iterable[Workload], unfunded: dict[str, int], now: float,
+               takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool]
+               ) -> tuple[dict[str, int], dict[str, int]]:
     """GPUs per node a drain for a gang could take now: unfunded work's, and the funded work
-    past its min runtime that it `takes` (`RoomFinder.drain_takes`). With `now` None, what
-    `leaves` once every protection has ended (`RoomFinder.drain_waits_for`)."""
-    held = dict(unfunded)
+    past its min runtime that it `takes` (`RoomFinder.drain_takes`); and what leaves once
+    every protection has ended: what it takes, and what it `waits_for` besides
+    (`RoomFinder.drain_waits_for`). One pass for both: each asks the ranking per workload."""
+    now_held, later_held = dict(unfunded), dict(unfunded)
     for workload in running:
         until = workload.protected_until()
         if until is None:
             continue
-        if (until <= now and takes(workload)) if now is not None else leaves(workload):
-            for node, gpus in held_per_node(workload, GPU).items():
-                held[node] = held.get(node, 0) + gpus
-    return held
+        taken = takes(workload)
+        if not taken and not waits_for(workload):
+            continue
+        per_node = held_per_node(workload, GPU)
+        for node, gpus in per_node.items():
+            later_held[node] = later_held.get(node, 0) + gpus
+        if taken and until <= now:
+            for node, gpus in per_node.items():
+                now_held[node] = now_held.get(node, 0) + gpus
+    return now_held, later_held
 
 
 def _unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
@@ -185,11 +192,9 @@ class _Cycle(CycleState):
             # What a drain may take depends on the gang's queue and priority (its rank).
             taken = maps.get((workload.queue, workload.priority))
             if taken is None:
-                running, takes = self.running.values(), self.finder.drain_takes(workload)
-                leaves = self.finder.drain_waits_for(workload)
-                taken = maps[workload.queue, workload.priority] = (
-                    _drainable(running, unfunded, self.now, takes, leaves),
-                    _drainable(running, unfunded, None, takes, leaves))
+                taken = maps[workload.queue, workload.priority] = _drainable(
+                    self.running.values(), unfunded, self.now, self.finder.drain_takes(workload),
+                    self.finder.drain_waits_for(workload))
             chosen = choose(self.state, self.nodes, workload, taken[0], taken[1])
             if not chosen:
                 continue

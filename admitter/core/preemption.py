@@ -334,23 +334,22 @@ class RoomFinder:
         return takes
 
     def drain_waits_for(self, gang: Workload) -> Callable[[Workload], bool]:
-        """Whose work a drain for `gang` may wait for: what it takes once past its min runtime
-        (`drain_takes`); short work, whoever's (it ends within minutes: a debug job landing on
-        a drained node must not turn the drain away); and preemptible resumable work of an
-        allocation not ranked better than the gang's (its own queue's included), which leaves
-        as it ends or is requeued while nothing long lands on the drained nodes. Better-ranked
-        allocations' long work is not waited for: a domain it fills would stand held for as
-        long as that work runs (counting it cost seeds of the family up to 5 points of
-        occupancy), and neither is long non-resumable work."""
+        """Whose work a drain for `gang` may wait for, besides what it takes once past its min
+        runtime (`drain_takes`): short work, whoever's (it ends within minutes: a debug job
+        landing on a drained node must not turn the drain away); and preemptible resumable work
+        of an allocation not ranked better than the gang's (its own queue's included), which
+        leaves as it ends or is requeued while nothing long lands on the drained nodes.
+        Better-ranked allocations' long work is not waited for: a domain it fills would stand
+        held for as long as that work runs (counting it cost seeds of the family up to 5 points
+        of occupancy), and neither is long non-resumable work."""
         ranking, threshold = self._ranking, self._non_preemptible_priority
-        takes = self.drain_takes(gang)
 
-        def leaves(workload: Workload) -> bool:
-            return takes(workload) or is_short(workload) or (
+        def waits_for(workload: Workload) -> bool:
+            return is_short(workload) or (
                 workload.resumable and workload.preemptible(threshold)
                 and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
 
-        return leaves
+        return waits_for
 
     def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
         """Per domain of the required level (per node for a single pod): the first candidates
