@@ -11,9 +11,9 @@ non-preemptible or better-ranked work holds too much; see `RoomFinder.drain_wait
 chosen. In the domain, nodes that could be emptied come first, those with the most such GPUs first,
 and are picked until their allocatable capacity could hold the gang (`_enough`). Whatever is free
 on them is then held back from every long funded admission of the cycle (short jobs come before it,
-and unfunded work may use it: the gang evicts it at once). Nothing long lands there and occupants
-leave as their protections end, so the choice is stable: the chosen nodes only gain free capacity
-while other nodes keep being filled.
+and unfunded work may use it: the gang evicts it at once). Nothing long lands there but work that
+cannot delay the gang (`backfill`), and occupants leave as their protections end, so the choice is
+stable: the chosen nodes only gain free capacity while other nodes keep being filled.
 """
 
 from __future__ import annotations
