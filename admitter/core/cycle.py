@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from operator import attrgetter
 
+from admitter.core.backfill import Backfill, start_time
 from admitter.core.cycle_state import CycleState
 from admitter.core.decisions import (
     CycleResult,
@@ -36,7 +37,7 @@ from admitter.core.fit import fits
 from admitter.core.headroom import SHORT_MAX_GPUS, is_short
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node
-from admitter.core.placement import Placement, PlacementFailure
+from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.preemption import NOT_TRIED, Blocked, Search, drain_may_take
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
@@ -208,6 +209,10 @@ class _Cycle(CycleState):
             blocked = self._make_room(workload, None, search=Search.DRAIN, explain=False)
             if blocked is None:
                 return
+            takes = self.finder.drain_takes(workload)
+            self.backfill = Backfill(workload, chosen, start_time(
+                self.state, chosen, workload, self.running.values(), takes, self.now),
+                takes, self.finder.drain_waits_for(workload))
             hold(self.statement, chosen)
             self.reserved_for = workload
             # Held capacity turns away what comes after; a re-run could admit differently only
@@ -252,6 +257,8 @@ class _Cycle(CycleState):
                 f"starting here would leave no node with {SHORT_MAX_GPUS} {GPU} for short jobs")
         else:  # only victims under the queue at its bound can lower what it holds
             within, why = bound.queue, bound
+        if bound is None and self._backfill(workload):
+            return True
         blocked = self._make_room(workload, within, search=Search.RANKED,
                                   explain=not starving)
         if blocked is None:
@@ -272,6 +279,47 @@ class _Cycle(CycleState):
         else:
             self._wait(workload, PendingReason.NO_FIT, why)
         return False
+
+    def _backfill(self, workload: Workload) -> bool:
+        """Start `workload` on capacity held for the drain's gang, if it cannot delay the gang
+        (`backfill.Backfill`) and the drain's choice stays put with it running; the rest of
+        the held capacity stays held. Held GPUs stand idle for hours otherwise, while the gang
+        waits for protected occupants."""
+        backfill = self.backfill
+        if backfill is None or not backfill.may_take(workload, self.now):
+            return False
+        shape = ("backfill", workload.shape(), workload.topology.required,
+                 workload.topology.preferred)
+        if shape in self.failures:
+            return False
+        statement = self.statement
+        mark = statement.checkpoint()
+        statement.release(RESERVATION_KEY)
+        placed = place(self.state, workload) if self.headroom.allows(workload) else None
+        kept = isinstance(placed, Placement) and self.headroom.keeps_room(
+            workload, placed) and self._keeps_choice(backfill, workload, placed)
+        statement.rollback(mark)
+        if isinstance(placed, PlacementFailure):
+            self.failures[shape] = placed  # capacity only shrinks until something is evicted
+        if not kept or not isinstance(placed, Placement):
+            return False
+        statement.release(RESERVATION_KEY)
+        self._admit(workload, placed, f"backfilled on nodes held for {backfill.gang.key}, "
+                    f"its min runtime over by t={backfill.start_at:g}s, when that gang could "
+                    "start")
+        hold(statement, backfill.chosen)
+        return True
+
+    def _keeps_choice(self, backfill: Backfill, workload: Workload,
+                      placed: Placement) -> bool:
+        """Whether the drain would choose the same nodes with `workload` running at `placed`
+        (assumed here on the statement: the caller rolls it back)."""
+        self.statement.assume(workload.key, workload.pod_sets, placed.node_counts)
+        running = [*self.running.values(), workload.admitted(self.now, placed.node_counts)]
+        unfunded = _unfunded_gpus(running)
+        chosen = choose(self.state, self.nodes, backfill.gang, *_drainable(
+            running, unfunded, self.now, backfill.takes, backfill.waits_for))
+        return sorted(chosen) == sorted(backfill.chosen)
 
     def _make_room(self, workload: Workload, within: str | None, *, search: Search,
                    explain: bool) -> Blocked | None:

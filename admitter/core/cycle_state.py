@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from operator import attrgetter
 
+from admitter.core.backfill import Backfill
 from admitter.core.decisions import (
     Admission,
     CycleResult,
@@ -119,6 +120,8 @@ class CycleState:
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
         self.reserved_for: Workload | None = None
+        self.backfill: Backfill | None = None
+        """What may start on the capacity held for `reserved_for` (`backfill.Backfill`)."""
         self.preemption_tried: set[tuple[str, object, str | None, bool]] = set()
         """Searches made: queue, workload shape, required level, and whether for a drain."""
         self.capped = False

@@ -1,19 +1,19 @@
 """Draining for a starving gang: a large gang must not wait forever behind a stream of small jobs,
 nor hoard idle GPUs while it waits.
 
-The cycle picks the gang (`cycle._Cycle.drain_for_starving`); here the nodes are chosen and
-held. Inside the domain its required topology allows (the whole cluster without one), the domain
-cheapest to empty for this gang wins: the most GPUs that are free or that its drain could take
-now (unfunded work's; resumable or short work's past its min runtime, of a worse-ranked
-allocation or of lower priority in its queue: a domain full of better-ranked work would empty
-only as that work finishes); a domain that could not be emptied even once every protection ends
-(long non-resumable, non-preemptible or better-ranked work holds too much; see
-`RoomFinder.drain_waits_for`) is not chosen. In
-the domain, nodes with the most such GPUs are picked until their allocatable capacity could hold
-the gang. Whatever is free on them is then held back from every long funded admission of the
-cycle (short jobs come before it, and unfunded work may use it: the gang evicts it at once).
-Nothing long lands there and occupants leave as their protections end, so the choice is stable:
-the chosen nodes only gain free capacity while other nodes keep being filled.
+The cycle picks the gang (`cycle._Cycle.drain_for_starving`); here the nodes are chosen and held.
+Inside the domain its required topology allows (the whole cluster without one), the domain cheapest
+to empty for this gang wins: the most GPUs that are free or that its drain could take now (unfunded
+work's; resumable or short work's past its min runtime, of a worse-ranked allocation or of lower
+priority in its queue: a domain full of better-ranked work would empty only as that work finishes);
+a domain that could not be emptied even once every protection ends (long non-resumable,
+non-preemptible or better-ranked work holds too much; see `RoomFinder.drain_waits_for`) is not
+chosen. In the domain, nodes that could be emptied come first, those with the most such GPUs first,
+and are picked until their allocatable capacity could hold the gang (`_enough`). Whatever is free
+on them is then held back from every long funded admission of the cycle (short jobs come before it,
+and unfunded work may use it: the gang evicts it at once). Nothing long lands there but work that
+cannot delay the gang (`backfill`), and occupants leave as their protections end, so the choice is
+stable: the chosen nodes only gain free capacity while other nodes keep being filled.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _nodes_for(state: ClusterState, nodes: dict[str, Node], workload: Workload,
     for bound, order, domain in bounded:
         if best is not None and (bound, -order) < (best[0], -best[1]):
             break
-        picked = _enough(state, nodes, domain, workload, displaceable)
+        picked = _enough(state, nodes, domain, workload, displaceable, drainable)
         if picked is None:
             continue
         score = free_gpus(domain) + sum(displaceable.get(name, 0) for name in picked)
@@ -84,13 +84,24 @@ def _nodes_for(state: ClusterState, nodes: dict[str, Node], workload: Workload,
     return best[2] if best else []
 
 
-def _enough(state: ClusterState, nodes: dict[str, Node], domain: Domain,
-            workload: Workload, displaceable: dict[str, int]) -> list[str] | None:
-    """The domain's nodes, most free GPUs first, until their allocatable holds every pod set."""
-    ranked = sorted([(-state.free_of(n, GPU) - displaceable.get(n, 0), n) for n in domain.nodes])
+def _enough(state: ClusterState, nodes: dict[str, Node], domain: Domain, workload: Workload,
+            displaceable: dict[str, int], drainable: dict[str, int]) -> list[str] | None:
+    """The domain's nodes until their allocatable holds every pod set: first those that could
+    be emptied (every GPU in use there `drainable`), then those holding work that stays; in
+    each group, most free and displaceable GPUs first. A node whose work the drain neither
+    takes nor waits for (long non-resumable, better-ranked, non-preemptible) keeps the gang
+    waiting for as long as that work runs, while the idle GPUs held beside it stand unused;
+    the domain's emptiable nodes, held instead, only gain free capacity until the gang fits."""
+    ranked: list[tuple[bool, int, str]] = []
+    for name in domain.nodes:
+        node, free = nodes[name], state.free_of(name, GPU)
+        staying = (node.allocatable.get(GPU, 0) - node.used.get(GPU, 0) - free
+                   - drainable.get(name, 0))
+        ranked.append((staying > 0, -free - displaceable.get(name, 0), name))
+    ranked.sort()
     remaining = [pod_set.count for pod_set in workload.pod_sets]
     picked: list[str] = []
-    for _, name in ranked:
+    for _, _, name in ranked:
         if not any(remaining):
             break
         node = nodes[name]

@@ -308,3 +308,36 @@ def test_the_drained_gang_waits_while_it_would_take_the_last_short_pod_room():
     world.finish("b2")  # b0-r1-n0 frees up
     done = world.cycle(HOUR + 20)
     assert evicted(done) == {"b30": EvictionReason.RECLAIMED} and admitted(done) == ["gang"]
+
+
+def test_drain_holds_the_nodes_it_can_empty_not_those_with_work_that_stays():
+    """One rack of three 8-GPU nodes; a's 2-node gang needs the rack and starves. n0: b's
+    non-resumable job (2 GPUs, 10 h) beside 6 idle GPUs: the drain neither takes nor waits for
+    it. n1 and n2: a's own resumable work, which the drain waits for (n1's ends at 1.5 h, n2's
+    halves at 1.5 h and 2.5 h). Ranked by free GPUs alone, n0 would be held with n1; n2's GPUs
+    freed at 1.5 h would go to b's new non-resumable job, and the gang would wait for work that
+    runs for hours. The emptiable n1 and n2 are held instead: b's job lands on n0's idle GPUs,
+    and the gang starts as soon as a's work on n2 ends."""
+    world = World(racks(1, nodes_per_rack=3), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=10.0, b=10.3)
+    world.submit(running_on("b-stays", "b", "b0-r0-n0", gpus=2, resumable=False,
+                            min_runtime=10 * HOUR),
+                 running_on("a-one", "a", "b0-r0-n1", min_runtime=5 * HOUR),
+                 running_on("a-half0", "a", "b0-r0-n2", gpus=4, min_runtime=5 * HOUR),
+                 running_on("a-half1", "a", "b0-r0-n2", gpus=4, min_runtime=5 * HOUR),
+                 job("gang", "a", pods=2, required=RACK, at=0.0))
+    first = world.cycle(HOUR)
+    assert first.evictions == () and pending(first) == {"gang": "Reserved"}
+    assert "reserved for gang: b0-r0-n1, b0-r0-n2" in first.pending[0].message
+    world.finish("a-one")
+    world.finish("a-half0")
+    world.submit(job("b-new", "b", gpus=4, resumable=False, at=1.5 * HOUR - 10))
+    later = world.cycle(1.5 * HOUR)
+    assert admitted(later) == ["b-new"] and world.placement("b-new") == {"b0-r0-n0": 1}
+    assert "reserved for gang: b0-r0-n1, b0-r0-n2" in {
+        p.key: p for p in later.pending}["gang"].message
+    world.finish("a-half1")
+    done = world.cycle(2.5 * HOUR)
+    assert done.evictions == () and admitted(done) == ["gang"]
+    assert set(world.placement("gang")) == {"b0-r0-n1", "b0-r0-n2"}
