@@ -12,7 +12,8 @@
    each admission), by priority inside a queue. Rank, don't cap: a funded workload is admitted
    where it fits, within explicit limits (long non-preemptible work within its fair share) and
    leaving the short jobs' headroom; one that does not fit may requeue running work past its min
-   runtime (see `preemption`).
+   runtime (see `preemption`). Long work that cannot delay the drained gang may start on its
+   held nodes (`backfill`).
 4. Unfunded workloads take what is still idle.
 5. Every workload still pending gets the fact that blocks it.
 
