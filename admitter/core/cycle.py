@@ -192,11 +192,12 @@ class _Cycle(CycleState):
                     if until is not None and drain_may_take(other, self.non_preemptible_priority):
                         self._until(until)
             # What a drain may take depends on the gang's queue and priority (its rank).
+            takes = self.finder.drain_takes(workload)
+            waits_for = self.finder.drain_waits_for(workload)
             taken = maps.get((workload.queue, workload.priority))
             if taken is None:
                 taken = maps[workload.queue, workload.priority] = _drainable(
-                    self.running.values(), unfunded, self.now, self.finder.drain_takes(workload),
-                    self.finder.drain_waits_for(workload))
+                    self.running.values(), unfunded, self.now, takes, waits_for)
             chosen = choose(self.state, self.nodes, workload, taken[0], taken[1])
             if not chosen:
                 continue
@@ -210,10 +211,9 @@ class _Cycle(CycleState):
             blocked = self._make_room(workload, None, search=Search.DRAIN, explain=False)
             if blocked is None:
                 return
-            takes = self.finder.drain_takes(workload)
             self.backfill = Backfill(workload, chosen, start_time(
                 self.state, chosen, workload, self.running.values(), takes, self.now),
-                takes, self.finder.drain_waits_for(workload))
+                takes, waits_for)
             hold(self.statement, chosen)
             self.reserved_for = workload
             # Held capacity turns away what comes after; a re-run could admit differently only
@@ -297,14 +297,12 @@ class _Cycle(CycleState):
         mark = statement.checkpoint()
         statement.release(RESERVATION_KEY)
         placed = place(self.state, workload) if self.headroom.allows(workload) else None
-        kept = isinstance(placed, Placement) and self.headroom.keeps_room(
-            workload, placed) and self._keeps_choice(backfill, workload, placed)
-        statement.rollback(mark)
         if isinstance(placed, PlacementFailure):
             self.failures[shape] = placed  # capacity only shrinks until something is evicted
-        if not kept or not isinstance(placed, Placement):
+        if not isinstance(placed, Placement) or not self.headroom.keeps_room(
+                workload, placed) or not self._keeps_choice(backfill, workload, placed):
+            statement.rollback(mark)  # the hold is back as it was
             return False
-        statement.release(RESERVATION_KEY)
         self._admit(workload, placed, f"backfilled on nodes held for {backfill.gang.key}, "
                     f"its min runtime over by t={backfill.start_at:g}s, when that gang could "
                     "start")
@@ -314,12 +312,14 @@ class _Cycle(CycleState):
     def _keeps_choice(self, backfill: Backfill, workload: Workload,
                       placed: Placement) -> bool:
         """Whether the drain would choose the same nodes with `workload` running at `placed`
-        (assumed here on the statement: the caller rolls it back)."""
+        (assumed on the statement for the question only)."""
+        mark = self.statement.checkpoint()
         self.statement.assume(workload.key, workload.pod_sets, placed.node_counts)
         running = [*self.running.values(), workload.admitted(self.now, placed.node_counts)]
         unfunded = _unfunded_gpus(running)
         chosen = choose(self.state, self.nodes, backfill.gang, *_drainable(
             running, unfunded, self.now, backfill.takes, backfill.waits_for))
+        self.statement.rollback(mark)
         return sorted(chosen) == sorted(backfill.chosen)
 
     def _make_room(self, workload: Workload, within: str | None, *, search: Search,
@@ -367,15 +367,11 @@ class _Cycle(CycleState):
         while unfunded work is admitted)."""
         idle = self.state.free_total(GPU)
         possible: dict[str, list[Workload]] = {}
-        fitting: dict[tuple[object, ...], bool] = {}  # by shape: idle nodes do not change here
         for leaf, workloads in work.items():
             possible[leaf] = []
             for workload in workloads:
                 need = workload.requests().get(GPU, 0)
-                fits_idle = need <= idle and fitting.get(workload.shape())
-                if fits_idle is None:
-                    fits_idle = fitting[workload.shape()] = self._fits_idle(workload)
-                if fits_idle:
+                if need <= idle and self._fits_idle(workload):
                     possible[leaf].append(workload)
                 elif (limit := self.ledger.limit_block(workload)) is not None:
                     self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
