@@ -5,6 +5,7 @@ starving gang. Min runtimes are seconds long so that the tests stay short."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -174,7 +175,12 @@ async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_
         await admitter_world.apply_all(api, *first)
         await all_running(api, namespace, *(j["metadata"]["name"] for j in first))
         # Admitting the second wave changes the queue's allocation, which writes its status
-        # and charges the first wave's GPU time to its usage.
+        # and charges the first wave's GPU time to its usage. Usage is kept in whole seconds
+        # (the API's resolution) and the first wave runs within a second of its admission, so
+        # the second wave waits for the next whole second: else the write charges 0 and the
+        # next one is a minute away.
+        first_admitted = max((await admitted_at(api, namespace)).values())
+        await asyncio.sleep(max(first_admitted + 1 - time.time(), 0.0))
         await admitter_world.apply_all(api, *second)
         await all_running(api, namespace, *(f"over-{i}" for i in range(8)))
 
