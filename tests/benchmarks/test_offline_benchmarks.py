@@ -27,6 +27,7 @@ RUNS = {
     "bench_placement.py": (["100"], "ClusterState build"),
     "bench_fairshare.py": (["2"], "compute_fair_share"),
     "bench_impact.py": (["--seeds", "15", "--scale", "0.05"], "runs meet every goal"),
+    "bench_debug_waits.py": (["--seeds", "15", "--scale", "0.05"], "median p90 over the seeds"),
 }
 
 
