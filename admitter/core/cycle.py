@@ -6,14 +6,14 @@
    (`ranking`).
 2. Evictions that do not depend on anyone pending: gangs whose pods never became ready, and
    work on cordoned nodes once past its min runtime (Ai2's automatic drain).
-3. Funded admissions: short jobs first (`headroom`); then the longest-waiting starving gang of
-   an allocation that is not over-served drains one domain (`drain_for_starving`); then the
-   rest. Both passes serve the best-ranked allocation first (level by level, re-ranked after
-   each admission), by priority inside a queue. Rank, don't cap: a funded workload is admitted
-   where it fits, within explicit limits (long non-preemptible work within its fair share) and
-   leaving the short jobs' headroom; one that does not fit may requeue running work past its min
-   runtime (see `preemption`). Long work that cannot delay the drained gang may start on its
-   held nodes (`backfill`).
+3. Funded admissions: short jobs first (`headroom`); then a starving gang of an allocation that
+   is not over-served, of the team that used least of its budget, drains one domain
+   (`drain_for_starving`); then the rest. Both passes serve the best-ranked allocation first
+   (level by level, re-ranked after each admission), by priority inside a queue. Rank, don't
+   cap: a funded workload is admitted where it fits, within explicit limits (long
+   non-preemptible work within its fair share) and leaving the short jobs' headroom; one that does
+   not fit may requeue running work past its min runtime (see `preemption`). Long work that
+   cannot delay the drained gang may start on its held nodes (`backfill`).
 4. Unfunded workloads take what is still idle.
 5. Every workload still pending gets the fact that blocks it.
 
@@ -23,7 +23,6 @@ As many workloads are admitted per cycle as fit; there is no one-head-per-queue 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from operator import attrgetter
 
 from admitter.core.backfill import Backfill, start_time
 from admitter.core.cycle_state import CycleState
@@ -146,13 +145,17 @@ class _Cycle(CycleState):
     # Step 3 -----------------------------------------------------------------------------
 
     def drain_for_starving(self) -> None:
-        """The longest-waiting funded workload past the starvation bound, of an allocation
-        that is not over-served, that neither fits nor finds ranked victims, gets nodes
+        """A funded workload past the starvation bound, of an allocation that is not
+        over-served, that neither fits nor finds ranked victims, gets nodes
         reserved (`reservation.choose`: the domain cheapest to empty) and takes resumable work
         past its min runtime there, whatever its rank; what it cannot take yet leaves as its
         protection ends. The reserved nodes' free capacity is held from every funded admission
-        of the cycle. One drain at a time bounds what stands idle; the target stays the oldest
-        starving workload until it starts, and its nodes only gain free capacity meanwhile."""
+        of the cycle. One drain at a time bounds what stands idle. It goes to the team that has
+        used the smallest part of its budget (leaf ratio), the longest-waiting workload first
+        within a team: the drain is how a domain-wide gang starts on a full cluster, and
+        waiting time alone would hand it to whoever submitted first, however much their team
+        had used. Use moves only with time, so the target stays until it starts unless another
+        starving team falls below its team's use; its nodes only gain free capacity meanwhile."""
         bound = self.snapshot.settings.starvation_bound
         starving: list[Workload] = []
         wanting: set[str] = set()  # queues with long funded work waiting, ancestors included
@@ -174,7 +177,8 @@ class _Cycle(CycleState):
                     starving.append(workload)
         maps: dict[tuple[str, int], tuple[dict[str, int], dict[str, int]]] = {}
         changed, unfunded = -1, {}
-        for workload in sorted(starving, key=attrgetter("submitted_at", "key")):
+        ratio = self.ranking.ratio
+        for workload in sorted(starving, key=lambda w: (ratio(w.queue), w.submitted_at, w.key)):
             if self.ledger.limit_block(workload) is not None:
                 continue
             if self._try_funded(workload, starving=True):

@@ -170,6 +170,25 @@ def test_rack_drain_for_a_starving_gang_without_flip_flopping():
     assert set(world.placement("gang")) == {"b0-r0-n0", "b0-r0-n1"}
 
 
+def test_the_drain_serves_the_starving_gang_of_the_team_that_used_the_least():
+    """Both racks are held by c (clearly worse ranked), protected until 2 h. a's and b's 2-node
+    gangs need a rack and have waited past the starvation bound; a's is the older, but a has
+    used 3 % more of its budget than b (within the margin: neither is over-served). The one
+    drain goes to b's gang: the drain is how a gang's team gets what it is owed, and waiting
+    time alone would hand it to whoever submitted first (measured on the family: teams whose
+    gangs came late in the week got no drain at all)."""
+    world = World(racks(2), [queue("a"), queue("b", order=1), queue("c", order=2)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=10.3, b=10.0, c=30.0)
+    world.submit(*(running_on(f"c{i}", "c", node, min_runtime=2 * HOUR)
+                   for i, node in enumerate(["b0-r0-n0", "b0-r0-n1", "b0-r1-n0", "b0-r1-n1"])),
+                 job("a-gang", "a", pods=2, required=RACK, at=0.0),
+                 job("b-gang", "b", pods=2, required=RACK, at=100.0))
+    result = world.cycle(HOUR)
+    assert result.evictions == () and admitted(result) == []
+    assert pending(result)["b-gang"] == "Reserved" and pending(result)["a-gang"] != "Reserved"
+
+
 def test_priority_preemption_inside_a_queue_at_its_limit():
     """quota 16, limit 16: the queue is at its limit with two low-priority jobs past their
     min runtime; the high-priority job preempts one instead of waiting on LimitExceeded."""
