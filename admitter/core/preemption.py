@@ -18,10 +18,9 @@ Who may be a victim of a funded preemptor (never mixed up):
   work past its min runtime there, of lower priority in its own queue or of an allocation ranked
   worse than its own by any margin (a drain never takes from a better-ranked allocation or an
   equal priority, so two gangs never drain each other in turn).
-Non-preemptible workloads (priority ≥ 100, funded) are never victims, and no workload is ever
-taken inside its min runtime. A long preemptor must leave the short jobs' headroom (`headroom`).
-Non-preemptible workloads (funded, priority at least the settings' threshold) are never
-victims.
+Non-preemptible workloads (funded, priority at least the settings' threshold, 100 by default)
+are never victims, and no workload is ever taken inside its min runtime. A long preemptor must
+leave the short jobs' headroom (`headroom`).
 
 Victims are ranked cheapest first (unfunded; resumable before non-resumable; least progress
 lost; fewest GPUs; lowest priority; worst-ranked allocation; most recently started) and planned
