@@ -3,8 +3,9 @@
 Who may be a victim of a funded preemptor (never mixed up):
 - unfunded workloads (min runtime 0) anywhere: they hold only what funded work leaves;
 - preempt: lower-priority workloads of the same leaf queue, past their min runtime (priority
-  orders work inside a queue only); resumable ones only: no priority is worth the progress a
-  non-resumable one would lose;
+  orders work inside a queue only), non-resumable ones too: priority is the queue's own order,
+  as Kueue's and KAI's in-queue preemption take it, and the contract protects a min runtime,
+  not what comes after it (resumable victims are still taken first, as cheaper);
 - time-slicing: workloads of another queue past their min runtime whose allocation is clearly
   worse ranked than the preemptor's (`ranking.Ranking.clearly_worse`): resumable ones beyond
   `SWAP_MARGIN`, non-resumable and short ones beyond `NON_RESUMABLE_GAP`;
@@ -182,15 +183,13 @@ class RoomFinder:
         if chosen and self._within_bounds(preemptor):
             for victim in chosen:
                 statement.release(victim.workload.key)
-            if self._headroom.allows(preemptor):
-                placement = self._place(preemptor)
+            placement = self._place(preemptor, chosen)
         if placement is None:
             statement.rollback(mark)
             return None
         for victim in reversed(chosen):
             statement.allocate(victim.workload, recorded_placements(victim.workload))
-            kept = self._place(preemptor) if self._within_bounds(preemptor) and (
-                self._headroom.allows(preemptor)) else None
+            kept = self._place(preemptor, chosen) if self._within_bounds(preemptor) else None
             if kept is None:
                 statement.evict(victim.workload)
             else:
@@ -205,10 +204,17 @@ class RoomFinder:
             preemptor.preemptible(self._non_preemptible_priority) or is_short(preemptor) or (
                 self._ledger.share_block(preemptor) is None))
 
-    def _place(self, preemptor: Workload) -> Placement | None:
+    def _place(self, preemptor: Workload, victims: list[Victim]) -> Placement | None:
+        """Where the preemptor fits with `victims` gone, leaving the short jobs' headroom, or
+        taking only what its victims freed (`Headroom.takes_nothing`)."""
         result = place(self._state, preemptor)
-        return result if isinstance(result, Placement) and self._headroom.keeps_room(
-            preemptor, result) else None
+        if not isinstance(result, Placement):
+            return None
+        headroom = self._headroom
+        if headroom.allows(preemptor) and headroom.keeps_room(preemptor, result):
+            return result
+        return result if headroom.takes_nothing(
+            preemptor, result, [v.workload for v in victims]) else None
 
     def _rank(self) -> None:
         """Once per cycle: running workloads that may be evicted now, cheapest first
@@ -362,10 +368,12 @@ class RoomFinder:
         index = self._state.resource_index(resource)
         need = requests.get(resource, 0)
         # A long start leaves the headroom free as well, anywhere in the cluster: a domain
-        # must free more only for the part of it that the pool outside the domain lacks.
+        # must free more only for the part of it that the pool outside the domain lacks. A
+        # pool already short of it need only not shrink (`_simulate`).
         headroom = (self._headroom.needed if resource == GPU and self._headroom.applies(preemptor)
                     else 0)
         pool = self._headroom.pool() if headroom else 0
+        headroom = min(headroom, pool)
         required = preemptor.topology.required
         # One pod lands on one node: planning per node is exact where a wider domain's sum
         # can hide that no single node would hold the pod.
@@ -441,6 +449,8 @@ class RoomFinder:
                 EvictionReason.PREEMPTED if same else EvictionReason.RECLAIMED,
                 f"unfunded workload evicted for funded {preemptor.key}",
             )
+        if is_short(preemptor) and _long_and_lost(victim):
+            return None
         if victim.queue == preemptor.queue:
             if not victim.resumable:
                 return None
@@ -450,8 +460,6 @@ class RoomFinder:
                 f"preempted by {preemptor.key} (priority {preemptor.priority} > "
                 f"{victim.priority}) in queue {victim.queue}",
             )
-        if is_short(preemptor) and _long_and_lost(victim):
-            return None
         swappable = victim.resumable and not is_short(victim)
         if self._ranking.clearly_worse(victim.queue, preemptor.queue,
                                        SWAP_MARGIN if swappable else NON_RESUMABLE_GAP,
