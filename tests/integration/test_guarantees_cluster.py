@@ -94,24 +94,33 @@ async def test_priority_orders_a_queue_at_its_quota_on_a_full_cluster(
 
 async def test_a_waiting_jobs_reason_names_a_time_a_person_can_read(
         api: Kube, namespace: str, kubeconfig: Path, idle_cluster: None) -> None:
-    """Quota 8: the second 8-GPU Job is past the queue's guarantee and would leave nothing for
-    short jobs. Its reason counts the idle GPUs and names when the protection that keeps the
-    rest ends, as RFC 3339 and how long from now."""
+    """Quota 8, held by a priority-10 Job protected for an hour; a priority-50 Job of 8 GPUs is
+    past the queue's guarantee and would leave nothing for short jobs. Its reason counts the
+    idle GPUs and names the protected Jobs it could replace (the low one, or the other team's
+    when that team is ranked clearly worse by then) and when their protection ends, as RFC 3339
+    and how long from now."""
     await teams(api, namespace, {"vision": 8, "other": 56})
+    await admitter_world.priority_class(api, "guarantee-low", 10)
+    await admitter_world.priority_class(api, "guarantee-high", 50)
     async with admitter_world.in_process_controller(kubeconfig):
         await _others_fill_six_nodes(api, namespace)
-        await admitter_world.apply_all(api, *_vision_jobs(namespace))
+        await admitter_world.apply_all(
+            api, long_job(namespace, "low", "vision").min_runtime("1h")
+            .priority_class("guarantee-low").obj())
+        await all_running(api, namespace, "low")
+        await admitter_world.apply_all(
+            api, long_job(namespace, "high", "vision").priority_class("guarantee-high").obj())
 
         async def explained() -> Obj | None:
-            for name in ("vision-0", "vision-1"):
-                shown = await shown_condition(api, namespace, name, CONDITION_QUOTA_RESERVED)
-                if shown is not None and shown["status"] == "False":
-                    return shown
-            return None
+            shown = await shown_condition(api, namespace, "high", CONDITION_QUOTA_RESERVED)
+            return shown if shown is not None and shown["status"] == "False" else None
 
-        waiting = await eventually(explained, "the second vision Job's pending reason", 60)
+        waiting = await eventually(explained, "the high Job's pending reason", 60)
         message = waiting["message"]
+        assert waiting["reason"] == "ProtectedVictims", waiting
         assert "8 nvidia.com/gpu are idle" in message, message
         assert "fewer than the 1 kept for short jobs" in message, message
+        assert f"({namespace}/" in message and ") are protected by their min runtime until " in (
+            message), message
         assert READABLE_MOMENT.search(message), message
         assert "e+09" not in message and "t=" not in message, message
