@@ -36,11 +36,11 @@ class BatchJob(TemplatedJob):
     def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
         return [(MAIN_POD_SET, pod_count(obj["spec"]), ("spec", "template", "spec"))]
 
-    def encode_affinities(self, affinities: list[Obj | None]) -> str:
+    def encode_affinities(self, affinities: list[Any]) -> str:
         """The one template's affinity itself (the annotation's format since Jobs came first)."""
         return json.dumps(affinities[0])
 
-    def decode_affinities(self, text: str) -> list[Obj | None]:
+    def decode_affinities(self, text: str) -> list[Any]:
         return [json.loads(text)]
 
     def finished(self, obj: Obj) -> tuple[bool, str] | None:

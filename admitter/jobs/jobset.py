@@ -1,8 +1,15 @@
 """JobSet (`jobset.x-k8s.io/v1alpha2`): one pod set per replicated job, of replicas ×
 parallelism pods, admitted all together (the core admits a Workload's pod sets as one gang),
-and the JobSet's topology annotations hold for all of them."""
+and the JobSet's topology annotations hold for all of them.
+
+JobSet's webhook lets a suspended JobSet's pod templates change only in labels, annotations,
+nodeSelector, tolerations and scheduling gates (not affinity), so the admitted domain is
+pinned through each template's `nodeSelector` (the domain's labels added to the user's own)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from admitter.jobs.batch_job import pod_count
 from admitter.jobs.interface import Obj
@@ -15,6 +22,10 @@ class JobSet(TemplatedJob):
     workload_prefix = "jobset"
     plural = "jobsets"
     name_label = False
+    pin_field = "nodeSelector"
+
+    def pin(self, own: Any, domain: Mapping[str, str]) -> Any:
+        return {**(own or {}), **domain} or None
 
     def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
         return [(replicated["name"],

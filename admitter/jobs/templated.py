@@ -21,25 +21,35 @@ class TemplatedJob:
     plural: ClassVar[str]
     name_label: ClassVar[bool]
 
+    pin_field: ClassVar[str] = "affinity"
+    """The pod spec field admitter pins to the admitted domain, keeping the user's own value
+    in ORIGINAL_AFFINITY_ANNOTATION: the required node affinity, unless the kind lets only
+    some fields of a suspended job's templates change (JobSet: `nodeSelector`)."""
+
+    def pin(self, own: Any, domain: Mapping[str, str]) -> Any:
+        """The pin field's value with the user's own `own` narrowed to `domain`."""
+        return pin_to_domain(own, domain)
+
     def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
         """Each pod set's name, pod count and the path of its pod spec in `obj`."""
         raise NotImplementedError
 
-    def encode_affinities(self, affinities: list[Obj | None]) -> str:
-        """The user's own affinities, one per pod set, as the annotation keeps them."""
+    def encode_affinities(self, affinities: list[Any]) -> str:
+        """The user's own pin fields, one per pod set, as the annotation keeps them."""
         return json.dumps(affinities)
 
-    def decode_affinities(self, text: str) -> list[Obj | None]:
-        found: list[Obj | None] = json.loads(text)
+    def decode_affinities(self, text: str) -> list[Any]:
+        found: list[Any] = json.loads(text)
         return found
 
-    def user_affinities(self, obj: Obj) -> list[Obj | None]:
-        """Each pod set's affinity as the user wrote it: while admitted, the templates also
+    def user_affinities(self, obj: Obj) -> list[Any]:
+        """Each pod set's pin field as the user wrote it: while admitted, the templates also
         carry admitter's pin, and the annotation keeps the user's own."""
         annotations = obj["metadata"].get("annotations") or {}
         if ORIGINAL_AFFINITY_ANNOTATION in annotations:
             return self.decode_affinities(annotations[ORIGINAL_AFFINITY_ANNOTATION])
-        return [nested(obj, path).get("affinity") for _, _, path in self.pod_set_shapes(obj)]
+        return [nested(obj, path).get(self.pin_field)
+                for _, _, path in self.pod_set_shapes(obj)]
 
     def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
         shapes = self.pod_set_shapes(obj)
@@ -47,9 +57,9 @@ class TemplatedJob:
         found = []
         for (name, count, path), affinity in zip(shapes, own, strict=True):
             spec = dict(nested(obj, path))
-            spec.pop("affinity", None)
+            spec.pop(self.pin_field, None)
             if affinity is not None:
-                spec["affinity"] = affinity
+                spec[self.pin_field] = affinity
             found.append(PodSetInfo(name, count, spec, path))
         return found
 
@@ -75,8 +85,8 @@ class TemplatedJob:
             ops += [{"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value}
                     for key, value in marks.items()]
         for (_, _, path), affinity in zip(self.pod_set_shapes(obj), own, strict=True):
-            pinned = pin_to_domain(affinity, domain)
-            ops.append(_set_or_remove(obj, (*path, "affinity"), pinned))
+            pinned = self.pin(affinity, domain)
+            ops.append(_set_or_remove(obj, (*path, self.pin_field), pinned))
         ops.append({"op": "add", "path": "/spec/suspend", "value": False})
         return [op for op in ops if op]
 
@@ -89,7 +99,7 @@ class TemplatedJob:
         ]
         for (_, _, path), affinity in zip(self.pod_set_shapes(obj), self.user_affinities(obj),
                                           strict=True):
-            ops.append(_set_or_remove(obj, (*path, "affinity"), affinity))
+            ops.append(_set_or_remove(obj, (*path, self.pin_field), affinity))
         return [op for op in ops if op]
 
 

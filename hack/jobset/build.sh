@@ -1,22 +1,18 @@
 #!/usr/bin/env bash
 # Builds JobSet's controller manager from the pinned module in hack/jobset/go.mod into
-# hack/bin/jobset-<version>/ (git-ignored), skipping what exists, then prints the module's
-# directory in Go's module cache (the CRDs and webhook manifests, verified by go.sum).
+# hack/bin/jobset-<version>/manager (git-ignored), unless it is there, then prints the
+# module's directory in Go's module cache (its CRD and webhook manifests, verified by go.sum).
 set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+module_dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)"
+manager="../bin/jobset-$(go list -m -f '{{.Version}}' sigs.k8s.io/jobset)/manager"
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-VERSION="$(awk '$1 == "sigs.k8s.io/jobset" && $2 ~ /^v/ {print $2; exit}' "${HERE}/go.mod")"
-OUT="${HERE}/../bin/jobset-${VERSION}"
-export CGO_ENABLED=0
-export GOFLAGS="${GOFLAGS:-} -trimpath -mod=readonly -buildvcs=false"
-
-if [[ -x "${OUT}/manager" ]]; then
-  echo "up to date: bin/jobset-${VERSION}" >&2
-else
-  mkdir -p "${OUT}"
-  t0=${SECONDS}
-  (cd "${HERE}" && go build -ldflags "-s -w" -o "${OUT}/manager.tmp" sigs.k8s.io/jobset)
-  mv "${OUT}/manager.tmp" "${OUT}/manager"
-  echo "built manager into bin/jobset-${VERSION} in $((SECONDS - t0))s" >&2
+if [[ ! -x "${manager}" ]]; then
+  started=${SECONDS}
+  mkdir -p "$(dirname "${manager}")"
+  CGO_ENABLED=0 go build -trimpath -mod=readonly -buildvcs=false -ldflags "-s -w" \
+    -o "${manager}.tmp" sigs.k8s.io/jobset
+  mv "${manager}.tmp" "${manager}"
+  echo "built ${manager#../} in $((SECONDS - started))s" >&2
 fi
-(cd "${HERE}" && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
+echo "${module_dir}"

@@ -1,5 +1,5 @@
 // Wrapper module: builds JobSet's controller manager at a pinned version, for the integration
-// tests and the demo that run JobSets against the local control plane.
+// tests that run JobSets against the local control plane.
 module admitter.dev/hack/jobset
 
 go 1.25.0

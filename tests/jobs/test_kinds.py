@@ -35,6 +35,11 @@ def pod_template(gpus: int, affinity: dict | None = None) -> dict:
     return {"spec": spec}
 
 
+def with_selector(template: dict, selector: dict) -> dict:
+    template["spec"]["nodeSelector"] = selector
+    return template
+
+
 def jobset() -> dict:
     """1 leader + 2 replicas of 4 workers, the workers with an affinity of their own."""
     return {
@@ -44,7 +49,8 @@ def jobset() -> dict:
         "spec": {"suspend": True, "replicatedJobs": [
             {"name": "leader", "template": {"spec": {"template": pod_template(1)}}},
             {"name": "workers", "replicas": 2, "template": {"spec": {
-                "parallelism": 4, "completions": 4, "template": pod_template(8, OWN)}}},
+                "parallelism": 4, "completions": 4, "template": with_selector(
+                    pod_template(8, OWN), {"pool": "a100"})}}},
         ]},
     }
 
@@ -99,13 +105,16 @@ def test_starting_a_jobset_pins_every_pod_set_and_restoring_gives_back_the_users
     assert started["spec"]["suspend"] is False
     assert started["metadata"]["resourceVersion"] == "5"
     assert started["metadata"]["annotations"][ADMITTED_WORKLOAD_ANNOTATION] == "jobset-train-abcde"
-    for replicated in started["spec"]["replicatedJobs"]:
-        terms = replicated["template"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        assert all({"key": "topology.admitter.dev/rack", "operator": "In",
-                    "values": ["rack-2"]} in term["matchExpressions"] for term in terms)
+    # Through nodeSelector, the one placement field JobSet lets a suspended JobSet change;
+    # the user's own selector and affinity are kept.
+    leader, workers = (r["template"]["spec"]["template"]["spec"]
+                       for r in started["spec"]["replicatedJobs"])
+    assert leader["nodeSelector"] == RACK
+    assert workers["nodeSelector"] == {"pool": "a100", **RACK}
+    assert workers["affinity"] == OWN
     # Read while admitted, the pod sets are still the user's own.
-    assert [s.pod_spec.get("affinity") for s in kind.pod_sets(started)] == [None, OWN]
+    assert [s.pod_spec.get("nodeSelector") for s in kind.pod_sets(started)] == [
+        None, {"pool": "a100"}]
     suspended = apply(started, [])
     suspended["spec"]["suspend"] = True
     restored = apply(suspended, kind.restore_patch(suspended))
