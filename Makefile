@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup control-plane demo test lint
+.PHONY: setup control-plane operators demo test lint
 
 # The install compiles admitter/core and the simulator's loop with mypyc (setup.py); a changed
 # source recompiles them, since the compiled modules shadow their sources.
@@ -18,10 +18,14 @@ setup: $(BIN)/admitter
 control-plane:
 	bash hack/build.sh
 
+# The job operators the integration tests run (JobSet's controller); cached like the above.
+operators:
+	bash hack/jobset/build.sh >/dev/null
+
 demo: setup control-plane
 	$(BIN)/python -m admitter.testing.demo
 
-test: setup control-plane
+test: setup control-plane operators
 	$(BIN)/pytest
 
 lint: setup

@@ -5,11 +5,9 @@ not admitted is suspended."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
 from admitter.api.duration import parse_duration
 from admitter.api.workload import (
     CONDITION_ADMITTED,
@@ -20,14 +18,11 @@ from admitter.api.workload import (
 )
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import (
-    format_time,
-    is_true,
-    parse_time,
-    user_affinity,
-)
+from admitter.controller.translate import format_time, parse_time
 from admitter.core.decisions import Admission
 from admitter.core.model import GPU, is_funded
+from admitter.jobs.interface import ClearsStartTime, GenericJob
+from admitter.jobs.registry import job_of, reader_of
 
 BACKOFF_BASE = 60.0
 BACKOFF_CAP = 3600.0
@@ -91,35 +86,27 @@ class Actions:
                                      subresource="status")
 
     async def start_job(self, job: Obj, wl: Obj) -> Obj:
-        """Inject the admission's domain as a required node affinity, then unsuspend; on the
-        version of the Job it was decided for, so a Job someone suspended meanwhile stays
-        suspended.
-
-        Hazard: Kubernetes lets the pod template of a suspended Job change only while its
-        `status.startTime` is unset; a Job that ran before keeps it (the job controller does
-        not clear it), so it is cleared first, as Kueue does, or the patch fails with
-        `spec.template: field is immutable`."""
+        """Inject the admission's domain as a required node affinity into every pod set, then
+        unsuspend; on the version of the job it was decided for, so a job someone suspended
+        meanwhile stays suspended. A kind whose templates are immutable after a run until a
+        status field is unset (`ClearsStartTime`) gets that done first, as Kueue does."""
         job = await self.clear_start_time(job)
-        original = user_affinity(job)
+        kind = job_of(job)
         domain = wl["status"]["admission"].get("topologyDomain") or {}
         meta = job["metadata"]
-        patch = {
-            "metadata": {"resourceVersion": meta["resourceVersion"], "annotations": {
-                ADMITTED_WORKLOAD_ANNOTATION: wl["metadata"]["name"],
-                ORIGINAL_AFFINITY_ANNOTATION: json.dumps(original),
-            }},
-            "spec": {"suspend": False,
-                     "template": {"spec": {"affinity": pin_to_domain(original, domain)}}},
-        }
-        return await self.kube.patch(kube.JOBS, meta["name"], patch, meta["namespace"])
+        return await self.kube.patch(resource_of(kind), meta["name"],
+                                     kind.run_patch(job, wl["metadata"]["name"], domain),
+                                     meta["namespace"], content_type=kube.JSON_PATCH)
 
     async def clear_start_time(self, job: Obj) -> Obj:
-        """Unset a suspended Job's `status.startTime` (through `jobs/status`), which makes its
-        pod template mutable again; the Job as it is afterwards."""
-        if not job["spec"].get("suspend") or not (job.get("status") or {}).get("startTime"):
+        """Make a suspended job's templates mutable again, if its kind needs that; the job
+        as it is afterwards."""
+        kind = job_of(job)
+        patch = kind.start_time_patch(job) if isinstance(kind, ClearsStartTime) else None
+        if patch is None:
             return job
         meta = job["metadata"]
-        return await self.kube.patch(kube.JOBS, meta["name"], {"status": {"startTime": None}},
+        return await self.kube.patch(resource_of(kind), meta["name"], patch,
                                      meta["namespace"], subresource="status")
 
     async def evict(self, wl: Obj, job: Obj | None, reason: str, message: str, now: float,
@@ -156,33 +143,21 @@ class Actions:
         return await self.kube.patch(kube.WORKLOADS, meta["name"], patch, meta["namespace"])
 
     async def suspend_job(self, job: Obj) -> Obj:
-        """Suspend the Job and take its admitted mark away in the same write: with the mark
-        the Job webhook lets its owner unsuspend it, so an evicted Job that kept it could
-        run again without quota."""
+        """Suspend the job and take its admitted mark away in the same write: with the mark
+        the webhook lets its owner unsuspend it, so an evicted job that kept it could run
+        again without quota."""
+        kind = job_of(job)
         meta = job["metadata"]
-        patch = {"metadata": {"annotations": {ADMITTED_WORKLOAD_ANNOTATION: None}},
-                 "spec": {"suspend": True}}
-        return await self.kube.patch(kube.JOBS, meta["name"], patch, meta["namespace"])
+        return await self.kube.patch(resource_of(kind), meta["name"], kind.suspend_patch(job),
+                                     meta["namespace"])
 
     async def restore_job(self, job: Obj) -> Obj:
-        """Put back the template's own affinity once the Job is suspended and its template
-        mutable again (`clear_start_time`)."""
-        annotations = job["metadata"].get("annotations") or {}
-        original = json.loads(annotations.get(ORIGINAL_AFFINITY_ANNOTATION, "null"))
-        # A JSON patch, because a merge patch would keep keys the original affinity lacks.
-        ops: list[Obj] = [
-            {"op": "remove", "path": f"/metadata/annotations/{_escape(key)}"}
-            for key in (ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION)
-            if key in annotations
-        ]
-        affinity_path = "/spec/template/spec/affinity"
-        if original is not None:
-            ops.append({"op": "add", "path": affinity_path, "value": original})
-        elif "affinity" in job["spec"]["template"]["spec"]:
-            ops.append({"op": "remove", "path": affinity_path})
+        """Put back the templates' own affinity once the job is suspended and its templates
+        mutable again (`clear_start_time`), and drop admitter's marks."""
+        kind = job_of(job)
         meta = job["metadata"]
-        return await self.kube.patch(kube.JOBS, meta["name"], ops, meta["namespace"],
-                                     content_type=kube.JSON_PATCH)
+        return await self.kube.patch(resource_of(kind), meta["name"], kind.restore_patch(job),
+                                     meta["namespace"], content_type=kube.JSON_PATCH)
 
     async def delete_workload(self, wl: Obj) -> None:
         """Delete this very Workload (uid and version as read), for a new one to be made."""
@@ -206,31 +181,14 @@ class Actions:
         })
 
 
+def resource_of(kind: GenericJob) -> kube.Kind:
+    """Where objects of a job kind live in the REST API."""
+    return kube.Kind(kind.api_version, kind.plural, True)
+
+
 def finish_reason(job: Obj) -> tuple[Reason, str]:
-    """The Finished condition's reason and message for a Job that completed or failed."""
-    if is_true(job, "Failed"):
-        return Reason.FAILED, "the Job failed"
-    return Reason.SUCCEEDED, "the Job completed"
-
-
-def _escape(key: str) -> str:
-    """JSON pointer escaping of one path segment."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def pin_to_domain(affinity: Obj | None, domain: Mapping[str, str]) -> Obj | None:
-    """The pod template's affinity with every required node-selector term narrowed to the
-    admitted domain (terms are ORed, so each one must carry the domain's labels)."""
-    if not domain:
-        return affinity
-    ours = [{"key": key, "operator": "In", "values": [value]}
-            for key, value in sorted(domain.items())]
-    merged = json.loads(json.dumps(affinity or {}))
-    node = merged.setdefault("nodeAffinity", {})
-    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.get("nodeSelectorTerms") or [{}]
-    required["nodeSelectorTerms"] = [
-        {**term, "matchExpressions": [*term.get("matchExpressions", []), *ours]}
-        for term in terms
-    ]
-    return merged
+    """The Finished condition's reason and message for a job that completed or failed."""
+    ended = reader_of(job).finished(job)
+    assert ended is not None
+    succeeded, message = ended
+    return (Reason.SUCCEEDED if succeeded else Reason.FAILED), message

@@ -20,7 +20,9 @@ from admitter.api.contract import (
 from admitter.api.quantity import kube_base_units
 from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.kube import Obj
-from admitter.controller.translate import is_true, job_ended, pod_count, pod_requests
+from admitter.controller.translate import is_true, job_ended, pod_requests
+from admitter.jobs.interface import ClearsStartTime
+from admitter.jobs.registry import job_of, reader_of
 
 
 class Step(Enum):
@@ -50,7 +52,8 @@ def converge_step(job: Obj, wl: Obj) -> Step:
     if job_ended(job):
         return Step.NONE if is_true(wl, CONDITION_FINISHED) else Step.FINISH
     admitted = bool((wl.get("status") or {}).get("admission"))
-    suspended = bool(job["spec"].get("suspend"))
+    kind = job_of(job)
+    suspended = kind.is_suspended(job)
     if not equivalent(job, wl):
         return Step.EVICT_CHANGED if admitted else Step.REPLACE_WORKLOAD
     if admitted:
@@ -61,22 +64,26 @@ def converge_step(job: Obj, wl: Obj) -> Step:
         return Step.SUSPEND
     annotations = job["metadata"].get("annotations") or {}
     if ORIGINAL_AFFINITY_ANNOTATION in annotations or ADMITTED_WORKLOAD_ANNOTATION in annotations:
-        started = bool((job.get("status") or {}).get("startTime"))
-        return Step.CLEAR_START_TIME if started else Step.RESTORE
+        clears = isinstance(kind, ClearsStartTime) and kind.start_time_patch(job) is not None
+        return Step.CLEAR_START_TIME if clears else Step.RESTORE
     return Step.NONE
 
 
 def equivalent(job: Obj, wl: Obj) -> bool:
-    """Whether the Job runs the pods its Workload is charged for: as many at once, each
-    requesting the same amounts (in the base units the core counts)."""
-    pod_sets = wl["spec"]["podSets"]
-    if len(pod_sets) != 1:
+    """Whether the job runs the pods its Workload is charged for: the same pod sets, each
+    as many pods at once, each requesting the same amounts (in the base units the core
+    counts)."""
+    charged = wl["spec"]["podSets"]
+    running = reader_of(job).pod_sets(job)
+    if [p["name"] for p in charged] != [p.name for p in running]:
         return False
-    charged = pod_sets[0]
-    requests = {r: kube_base_units(r, a) for r, a in (charged.get("requests") or {}).items()}
-    wanted = {r: kube_base_units(r, a)
-              for r, a in pod_requests(job["spec"]["template"]["spec"]).items()}
-    return int(charged["count"]) == pod_count(job["spec"]) and requests == wanted
+    for pod_set, now in zip(charged, running, strict=True):
+        requests = {r: kube_base_units(r, a)
+                    for r, a in (pod_set.get("requests") or {}).items()}
+        wanted = {r: kube_base_units(r, a) for r, a in pod_requests(now.pod_spec).items()}
+        if int(pod_set["count"]) != now.count or requests != wanted:
+            return False
+    return True
 
 
 def queue_of(job: Obj) -> str | None:

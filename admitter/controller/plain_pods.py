@@ -16,7 +16,6 @@ from typing import Any
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller import kube
-from admitter.controller.actions import pin_to_domain
 from admitter.controller.cache import Caches
 from admitter.controller.informer import Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
@@ -28,6 +27,7 @@ from admitter.controller.translate import (
     job_owner,
     pod_workload_name,
 )
+from admitter.jobs.interface import pin_to_domain
 
 
 class PodStep(Enum):

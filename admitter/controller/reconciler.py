@@ -41,7 +41,7 @@ from admitter.controller.translate import (
     job_ended,
     job_owner,
     parse_time,
-    pod_spec_of,
+    priority_class_of,
     workload_for,
     workload_name,
 )
@@ -232,7 +232,7 @@ class Reconciler:
             limit = effective_max_min_runtime(tree, cluster_queue, limit)
         contract = parse_contract(meta.get("annotations") or {}, max_min_runtime=limit,
                                   topology_levels=self.caches.topology_levels())
-        priority = self.caches.priority_of(pod_spec_of(job).get("priorityClassName"))
+        priority = self.caches.priority_of(priority_class_of(job))
         return workload_for(job, contract, priority)
 
     async def converge_jobs(self, now: float, jobs: list[Obj]) -> None:

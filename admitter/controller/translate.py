@@ -4,14 +4,13 @@ Workload/Node/ClusterQueue objects → the decision core's snapshot values."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION, QUEUE_LABEL, JobContract
+from admitter.api.contract import QUEUE_LABEL, JobContract
 from admitter.api.duration import format_duration, parse_duration
 from admitter.api.quantity import format_quantity, from_base_units, kube_base_units
 from admitter.core.model import (
@@ -27,9 +26,10 @@ from admitter.core.model import (
     TopologyRequest,
     Workload,
 )
+from admitter.jobs.plain_pod import PlainPod
+from admitter.jobs.registry import reader_of
 
 Obj = dict[str, Any]
-MAIN_POD_SET = "main"
 JOB_NAME_LABEL = "admitter.dev/job-name"
 """On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
 (its Job deleted with `--cascade=orphan`)."""
@@ -37,14 +37,15 @@ ADMISSION_GATE = "admitter.dev/admission"
 """The scheduling gate holding a plain Pod admitter queued until its Workload is admitted."""
 
 
-def workload_name(job: Obj) -> str:
-    """Stable and unique per Job object: `job-<name>-<5 hex of uid>`, at most 63 chars."""
-    return _unique_name("job", job)
+def workload_name(owner: Obj) -> str:
+    """Stable and unique per job object: `<kind's prefix>-<name>-<5 hex of uid>` (`job-…`,
+    `jobset-…`), at most 63 chars."""
+    return _unique_name(reader_of(owner).workload_prefix, owner)
 
 
 def pod_workload_name(pod: Obj) -> str:
     """The same for a plain Pod admitter queued: `pod-<name>-<5 hex of uid>`."""
-    return _unique_name("pod", pod)
+    return _unique_name(PlainPod.workload_prefix, pod)
 
 
 def _unique_name(prefix: str, owner: Obj) -> str:
@@ -107,26 +108,6 @@ def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
             for name, value in merged.items()}
 
 
-def pod_count(job_spec: Mapping[str, Any]) -> int:
-    """Pods a Job runs at once, which its Workload is charged for: its parallelism, at most
-    its completions, at least one."""
-    parallelism = job_spec.get("parallelism", 1)
-    completions = job_spec.get("completions")
-    count = min(parallelism, completions) if completions is not None else parallelism
-    return max(int(count), 1)
-
-
-def user_affinity(job: Obj) -> Obj | None:
-    """The pod template's affinity as the user wrote it: while admitted, the template also
-    carries admitter's topology pin, and the annotation keeps the user's own."""
-    annotations = job["metadata"].get("annotations") or {}
-    if ORIGINAL_AFFINITY_ANNOTATION in annotations:
-        original: Obj | None = json.loads(annotations[ORIGINAL_AFFINITY_ANNOTATION])
-        return original
-    affinity: Obj | None = job["spec"]["template"]["spec"].get("affinity")
-    return affinity
-
-
 def placement_constraints(pod_spec: Mapping[str, Any], affinity: Obj | None) -> Obj:
     """The pod set fields that restrict nodes: tolerations, nodeSelector and the required
     node affinity's terms, each only when present."""
@@ -154,71 +135,56 @@ def _requirement(requirement: Mapping[str, Any]) -> Obj:
     return found
 
 
-def pod_spec_of(owner: Obj) -> Obj:
-    """The pod spec a Workload's owner runs: a Pod's own, or a Job's template."""
-    spec: Obj = owner["spec"] if owner.get("kind") == "Pod" else owner["spec"]["template"]["spec"]
-    return spec
+def priority_class_of(owner: Obj) -> str | None:
+    """The priority class its pods name (the first pod set's that names one)."""
+    for pod_set in reader_of(owner).pod_sets(owner):
+        if pod_set.pod_spec.get("priorityClassName"):
+            found: str = pod_set.pod_spec["priorityClassName"]
+            return found
+    return None
 
 
 def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
-    """The Workload for a Job or a queued plain Pod."""
-    make = workload_for_pod if owner.get("kind") == "Pod" else workload_for_job
-    return make(owner, contract, priority)
-
-
-def workload_for_job(job: Obj, contract: JobContract, priority: int) -> Obj:
-    """The Workload object admitter keeps for a Job, owned by it."""
-    meta, spec = job["metadata"], job["spec"]
-    return _workload(job, "batch/v1", workload_name(job), {JOB_NAME_LABEL: meta["name"][:63]},
-                     spec["template"]["spec"], pod_count(spec), user_affinity(job), contract,
-                     priority)
-
-
-def workload_for_pod(pod: Obj, contract: JobContract, priority: int) -> Obj:
-    """The Workload admitter keeps for a plain Pod it queued: one pod set of one pod, owned by
-    the Pod (deleting the Pod deletes it)."""
-    spec = pod["spec"]
-    return _workload(pod, "v1", pod_workload_name(pod), {}, spec, 1, spec.get("affinity"),
-                     contract, priority)
-
-
-def _workload(owner: Obj, api_version: str, name: str, labels: dict[str, str],
-              pod_spec: Obj, count: int, affinity: Obj | None, contract: JobContract,
-              priority: int) -> Obj:
+    """The Workload admitter keeps for a job of any kind (or a queued plain Pod), owned by it
+    (deleting it deletes the Workload): one pod set per pod set of the job, admitted as one."""
+    reader = reader_of(owner)
     meta = owner["metadata"]
-    requests = {r: format_quantity(a) for r, a in pod_requests(pod_spec).items()}
+    pod_sets = []
+    for pod_set in reader.pod_sets(owner):
+        requests = {r: format_quantity(a) for r, a in pod_requests(pod_set.pod_spec).items()}
+        pod_sets.append({"name": pod_set.name, "count": pod_set.count, "requests": requests,
+                         **placement_constraints(pod_set.pod_spec,
+                                                 pod_set.pod_spec.get("affinity"))})
     topology = {k: v for k, v in (("required", contract.topology_required),
                                   ("preferred", contract.topology_preferred)) if v}
     workload_spec: Obj = {
         "queueName": meta["labels"][QUEUE_LABEL],
-        "podSets": [{"name": MAIN_POD_SET, "count": count, "requests": requests,
-                     **placement_constraints(pod_spec, affinity)}],
+        "podSets": pod_sets,
         "priority": priority,
         "minRuntime": format_duration(contract.min_runtime),
         "resumable": contract.resumable,
     }
-    if pod_spec.get("priorityClassName"):
-        workload_spec["priorityClassName"] = pod_spec["priorityClassName"]
+    priority_class = priority_class_of(owner)
+    if priority_class:
+        workload_spec["priorityClassName"] = priority_class
     if topology:
         workload_spec["topology"] = topology
+    labels = {JOB_NAME_LABEL: meta["name"][:63]} if reader.name_label else {}
     return {
         "apiVersion": "admitter.dev/v1alpha1",
         "kind": "Workload",
         "metadata": {
-            "name": name,
+            "name": workload_name(owner),
             "namespace": meta["namespace"],
             "labels": labels,
             "ownerReferences": [{
-                "apiVersion": api_version, "kind": _KINDS[api_version],
+                "apiVersion": reader.api_version, "kind": reader.kind,
                 "name": meta["name"], "uid": meta["uid"], "controller": True,
                 "blockOwnerDeletion": True,
             }],
         },
         "spec": workload_spec,
     }
-
-
-_KINDS = {"batch/v1": "Job", "v1": "Pod"}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -250,8 +216,8 @@ def is_true(obj: Obj, kind: str) -> bool:
 
 
 def job_ended(job: Obj) -> bool:
-    """The Job completed or failed (its own conditions say so): its quota can be released."""
-    return is_true(job, "Complete") or is_true(job, "Failed")
+    """The job completed or failed (its own status says so): its quota can be released."""
+    return reader_of(job).finished(job) is not None
 
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")

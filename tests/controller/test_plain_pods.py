@@ -17,7 +17,7 @@ from admitter.controller.plain_pods import (
     pod_step,
     started_pod_patch,
 )
-from admitter.controller.translate import ADMISSION_GATE, is_true, workload_for, workload_for_job
+from admitter.controller.translate import ADMISSION_GATE, is_true, workload_for
 from admitter.core.model import GPU
 
 GATE = {"name": ADMISSION_GATE}
@@ -97,7 +97,7 @@ def test_a_pods_workload_is_the_job_translation_with_one_pod_owned_by_the_pod():
         "blockOwnerDeletion": True}]
     as_job = {"metadata": {**pod()["metadata"], "name": "nb"},
               "spec": {"parallelism": 1, "template": {"spec": pod()["spec"]}}}
-    assert made["spec"] == workload_for_job(as_job, contract, priority=5)["spec"]
+    assert made["spec"] == workload_for(as_job, contract, priority=5)["spec"]
     assert made["spec"]["podSets"][0]["count"] == 1
 
 

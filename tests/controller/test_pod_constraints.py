@@ -10,8 +10,7 @@ from typing import Any
 
 from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION, JobContract
 from admitter.api.workload import Workload as WorkloadObject
-from admitter.controller.actions import pin_to_domain
-from admitter.controller.translate import core_workload, pod_requests, workload_for_job
+from admitter.controller.translate import core_workload, pod_requests, workload_for
 from admitter.core.model import (
     GPU,
     Node,
@@ -19,6 +18,7 @@ from admitter.core.model import (
     Taint,
     Toleration,
 )
+from admitter.jobs.interface import pin_to_domain
 
 from builders.core import requirement, term
 
@@ -78,7 +78,7 @@ def _job(template_spec: dict[str, Any], annotations: dict[str, str] | None = Non
 
 
 def _core(job: dict[str, Any]):
-    obj = workload_for_job(job, CONTRACT, priority=0)
+    obj = workload_for(job, CONTRACT, priority=0)
     WorkloadObject.model_validate(obj)
     obj["metadata"]["creationTimestamp"] = "2026-11-29T10:00:00Z"
     return obj, core_workload(obj, "team-a", pods_ready=True).pod_sets[0]

@@ -7,16 +7,17 @@ from decimal import Decimal
 from admitter.api.contract import JobContract
 from admitter.api.workload import CONDITION_ADMITTED, Reason
 from admitter.api.workload import Workload as WorkloadObject
-from admitter.controller.actions import pin_to_domain, with_condition
+from admitter.controller.actions import with_condition
 from admitter.controller.translate import (
     core_workload,
     format_time,
     pod_requests,
-    workload_for_job,
+    workload_for,
     workload_name,
 )
 from admitter.core.decisions import PendingReason
 from admitter.core.model import GPU, Phase
+from admitter.jobs.interface import pin_to_domain
 
 JOB = {
     "metadata": {"name": "train", "namespace": "team-a", "uid": "1234-abcd",
@@ -41,10 +42,10 @@ def test_pod_requests_sum_containers_and_take_the_largest_init_container():
         GPU: Decimal(8), "cpu": Decimal(40), "memory": Decimal(200 * 2**30)}
 
 
-def test_workload_for_job_is_a_valid_owned_workload():
+def test_workload_for_a_job_is_a_valid_owned_workload():
     contract = JobContract(min_runtime=7200, resumable=False, topology_required="rack",
                            topology_preferred=None)
-    obj = workload_for_job(JOB, contract, priority=50)
+    obj = workload_for(JOB, contract, priority=50)
     WorkloadObject.model_validate(obj)
     assert obj["metadata"]["name"] == workload_name(JOB) and obj["metadata"]["name"].startswith(
         "job-train-")
@@ -58,7 +59,7 @@ def test_workload_for_job_is_a_valid_owned_workload():
 
 def test_core_workload_reads_the_admission_back():
     contract = JobContract(3600, True, None, None)
-    obj = workload_for_job(JOB, contract, priority=0)
+    obj = workload_for(JOB, contract, priority=0)
     obj["metadata"]["creationTimestamp"] = "2026-11-29T10:00:00Z"
     obj["status"] = {"admission": {
         "clusterQueue": "team-a", "admittedAt": "2026-11-29T10:05:00Z",

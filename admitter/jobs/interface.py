@@ -1,0 +1,121 @@
+"""What admitter needs to know about and do to a kind of job, as Kueue's `GenericJob` has it:
+read its pod sets, suspend it, start it pinned to an admitted domain (per pod set), take the
+pin back after an eviction, and tell whether it finished. Anything only some kinds need is a
+small separate protocol (`ClearsStartTime`), checked with `isinstance`, never by kind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PodSetInfo:
+    """One group of identical pods a job runs at once: `count` pods of `pod_spec`, whose
+    affinity is the user's own (admitter's pin taken out)."""
+
+    name: str
+    count: int
+    pod_spec: Obj
+    path: tuple[str, ...]
+    """Where the pod spec sits in the job object, for the patches that pin it."""
+
+
+class JobReader(Protocol):
+    """What the Workload of a kind is made from. Methods take the object as read from the API
+    server. A plain Pod is only this: it cannot be suspended (admitter gates and deletes it)."""
+
+    api_version: ClassVar[str]
+    kind: ClassVar[str]
+    workload_prefix: ClassVar[str]
+    """Starts the names of the Workloads made for this kind (`job`, `pod`, `jobset`)."""
+    name_label: ClassVar[bool]
+    """Whether its Workloads carry the owner's name as a label (JOB_NAME_LABEL), by which an
+    orphaned Workload is told apart."""
+
+    def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
+        """Its pod sets, in a stable order, with the user's own affinity."""
+        ...
+
+    def finished(self, obj: Obj) -> tuple[bool, str] | None:
+        """None while it may still run; else (succeeded, message)."""
+        ...
+
+
+class GenericJob(JobReader, Protocol):
+    """A kind admitter holds suspended until admitted and suspends again to evict."""
+
+    plural: ClassVar[str]
+    """Its resource name in the REST API (`jobs`, `jobsets`); always namespaced."""
+
+    def is_suspended(self, obj: Obj) -> bool:
+        ...
+
+    def suspend_patch(self, obj: Obj) -> Obj:
+        """A merge patch that suspends it and takes admitter's admitted mark away."""
+        ...
+
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
+        """A JSON patch that unsuspends it, each pod set pinned to `domain`, on the version
+        read (so a job changed meanwhile is looked at again)."""
+        ...
+
+    def restore_patch(self, obj: Obj) -> list[Obj]:
+        """A JSON patch putting the user's own affinity back and dropping admitter's marks."""
+        ...
+
+
+@runtime_checkable
+class ClearsStartTime(Protocol):
+    """A kind whose pod templates stay immutable after a run until a status field is unset
+    (a `batch/v1` Job's `status.startTime`)."""
+
+    def start_time_patch(self, obj: Obj) -> Obj | None:
+        """The status merge patch that makes its templates mutable, if one is needed."""
+        ...
+
+
+def nested(obj: Obj, path: Sequence[str]) -> Any:
+    """The value at `path` (dict keys, or list indexes written as digits)."""
+    found: Any = obj
+    for step in path:
+        found = found[int(step)] if isinstance(found, list) else found[step]
+    return found
+
+
+def escape(key: str) -> str:
+    """JSON pointer escaping of one path segment."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(path: Sequence[str]) -> str:
+    return "".join(f"/{escape(step)}" for step in path)
+
+
+def pin_to_domain(affinity: Obj | None, domain: Mapping[str, str]) -> Obj | None:
+    """An affinity with every required node-selector term narrowed to the admitted domain
+    (terms are ORed, so each one must carry the domain's labels)."""
+    if not domain:
+        return affinity
+    ours = [{"key": key, "operator": "In", "values": [value]}
+            for key, value in sorted(domain.items())]
+    merged = json.loads(json.dumps(affinity or {}))
+    node = merged.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchExpressions": [*term.get("matchExpressions", []), *ours]}
+        for term in terms
+    ]
+    return merged
+
+
+def set_at(patch: Obj, path: Sequence[str], value: Any) -> None:
+    """Put `value` at `path` in a merge patch made of dicts only."""
+    for step in path[:-1]:
+        patch = patch.setdefault(step, {})
+    patch[path[-1]] = value

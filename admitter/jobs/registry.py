@@ -1,0 +1,22 @@
+"""The kinds admitter queues, found by an object's `kind` (unique among them; informers'
+objects may lack `apiVersion`)."""
+
+from __future__ import annotations
+
+from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.interface import GenericJob, JobReader, Obj
+from admitter.jobs.jobset import JobSet
+from admitter.jobs.plain_pod import PlainPod
+
+SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind for kind in (BatchJob(), JobSet())}
+READERS: dict[str, JobReader] = {**SUSPENDABLE, PlainPod.kind: PlainPod()}
+
+
+def reader_of(obj: Obj) -> JobReader:
+    """The kind of `obj`; a Job when the object does not say."""
+    return READERS[obj.get("kind") or BatchJob.kind]
+
+
+def job_of(obj: Obj) -> GenericJob:
+    """The suspendable kind of `obj`; a Job when the object does not say."""
+    return SUSPENDABLE[obj.get("kind") or BatchJob.kind]

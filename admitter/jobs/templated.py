@@ -1,0 +1,111 @@
+"""What kinds that run pods from templates and have `spec.suspend` share (a `batch/v1` Job,
+a JobSet): admitter's marks, suspending, pinning every template to the admitted domain and
+taking the pin back. A kind says only where its templates are and how many pods each runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
+from admitter.jobs.interface import Obj, PodSetInfo, escape, nested, pin_to_domain, pointer
+
+
+class TemplatedJob:
+    """A base for kinds suspended through `spec.suspend` whose pod sets are pod templates."""
+
+    api_version: ClassVar[str]
+    kind: ClassVar[str]
+    workload_prefix: ClassVar[str]
+    plural: ClassVar[str]
+    name_label: ClassVar[bool]
+
+    pin_field: ClassVar[str] = "affinity"
+    """The pod spec field admitter pins to the admitted domain, keeping the user's own value
+    in ORIGINAL_AFFINITY_ANNOTATION: the required node affinity, unless the kind lets only
+    some fields of a suspended job's templates change (JobSet: `nodeSelector`)."""
+
+    def pin(self, own: Any, domain: Mapping[str, str]) -> Any:
+        """The pin field's value with the user's own `own` narrowed to `domain`."""
+        return pin_to_domain(own, domain)
+
+    def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
+        """Each pod set's name, pod count and the path of its pod spec in `obj`."""
+        raise NotImplementedError
+
+    def encode_affinities(self, affinities: list[Any]) -> str:
+        """The user's own pin fields, one per pod set, as the annotation keeps them."""
+        return json.dumps(affinities)
+
+    def decode_affinities(self, text: str) -> list[Any]:
+        found: list[Any] = json.loads(text)
+        return found
+
+    def user_affinities(self, obj: Obj) -> list[Any]:
+        """Each pod set's pin field as the user wrote it: while admitted, the templates also
+        carry admitter's pin, and the annotation keeps the user's own."""
+        annotations = obj["metadata"].get("annotations") or {}
+        if ORIGINAL_AFFINITY_ANNOTATION in annotations:
+            return self.decode_affinities(annotations[ORIGINAL_AFFINITY_ANNOTATION])
+        return [nested(obj, path).get(self.pin_field)
+                for _, _, path in self.pod_set_shapes(obj)]
+
+    def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
+        shapes = self.pod_set_shapes(obj)
+        own = self.user_affinities(obj)
+        found = []
+        for (name, count, path), affinity in zip(shapes, own, strict=True):
+            spec = dict(nested(obj, path))
+            spec.pop(self.pin_field, None)
+            if affinity is not None:
+                spec[self.pin_field] = affinity
+            found.append(PodSetInfo(name, count, spec, path))
+        return found
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return bool(obj["spec"].get("suspend"))
+
+    def suspend_patch(self, obj: Obj) -> Obj:
+        return {"metadata": {"annotations": {ADMITTED_WORKLOAD_ANNOTATION: None}},
+                "spec": {"suspend": True}}
+
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
+        """A JSON patch: setting `metadata.resourceVersion` to the version read makes the
+        API server refuse it (409) if the job changed meanwhile."""
+        meta = obj["metadata"]
+        own = self.user_affinities(obj)
+        marks = {ADMITTED_WORKLOAD_ANNOTATION: workload_name,
+                 ORIGINAL_AFFINITY_ANNOTATION: self.encode_affinities(own)}
+        ops: list[Obj] = [{"op": "add", "path": "/metadata/resourceVersion",
+                           "value": meta["resourceVersion"]}]
+        if meta.get("annotations") is None:
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": marks})
+        else:
+            ops += [{"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value}
+                    for key, value in marks.items()]
+        for (_, _, path), affinity in zip(self.pod_set_shapes(obj), own, strict=True):
+            pinned = self.pin(affinity, domain)
+            ops.append(_set_or_remove(obj, (*path, self.pin_field), pinned))
+        ops.append({"op": "add", "path": "/spec/suspend", "value": False})
+        return [op for op in ops if op]
+
+    def restore_patch(self, obj: Obj) -> list[Obj]:
+        annotations = obj["metadata"].get("annotations") or {}
+        ops: list[Obj] = [
+            {"op": "remove", "path": f"/metadata/annotations/{escape(key)}"}
+            for key in (ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION)
+            if key in annotations
+        ]
+        for (_, _, path), affinity in zip(self.pod_set_shapes(obj), self.user_affinities(obj),
+                                          strict=True):
+            ops.append(_set_or_remove(obj, (*path, self.pin_field), affinity))
+        return [op for op in ops if op]
+
+
+def _set_or_remove(obj: Obj, path: tuple[str, ...], value: Any) -> Obj:
+    """The JSON patch op leaving `value` at `path` (nothing there for None): none if so."""
+    present = path[-1] in nested(obj, path[:-1])
+    if value is not None:
+        return {"op": "add", "path": pointer(path), "value": value}
+    return {"op": "remove", "path": pointer(path)} if present else {}

@@ -1,0 +1,148 @@
+"""Each kind behind the one job interface: its pod sets, and the patches that start it pinned
+to a domain and take the pin back, applied to the object as the API server would."""
+
+import copy
+import json
+
+import pytest
+
+from admitter.api.contract import (
+    ADMITTED_WORKLOAD_ANNOTATION,
+    ORIGINAL_AFFINITY_ANNOTATION,
+    QUEUE_LABEL,
+    JobContract,
+)
+from admitter.api.quantity import kube_base_units
+from admitter.controller.converge import equivalent
+from admitter.controller.translate import pod_requests, workload_for
+from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.interface import ClearsStartTime, nested
+from admitter.jobs.jobset import JobSet
+from admitter.jobs.registry import job_of, reader_of
+
+GPU = "nvidia.com/gpu"
+OWN = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}
+RACK = {"topology.admitter.dev/rack": "rack-2"}
+
+
+def pod_template(gpus: int, affinity: dict | None = None) -> dict:
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}],
+                  "initContainers": [{"name": "side", "restartPolicy": "Always",
+                                      "resources": {"requests": {"cpu": "1"}}}]}
+    if affinity is not None:
+        spec["affinity"] = affinity
+    return {"spec": spec}
+
+
+def with_selector(template: dict, selector: dict) -> dict:
+    template["spec"]["nodeSelector"] = selector
+    return template
+
+
+def jobset() -> dict:
+    """1 leader + 2 replicas of 4 workers, the workers with an affinity of their own."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "train", "namespace": "ns", "uid": "u-1", "resourceVersion": "5",
+                     "labels": {QUEUE_LABEL: "team-a"}},
+        "spec": {"suspend": True, "replicatedJobs": [
+            {"name": "leader", "template": {"spec": {"template": pod_template(1)}}},
+            {"name": "workers", "replicas": 2, "template": {"spec": {
+                "parallelism": 4, "completions": 4, "template": with_selector(
+                    pod_template(8, OWN), {"pool": "a100"})}}},
+        ]},
+    }
+
+
+def apply(obj: dict, ops: list[dict]) -> dict:
+    """A minimal JSON patch (add/remove on existing parents), as the API server applies it."""
+    out = copy.deepcopy(obj)
+    for op in ops:
+        steps = [s.replace("~1", "/").replace("~0", "~") for s in op["path"].split("/")[1:]]
+        parent = nested(out, steps[:-1])
+        key = int(steps[-1]) if isinstance(parent, list) else steps[-1]
+        if op["op"] == "add":
+            parent[key] = op["value"]
+        else:
+            del parent[key]
+    return out
+
+
+def test_a_jobset_has_one_pod_set_per_replicated_job_of_replicas_times_parallelism():
+    sets = JobSet().pod_sets(jobset())
+    assert [(s.name, s.count) for s in sets] == [("leader", 1), ("workers", 8)]
+    # Requests as kube-scheduler counts them: the native sidecar runs beside the container.
+    assert pod_requests(sets[1].pod_spec) == pod_requests(
+        {"containers": [{"resources": {"requests": {GPU: "8", "cpu": "1"}}}]})
+
+
+def test_a_jobsets_workload_holds_every_pod_set_and_is_owned_by_the_jobset():
+    made = workload_for(jobset(), JobContract(3600.0, True, "rack", None), priority=0)
+    assert made["metadata"]["name"].startswith("jobset-train-")
+    assert made["metadata"]["labels"] == {}
+    assert made["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+    assert made["metadata"]["ownerReferences"][0]["apiVersion"] == "jobset.x-k8s.io/v1alpha2"
+    leader, workers = made["spec"]["podSets"]
+    assert (leader["count"], workers["count"]) == (1, 8)
+    assert kube_base_units(GPU, workers["requests"][GPU]) == 8
+    assert workers["nodeSelectorTerms"] and "nodeSelectorTerms" not in leader
+    # The topology request holds for the whole JobSet, leader and workers together.
+    assert made["spec"]["topology"] == {"required": "rack"}
+    assert equivalent(jobset(), made)
+
+
+def test_a_resized_jobset_is_no_longer_what_was_admitted():
+    made = workload_for(jobset(), JobContract(3600.0, True, None, None), priority=0)
+    grown = jobset()
+    grown["spec"]["replicatedJobs"][1]["replicas"] = 3
+    assert not equivalent(grown, made)
+
+
+def test_starting_a_jobset_pins_every_pod_set_and_restoring_gives_back_the_users_own():
+    kind = JobSet()
+    started = apply(jobset(), kind.run_patch(jobset(), "jobset-train-abcde", RACK))
+    assert started["spec"]["suspend"] is False
+    assert started["metadata"]["resourceVersion"] == "5"
+    assert started["metadata"]["annotations"][ADMITTED_WORKLOAD_ANNOTATION] == "jobset-train-abcde"
+    # Through nodeSelector, the one placement field JobSet lets a suspended JobSet change;
+    # the user's own selector and affinity are kept.
+    leader, workers = (r["template"]["spec"]["template"]["spec"]
+                       for r in started["spec"]["replicatedJobs"])
+    assert leader["nodeSelector"] == RACK
+    assert workers["nodeSelector"] == {"pool": "a100", **RACK}
+    assert workers["affinity"] == OWN
+    # Read while admitted, the pod sets are still the user's own.
+    assert [s.pod_spec.get("nodeSelector") for s in kind.pod_sets(started)] == [
+        None, {"pool": "a100"}]
+    suspended = apply(started, [])
+    suspended["spec"]["suspend"] = True
+    restored = apply(suspended, kind.restore_patch(suspended))
+    assert restored["spec"] == {**jobset()["spec"]}
+    assert ORIGINAL_AFFINITY_ANNOTATION not in restored["metadata"]["annotations"]
+
+
+def test_a_jobs_original_affinity_annotation_keeps_the_one_templates_affinity():
+    job = {"kind": "Job", "metadata": {"name": "j", "resourceVersion": "1", "annotations": {}},
+           "spec": {"suspend": True, "parallelism": 2,
+                    "template": pod_template(1, OWN)}}
+    ops = BatchJob().run_patch(job, "job-j-1", RACK)
+    started = apply(job, ops)
+    assert json.loads(started["metadata"]["annotations"][ORIGINAL_AFFINITY_ANNOTATION]) == OWN
+
+
+@pytest.mark.parametrize(("conditions", "ended"), [
+    ([], None),
+    ([{"type": "Completed", "status": "True"}], (True, "the JobSet completed")),
+    ([{"type": "Failed", "status": "True"}], (False, "the JobSet failed")),
+    ([{"type": "Completed", "status": "False"}], None),
+])
+def test_a_jobset_has_finished_when_its_conditions_say_so(conditions, ended):
+    assert JobSet().finished({**jobset(), "status": {"conditions": conditions}}) == ended
+
+
+def test_only_a_job_clears_its_start_time_and_kinds_are_found_by_their_kind():
+    assert isinstance(job_of({"kind": "Job"}), ClearsStartTime)
+    assert not isinstance(job_of(jobset()), ClearsStartTime)
+    assert reader_of({"kind": "Pod"}).workload_prefix == "pod"
+    assert job_of({}).kind == "Job"
