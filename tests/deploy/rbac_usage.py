@@ -3,8 +3,10 @@ verb) triple, so deploy/rbac.yaml can be compared with what the code really does
 
 Requests leave the process three ways, and each is read where it is written:
 - through `Kube` (admitter/controller/kube.py): a call `<...>.kube.<method>(KIND, ...)`; the
-  kind may be a constant, a parameter (followed to every call of its function) or an
-  attribute set from one (`self.kind`, followed to the constructor's calls);
+  kind may be a constant, a parameter (followed to every call of its function), an
+  attribute set from one (`self.kind`, followed to the constructor's calls) or a job kind's
+  resource (`resource_of(...)`: every kind admitter can suspend; its status only for kinds
+  that clear a start time, `ClearsStartTime`);
 - through kubernetes_asyncio's `CustomObjectsApi` (the webhooks' lookups): the method name
   gives the verb, the `<Kind>.plural` argument the resource;
 - through kubernetes_asyncio's typed APIs (`read_priority_class`): TYPED_REQUESTS maps each
@@ -27,6 +29,9 @@ from kubernetes_asyncio import client as typed_client
 
 from admitter.api.base import GROUP, Resource
 from admitter.controller import kube
+from admitter.controller.actions import resource_of
+from admitter.jobs.interface import ClearsStartTime
+from admitter.jobs.registry import SUSPENDABLE
 from admitter.webhook.resources import KINDS
 
 ROOT = Path(__file__).parents[2] / "admitter"
@@ -50,6 +55,16 @@ ServiceAccount's."""
 KIND_CONSTANTS = {name: value for name, value in vars(kube).items()
                   if isinstance(value, kube.Kind)}
 RESOURCE_CLASSES: dict[str, type[Resource]] = {kind.__name__: kind for kind in KINDS.values()}
+
+
+JOB_STATUS_KINDS = {resource_of(kind) for kind in SUSPENDABLE.values()
+                    if isinstance(kind, ClearsStartTime)}
+"""Job kinds whose status admitter writes: only to make their templates mutable again."""
+
+
+def _is_job_kind(expr: ast.expr) -> bool:
+    """`resource_of(...)`: the REST resource of whichever job kind an object is."""
+    return isinstance(expr, ast.Call) and _tail(expr.func) == "resource_of"
 
 
 class UnattributedRequest(AssertionError):
@@ -139,8 +154,11 @@ class Reader:
                                               "not a constant")
                 subresource = keyword.value.value
         verb = KUBE_VERBS[func.attr]
+        kinds = self._kinds(module, call.args[0], call, depth=0)
+        if subresource == "status" and _is_job_kind(call.args[0]):
+            kinds = JOB_STATUS_KINDS  # a job kind's status is written only to clear its start
         return {(group_of(kind), kind.plural + (f"/{subresource}" if subresource else ""), verb)
-                for kind in self._kinds(module, call.args[0], call, depth=0)}
+                for kind in kinds}
 
     def _kinds(self, module: Module, expr: ast.expr, at: ast.AST, depth: int) -> set[kube.Kind]:
         where = f"{module.name}:{getattr(at, 'lineno', '?')}"
@@ -149,6 +167,8 @@ class Reader:
         name = _tail(expr)
         if name in KIND_CONSTANTS:
             return {KIND_CONSTANTS[name]}
+        if _is_job_kind(expr):
+            return {resource_of(kind) for kind in SUSPENDABLE.values()}  # any job kind
         if isinstance(expr, ast.IfExp):
             return (self._kinds(module, expr.body, at, depth + 1)
                     | self._kinds(module, expr.orelse, at, depth + 1))
