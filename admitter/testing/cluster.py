@@ -49,6 +49,7 @@ CONTROLLERS = (
     "deployment-controller",
     "pod-garbage-collector-controller",
     "ttl-after-finished-controller",
+    "clusterrole-aggregation-controller",  # admitter-batch-* and view/edit/admin
 )
 RECORD_FILE = "cluster.json"  # pids, ports and layout of a running cluster
 
