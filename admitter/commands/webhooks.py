@@ -1,0 +1,66 @@
+"""`admitter webhooks`: the webhook configurations the settings need, rendered from the
+settings themselves, so the opt-in webhooks of `unlabelledWork` (and their namespace selector)
+are never pasted by hand: `admitter webhooks --config settings.yaml | kubectl apply -f -`."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+from pathlib import Path
+
+import yaml
+
+from admitter.api.errors import InputError
+from admitter.commands.run import load_settings
+from admitter.webhook.registration import (
+    ClientConfig,
+    Obj,
+    service_client_config,
+    url_client_config,
+    webhook_configurations,
+)
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "webhooks", help="print the webhook configurations the settings need, as YAML")
+    parser.add_argument("--config", help="settings YAML (the Settings model); default values")
+    parser.add_argument("--ca-file", help="PEM CA bundle to write into every webhook")
+    parser.add_argument("--url-host", metavar="HOST:PORT",
+                        help="point the webhooks at https://HOST:PORT (a controller outside the "
+                             "cluster; needs --ca-file) instead of the in-cluster Service")
+    parser.set_defaults(handler=run)
+
+
+def _read_ca(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise InputError("--ca-file", [(path, str(error))]) from None
+
+
+def rendered(settings_path: str | None, ca_path: str | None, url_host: str | None,
+             ) -> tuple[Obj, Obj]:
+    """The Mutating- and ValidatingWebhookConfiguration for these settings and this endpoint."""
+    settings = load_settings(settings_path)
+    ca = _read_ca(ca_path) if ca_path else None
+    client_config: ClientConfig
+    if url_host:
+        if ca is None:
+            raise InputError("--url-host", [(url_host, "needs --ca-file: the API server must "
+                                                       "trust the controller's certificate")])
+        client_config = url_client_config(url_host, ca)
+    elif ca is not None:
+        bundle = base64.b64encode(ca).decode()
+
+        def client_config(path: str) -> Obj:
+            return {**service_client_config(path), "caBundle": bundle}
+    else:
+        client_config = service_client_config
+    return webhook_configurations(client_config, settings.unlabelled_work)
+
+
+def run(args: argparse.Namespace) -> int:
+    print(yaml.safe_dump_all(rendered(args.config, args.ca_file, args.url_host),
+                             sort_keys=False), end="")
+    return 0
