@@ -16,7 +16,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from json import JSONDecodeError
 from pathlib import Path
 
+import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from admitter.api.settings import Settings
 from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
@@ -122,6 +124,11 @@ async def start_webhook_server(
     return runner
 
 
+NETWORK_ERRORS = (aiohttp.ClientError, HttpProcessingError, ConnectionError)
+"""Failures to reach or read from the API server (ClientConnectorError, ServerDisconnectedError,
+a ClientPayloadError around a TransferEncodingError, ...): logged in one line, no traceback."""
+
+
 def _endpoint(webhook: str, decide: Decide,
               timeout: float) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(http_request: web.Request) -> web.Response:
@@ -148,13 +155,17 @@ def _endpoint(webhook: str, decide: Decide,
         except Exception as error:
             # An answer with the reason beats a bare 500 that the API server reports as
             # "failed calling webhook"; the failure policy would reject the request anyway.
-            log.exception("%s: could not decide on %s", webhook, request.display_name)
+            if isinstance(error, NETWORK_ERRORS):
+                # Expected while the API server restarts: one line, no traceback.
+                log.warning("%s: could not reach the API server for %s: %s: %s", webhook,
+                            request.display_name, type(error).__name__, error)
+            else:
+                log.exception("%s: could not decide on %s", webhook, request.display_name)
             verdict = deny(f"admitter could not check this request ({error}); retry later", 500)
-        if not verdict.allowed:
-            log.info(
-                "%s denied %s for %s: %s",
-                webhook, request.display_name, request.username, verdict.message,
-            )
+        else:  # a policy's denial; each failure above was logged once already
+            if not verdict.allowed:
+                log.info("%s denied %s for %s: %s",
+                         webhook, request.display_name, request.username, verdict.message)
         return web.json_response(review_response(request.uid, verdict))
 
     return handle

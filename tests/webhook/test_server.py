@@ -118,6 +118,30 @@ async def test_a_handler_failure_is_answered_with_its_reason(tmp_path, error, co
     assert status["code"] == code and said in status["message"]
 
 
+@pytest.mark.parametrize("error", [
+    ConnectionError("API server unreachable"),
+    aiohttp.ServerDisconnectedError(),
+    aiohttp.ClientPayloadError("Response payload is not completed: <TransferEncodingError>"),
+], ids=lambda error: type(error).__name__)
+async def test_a_network_failure_is_logged_in_one_line_without_traceback(tmp_path, error,
+                                                                         caplog):
+    class Unreachable(FakeLookup):
+        async def local_queues(self, namespace, fresh=False):
+            raise error
+
+    install_cert(tmp_path, "first")
+    runner, port = await serve(tmp_path, Unreachable())
+    try:
+        with caplog.at_level("INFO", logger="admitter.webhook.server"):
+            await post(f"https://127.0.0.1:{port}", VALIDATE_JOBS_PATH, review(job()))
+    finally:
+        await runner.cleanup()
+    [record] = [r for r in caplog.records if r.name == "admitter.webhook.server"]
+    assert record.exc_info is None
+    assert type(error).__name__ in record.getMessage()
+    assert "Job team-a/train" in record.getMessage()
+
+
 async def test_a_decision_the_cluster_is_too_slow_for_is_denied_in_time(tmp_path):
     """Fail closed with the reason, before the API server's own timeoutSeconds."""
 
