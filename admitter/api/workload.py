@@ -56,6 +56,10 @@ class Reason(StrEnum):
     """A queue's Active=True."""
     TERMINATING = "Terminating"
     """A queue's Active=False: being deleted."""
+    PARENT_CYCLE = "ParentCycle"
+    """A ClusterQueue's Active=False: on or below a parent cycle, so out of the tree."""
+    PARENT_MISSING = "ParentMissing"
+    """A ClusterQueue's Active=False: below a parent that does not exist."""
 MAX_POD_COUNT = 100_000
 """Kubernetes' own cap on an indexed Job's completions; no gang is larger."""
 MAX_POD_SETS = 8

@@ -90,6 +90,29 @@ def active_condition(queue: Obj, held: Sequence[str]) -> tuple[str, str, str]:
         f"({named}{more}); admits nothing new")
 
 
+def outside_tree_condition(cluster_queues: Mapping[str, Obj],
+                           name: str) -> tuple[str, str, str] | None:
+    """(status, reason, message) of the `Active` condition of a ClusterQueue the controller
+    leaves out of its tree (on or below a parent cycle, or below a missing parent), whose
+    admissions are held until a parent changes; None when its chain reaches a root. Two
+    concurrent re-parentings can each pass the webhook and close a cycle; this names it."""
+    path = cluster_queue_path(cluster_queues, name)
+    top = path[-1]
+    parent = (cluster_queues[top].get("spec") or {}).get("parent")
+    if parent is None:
+        return None
+    if parent not in path:
+        return "False", Reason.PARENT_MISSING, (
+            f"ClusterQueue {top!r} names the parent {parent!r}, which does not exist; admits "
+            "nothing until it does or the parent changes")
+    cycle = path[path.index(parent):]
+    shown = " -> ".join([*cycle, parent])
+    where = "in" if name in cycle else "below"
+    return "False", Reason.PARENT_CYCLE, (
+        f"{where} the parent cycle {shown} (each queue's parent follows it); admits nothing "
+        "until a parent on it changes")
+
+
 def closed_reason(local_queues: Mapping[Key, Obj], cluster_queues: Mapping[str, Obj],
                   namespace: str, queue_name: str) -> str | None:
     """Why a pending Workload of this LocalQueue cannot be admitted now, if its queue is

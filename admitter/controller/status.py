@@ -24,7 +24,7 @@ from admitter.api.workload import CONDITION_ACTIVE, CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.actions import with_condition
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.queue_holds import Holdings, active_condition
+from admitter.controller.queue_holds import Holdings, active_condition, outside_tree_condition
 from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, Pending
 from admitter.core.model import GPU, FairShareSettings, Phase, Workload
@@ -194,6 +194,7 @@ class StatusWriter:
         for name, cq in sorted(cluster_queues.items()):
             queue = result.queues.get(name)
             if queue is None:
+                writes += self._outside_tree_write(cluster_queues, name, now)
                 continue
             listed = dict.fromkeys([GPU, *((cq.get("spec") or {}).get("resources") or {})], 0)
             maps = {
@@ -215,6 +216,18 @@ class StatusWriter:
             writes.append(self._write_queue(kube.CLUSTER_QUEUES, f"cq/{name}", cq["metadata"],
                                             body, (visible, active), now))
         return writes
+
+    def _outside_tree_write(self, cluster_queues: Mapping[str, Obj], name: str,
+                            now: float) -> list[Coroutine[Any, Any, None]]:
+        """Active=False on a queue left out of the tree by a parent cycle or missing parent."""
+        cut = outside_tree_condition(cluster_queues, name)
+        if cut is None or not self._due(f"cq/{name}", cut, now, None):
+            return []
+        cq = cluster_queues[name]
+        conditions = with_condition((cq.get("status") or {}).get("conditions", []),
+                                    CONDITION_ACTIVE, *cut, now)
+        return [self._write_queue(kube.CLUSTER_QUEUES, f"cq/{name}", cq["metadata"],
+                                  {"conditions": conditions}, cut, now)]
 
     def local_queue_writes(self, local_queues: Iterable[Obj], pending: Iterable[Obj],
                            held: Holdings, now: float) -> list[Coroutine[Any, Any, None]]:
