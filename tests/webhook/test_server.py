@@ -93,6 +93,21 @@ async def test_healthz_answers_over_tls(server):
         assert response.status == 200 and await response.text() == "ok"
 
 
+async def answer_when_lookups_raise(tmp_path: Path, error: Exception) -> dict:
+    """The server's answer to a Job review while every LocalQueue lookup raises `error`."""
+    class Failing(FakeLookup):
+        async def local_queues(self, namespace, fresh=False):
+            raise error
+
+    install_cert(tmp_path, "first")
+    runner, port = await serve(tmp_path, Failing())
+    try:
+        _, answer = await post(f"https://127.0.0.1:{port}", VALIDATE_JOBS_PATH, review(job()))
+    finally:
+        await runner.cleanup()
+    return answer
+
+
 @pytest.mark.parametrize(
     "error, code, said",
     [
@@ -104,16 +119,7 @@ async def test_healthz_answers_over_tls(server):
     ],
 )
 async def test_a_handler_failure_is_answered_with_its_reason(tmp_path, error, code, said):
-    class Failing(FakeLookup):
-        async def local_queues(self, namespace, fresh=False):
-            raise error
-
-    install_cert(tmp_path, "first")
-    runner, port = await serve(tmp_path, Failing())
-    try:
-        _, answer = await post(f"https://127.0.0.1:{port}", VALIDATE_JOBS_PATH, review(job()))
-    finally:
-        await runner.cleanup()
+    answer = await answer_when_lookups_raise(tmp_path, error)
     status = answer["response"]["status"]
     assert status["code"] == code and said in status["message"]
 
@@ -125,17 +131,8 @@ async def test_a_handler_failure_is_answered_with_its_reason(tmp_path, error, co
 ], ids=lambda error: type(error).__name__)
 async def test_a_network_failure_is_logged_in_one_line_without_traceback(tmp_path, error,
                                                                          caplog):
-    class Unreachable(FakeLookup):
-        async def local_queues(self, namespace, fresh=False):
-            raise error
-
-    install_cert(tmp_path, "first")
-    runner, port = await serve(tmp_path, Unreachable())
-    try:
-        with caplog.at_level("INFO", logger="admitter.webhook.server"):
-            await post(f"https://127.0.0.1:{port}", VALIDATE_JOBS_PATH, review(job()))
-    finally:
-        await runner.cleanup()
+    with caplog.at_level("INFO", logger="admitter.webhook.server"):
+        await answer_when_lookups_raise(tmp_path, error)
     [record] = [r for r in caplog.records if r.name == "admitter.webhook.server"]
     assert record.exc_info is None
     assert type(error).__name__ in record.getMessage()
