@@ -9,7 +9,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
+from admitter.api.contract import (
+    ADMITTED_WORKLOAD_ANNOTATION,
+    ORIGINAL_AFFINITY_ANNOTATION,
+    VOIDED_ADMISSION_ANNOTATION,
+)
 from admitter.api.duration import parse_duration
 from admitter.api.workload import (
     CONDITION_ADMITTED,
@@ -145,6 +149,15 @@ class Actions:
         updated = await self.patch_workload_status(wl, patch)
         suspended = None if job is None else await self.suspend_job(job)
         return updated, suspended
+
+    async def void_admission(self, wl: Obj, now: float) -> Obj:
+        """Move the Workload's version on, conditional on the version read: an admission
+        write decided on that version whose outcome was never learnt (the answer lost) can
+        then never land, however late it reaches the API server."""
+        meta = wl["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                              "annotations": {VOIDED_ADMISSION_ANNOTATION: format_time(now)}}}
+        return await self.kube.patch(kube.WORKLOADS, meta["name"], patch, meta["namespace"])
 
     async def move_workload(self, wl: Obj, queue: str) -> Obj:
         """A pending Workload follows its Job to another LocalQueue (the webhook lets only

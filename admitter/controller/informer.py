@@ -87,31 +87,49 @@ class Informer:
                 if error.status == 410:
                     log.info("%s: resourceVersion %s expired, re-listing",
                              self.kind.plural, self.resource_version)
-                    self.resource_version = ""
+                    self.relisting()
                     continue
                 log.warning("%s watch failed: %s", self.kind.plural, error)
             except CONNECTION_ERRORS as error:
                 log.warning("%s watch interrupted: %r", self.kind.plural, error)
             except Exception:  # a bug must not end the cache: log it, list again
                 log.exception("%s: informer failed, listing again", self.kind.plural)
-                self.resource_version = ""
+                self.relisting()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
 
-    async def _list(self) -> None:
+    def relisting(self) -> None:
+        """The watch cannot go on from the version held: list afresh. Until the list is in,
+        the store is not proven to hold everything a newer list would, and `synced` says so
+        (no pass decides meanwhile)."""
+        self.resource_version = ""
+        self.synced.clear()
+
+    async def refresh(self) -> None:
+        """Read every object afresh and record each one (`observe`), keeping the watch
+        going: the store is then at least as new as this read, whatever the watch lags."""
+        for item in (await self._read())[0]:
+            self.observe(item)
+
+    async def _read(self) -> tuple[list[Obj], str]:
+        """Every object (each with its kind), and the version of the list."""
         listed = await self.kube.list(self.kind, self.query)
         kind_name = listed.get("kind", "").removesuffix("List")
-        fresh = {}
-        for item in listed.get("items", []):
+        items = listed.get("items", [])
+        for item in items:
             item.setdefault("kind", kind_name)
-            fresh[key_of(item)] = item
+        return items, listed["metadata"]["resourceVersion"]
+
+    async def _list(self) -> None:
+        items, version = await self._read()
+        fresh = {key_of(item): item for item in items}
         gone = [obj for key, obj in self.store.items() if key not in fresh]
         self.store = fresh
         self._written.clear()  # the list is at least as new as every write that returned
         self._delivered.clear()
         for watcher in self.watchers:
             watcher.replaced(fresh.values())
-        self.resource_version = listed["metadata"]["resourceVersion"]
+        self.resource_version = version
         self.relists += 1
         self.synced.set()
         for obj in gone:
