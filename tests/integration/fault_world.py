@@ -75,6 +75,20 @@ def restored(cluster: LocalCluster) -> Iterator[None]:
             cluster.resume(name)
 
 
+@contextlib.contextmanager
+def two_replicas(cluster: LocalCluster, namespace: str, logs: Path,
+                 lease_seconds: int) -> Iterator[Replicas]:
+    """Two replicas electing a leader for the block; whatever was paused runs again after."""
+    started = Replicas(cluster, namespace, logs, lease_seconds)
+    with restored(cluster):
+        try:
+            for identity in ("replica-0", "replica-1"):
+                started.start(identity)
+            yield started
+        finally:
+            started.stop()
+
+
 async def leader(api: Kube, namespace: str) -> str | None:
     try:
         lease = await api.get(kube.LEASES, "faults", namespace)

@@ -32,8 +32,8 @@ from fault_world import (
     leader,
     pod_gpus,
     pod_set_gpus,
-    restored,
     safety_problems,
+    two_replicas,
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -164,14 +164,8 @@ async def cluster_queues(api: Kube, namespace: str) -> AsyncIterator[dict[str, i
 @pytest.fixture
 async def soak_replicas(namespace: str, local_cluster: LocalCluster,
                         tmp_path: Path) -> AsyncIterator[Replicas]:
-    started = Replicas(local_cluster, namespace, tmp_path, LEASE_SECONDS)
-    with restored(local_cluster):
-        try:
-            for identity in ("replica-0", "replica-1"):
-                started.start(identity)
-            yield started
-        finally:
-            started.stop()
+    with two_replicas(local_cluster, namespace, tmp_path, LEASE_SECONDS) as started:
+        yield started
 
 
 async def test_faults_under_churn_never_admit_more_than_the_cluster_holds(

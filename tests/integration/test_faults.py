@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from admitter_world import apply_all, jobs, workloads
-from fault_world import Replicas, during, leader, owner_uid, restored, safety_problems
+from fault_world import Replicas, during, leader, owner_uid, safety_problems, two_replicas
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller.kube import Kube
@@ -41,14 +41,8 @@ async def replicas(api: Kube, namespace: str, local_cluster: LocalCluster,
                    tmp_path: Path) -> AsyncIterator[Replicas]:
     name = f"faults-{secrets.token_hex(3)}"
     await apply_all(api, *leaf_queue(name, QUEUE_GPUS, limit=QUEUE_GPUS, namespace=namespace))
-    started = Replicas(local_cluster, namespace, tmp_path, LEASE_SECONDS)
-    with restored(local_cluster):
-        try:
-            for identity in ("replica-0", "replica-1"):
-                started.start(identity)
-            yield started
-        finally:
-            started.stop()
+    with two_replicas(local_cluster, namespace, tmp_path, LEASE_SECONDS) as started:
+        yield started
 
 
 async def safety_checked(api: Kube, namespace: str) -> None:
