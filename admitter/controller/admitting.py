@@ -118,14 +118,15 @@ class Admitting:
     async def _learn(self, key: Key, decided_on: str, read: Settle,
                      workloads: Informer) -> None:
         try:
-            current = await read(key, decided_on)
+            with workloads.reading() as touched:
+                current = await read(key, decided_on)
         except Exception as error:  # the API server still unreachable: the next pass asks
             log.info("outcome of the admission of %s/%s still unknown: %r", *key, error)
             return
         finally:
             self._settling.pop(key, None)
         if current is not None:
-            workloads.observe(current)
+            workloads.observe_read(current, touched)
         self._settled(key)
 
     def _settled(self, key: Key) -> None:

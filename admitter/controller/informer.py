@@ -11,9 +11,10 @@ ends while the process runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,8 @@ class Informer:
         written, until the watch delivers it."""
         self._delivered: dict[Key, deque[str]] = {}
         """Per object, the last few versions the watch delivered."""
+        self._reads: list[set[Key]] = []
+        """For each read of the API under way (`reading`), the objects changed meanwhile."""
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.store.get((namespace, name))
@@ -106,10 +109,39 @@ class Informer:
         self.synced.clear()
 
     async def refresh(self) -> None:
-        """Read every object afresh and record each one (`observe`), keeping the watch
+        """Read every object afresh and record each one (`observe_read`), keeping the watch
         going: the store is then at least as new as this read, whatever the watch lags."""
-        for item in (await self._read())[0]:
-            self.observe(item)
+        with self.reading() as touched:
+            items = (await self._read())[0]
+        for item in items:
+            self.observe_read(item, touched)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[set[Key]]:
+        """The objects that change in the store while the block reads the API."""
+        touched: set[Key] = set()
+        self._reads.append(touched)
+        try:
+            yield touched
+        finally:
+            self._reads.remove(touched)
+
+    def _touch(self, keys: Iterable[Key]) -> None:
+        for touched in self._reads:
+            touched.update(keys)
+
+    def observe_read(self, obj: Obj, touched: set[Key]) -> None:
+        """Record an object read from the API (`reading` gave `touched`). The read is at
+        least as new as whatever the store held when it began, so it is recorded as our own
+        write is, older watch events skipped until the watch reaches it; unless the store
+        changed meanwhile (the watch, a write of ours, a re-list): its version may be newer
+        than the read's, and versions are not compared."""
+        key = key_of(obj)
+        current = self.store.get(key)
+        if key in touched or (current is not None and current["metadata"].get(
+                "resourceVersion") == obj["metadata"].get("resourceVersion")):
+            return
+        self.observe(obj)
 
     async def _read(self) -> tuple[list[Obj], str]:
         """Every object (each with its kind), and the version of the list."""
@@ -124,6 +156,7 @@ class Informer:
         items, version = await self._read()
         fresh = {key_of(item): item for item in items}
         gone = [obj for key, obj in self.store.items() if key not in fresh]
+        self._touch([*fresh, *self.store])
         self.store = fresh
         self._written.clear()  # the list is at least as new as every write that returned
         self._delivered.clear()
@@ -143,6 +176,7 @@ class Informer:
         if kind == "BOOKMARK":
             return
         key = key_of(obj)
+        self._touch([key])
         if kind == "DELETED":
             self._written.pop(key, None)
             self._delivered.pop(key, None)
@@ -169,6 +203,7 @@ class Informer:
         are skipped until the watch reaches the version written. resourceVersions are
         opaque (Kubernetes promises no order), so "older" means "delivered before ours"."""
         key = key_of(obj)
+        self._touch([key])
         version = obj["metadata"].get("resourceVersion")
         if version is not None and version in self._delivered.get(key, ()):
             return
@@ -180,6 +215,7 @@ class Informer:
         """Drop an object the controller just deleted; watch events for it are ignored until
         the watch delivers its deletion (or the controller records a new object there)."""
         key = key_of(obj)
+        self._touch([key])
         current = self.store.get(key)
         if current is None or _uid(current) != _uid(obj):
             return  # the watch delivered the deletion already (and maybe a successor)
