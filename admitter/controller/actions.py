@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from admitter.api.contract import (
     ADMITTED_WORKLOAD_ANNOTATION,
     ORIGINAL_AFFINITY_ANNOTATION,
@@ -149,6 +151,21 @@ class Actions:
         updated = await self.patch_workload_status(wl, patch)
         suspended = None if job is None else await self.suspend_job(job)
         return updated, suspended
+
+    async def settle_admission(self, key: tuple[str, str], decided_on: str,
+                               now: float) -> Obj | None:
+        """The Workload as the API has it now (None: gone), after voiding an admission
+        decided on version `decided_on` if that version is still current: then the write,
+        should it reach the API server late, conflicts."""
+        try:
+            current = await self.kube.get(kube.WORKLOADS, key[1], key[0])
+        except ApiException as error:
+            if kube.is_not_found(error):
+                return None
+            raise
+        if current["metadata"].get("resourceVersion") != decided_on:
+            return current
+        return await self.void_admission(current, now)
 
     async def void_admission(self, wl: Obj, now: float) -> Obj:
         """Move the Workload's version on, conditional on the version read: an admission

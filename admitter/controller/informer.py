@@ -23,6 +23,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.controller.kube import CONNECTION_ERRORS, Kind, Kube, Obj
 
 log = logging.getLogger(__name__)
+READ_ERRORS: tuple[type[BaseException], ...] = (ApiException, *CONNECTION_ERRORS)
+"""What a read raises when the API server cannot answer it (stopped, restarting)."""
 Key = tuple[str, str]
 """(namespace or "", name)."""
 _DELETED = "(deleted)"
@@ -110,9 +112,16 @@ class Informer:
 
     async def refresh(self) -> None:
         """Read every object afresh and record each one (`observe_read`), keeping the watch
-        going: the store is then at least as new as this read, whatever the watch lags."""
-        with self.reading() as touched:
-            items = (await self._read())[0]
+        going: the store is then at least as new as this read, whatever the watch lags.
+        Tried until the API server answers."""
+        while True:
+            try:
+                with self.reading() as touched:
+                    items = (await self._read())[0]
+                break
+            except READ_ERRORS as error:
+                log.warning("%s not read afresh, trying again: %r", self.kind.plural, error)
+            await asyncio.sleep(1.0)
         for item in items:
             self.observe_read(item, touched)
 

@@ -58,7 +58,6 @@ from admitter.core.decisions import (
 from admitter.core.queue_tree import QueueTree
 
 log = logging.getLogger(__name__)
-READ_ERRORS: tuple[type[BaseException], ...] = (ApiException, *kube.CONNECTION_ERRORS)
 
 
 class Reconciler:
@@ -127,7 +126,7 @@ class Reconciler:
         await self.caches.wait_synced()
         # What an earlier leader wrote may not have reached this replica's watch yet (a
         # watch broken by the fault that ended it lags): read the Workloads afresh.
-        await self._refresh_workloads()
+        await self.caches.workloads.refresh()
         self._swept_at = -math.inf  # a new leader checks every Job at once
         # and reads usage from the ClusterQueues: its own may miss what another leader charged
         self.usage = QueueUsage(core_fair_share_settings(self.settings.fair_share))
@@ -161,21 +160,12 @@ class Reconciler:
                 if batch is not None:
                     batch.cancel()
 
-    async def _refresh_workloads(self) -> None:
-        """Read the Workloads afresh, trying until the API server answers: no pass decides
-        before."""
-        while True:
-            try:
-                await self.caches.workloads.refresh()
-                return
-            except READ_ERRORS as error:
-                log.warning("Workloads not read afresh, trying again: %r", error)
-            await asyncio.sleep(1.0)
-
     async def reconcile(self) -> CycleResult:
         """One pass; every step reads the caches and is safe to repeat."""
         now = self.clock()
-        self.admitting.settle(self.caches.workloads, self._settle_admission)
+        self.admitting.settle(self.caches.workloads,
+                              lambda key, version: self.actions.settle_admission(
+                                  key, version, self.clock()))
         jobs = self.jobs_to_check(now)
         checked = {key_of(job) for job in jobs}
         if self.ensure_workloads(now, jobs):
@@ -497,20 +487,6 @@ class Reconciler:
         if job is not None and not await self._isolated(
                 Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):
             self.touched.add(key_of(job))
-
-    async def _settle_admission(self, key: Key, decided_on: str) -> Obj | None:
-        """The Workload as the API has it now (None: gone), after voiding an admission
-        decided on version `decided_on` if that version is still current (`void_admission`):
-        then the write, should it reach the API server late, conflicts."""
-        try:
-            current = await self.kube.get(kube.WORKLOADS, key[1], key[0])
-        except ApiException as error:
-            if kube.is_not_found(error):
-                return None
-            raise
-        if current["metadata"].get("resourceVersion") != decided_on:
-            return current
-        return await self.actions.void_admission(current, self.clock())
 
     async def _explain(self, wl: Obj, pending: Pending, now: float) -> None:
         """Write why the Workload waits; an Event only when the reason changed and was not
