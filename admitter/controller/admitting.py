@@ -15,8 +15,8 @@ too. So a failed admission stays in the overlay, *unsettled*, until its outcome 
 informer shows the Workload at a version other than the one the decision was made on (the
 write, carrying that version as a precondition, landed or can never land), or the Workload is
 gone. `settle` reads the Workload to learn it, and when the API still shows the decided-on
-version it voids the write (`void`: any change to the Workload moves its version on), so the
-old write can never land later, and the next pass decides anew.
+version it voids the write (`Actions.void_admission`: any change to the Workload moves its
+version on), so the old write can never land later, and the next pass decides anew.
 """
 
 from __future__ import annotations
