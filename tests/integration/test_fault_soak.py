@@ -19,6 +19,7 @@ import contextlib
 import random
 import secrets
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,8 @@ class Watch:
     the Workloads that held an admission (progress)."""
 
     capacity: int = 0
+    phase: str = "the start"
+    """The fault under way (or the last one), named in each problem found."""
     most: int = 0
     problems: list[str] = field(default_factory=list)
     admitted: set[str] = field(default_factory=set)
@@ -116,7 +119,8 @@ async def check_every_second(api: Kube, namespace: str, limits: dict[str, int],
                 watch.most = max(watch.most, held)
                 if held > watch.capacity:
                     problems.append(f"{held} GPUs admitted, {watch.capacity} schedulable")
-                watch.problems += problems
+                moment = time.strftime("%H:%M:%S")
+                watch.problems += [f"{moment} during {watch.phase}: {p}" for p in problems]
         await asyncio.sleep(1.0)
 
 
@@ -238,6 +242,7 @@ async def test_faults_under_churn_never_admit_more_than_the_cluster_holds(
     try:
         await progressed("the start")
         for name, inject in faults:
+            watch.phase = name
             await inject()
             await progressed(name)
         await asyncio.sleep(10)  # after the last fault, as after the others
