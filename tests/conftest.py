@@ -28,6 +28,11 @@ def _edited_after_build() -> list[str]:
     return stale
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true",
+                     help="run the fault soak (tests/integration/test_fault_soak.py) over 20 seeds")
+
+
 def pytest_report_header() -> str:
     compiled = any(CORE.glob("*.so"))
     return "admitter core: " + ("compiled with mypyc" if compiled else "pure Python")

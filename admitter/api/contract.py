@@ -16,6 +16,9 @@ ADMITTED_WORKLOAD_ANNOTATION = "admitter.dev/admitted-workload"
 """Set by the controller on a Job it admitted (value: the Workload's name); users may not."""
 ORIGINAL_AFFINITY_ANNOTATION = "admitter.dev/original-affinity"
 """The pod template's own affinity (JSON), restored when the Job is suspended again."""
+VOIDED_ADMISSION_ANNOTATION = "admitter.dev/voided-admission"
+"""Set by the controller on a Workload whose admission's outcome it never learnt (value: when
+it gave up on it): the change makes that write, if it arrives late, conflict."""
 
 
 class ContractError(ValueError):

@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.api.contract import VOIDED_ADMISSION_ANNOTATION
 from admitter.api.duration import parse_duration
 from admitter.api.workload import (
     CONDITION_ADMITTED,
@@ -132,6 +135,30 @@ class Actions:
         updated = await self.patch_workload_status(wl, patch)
         suspended = None if job is None else await self.suspend_job(job)
         return updated, suspended
+
+    async def settle_admission(self, key: tuple[str, str], decided_on: str,
+                               now: float) -> Obj | None:
+        """The Workload as the API has it now (None: gone), after voiding an admission
+        decided on version `decided_on` if that version is still current: then the write,
+        should it reach the API server late, conflicts."""
+        try:
+            current = await self.kube.get(kube.WORKLOADS, key[1], key[0])
+        except ApiException as error:
+            if kube.is_not_found(error):
+                return None
+            raise
+        if current["metadata"].get("resourceVersion") != decided_on:
+            return current
+        return await self.void_admission(current, now)
+
+    async def void_admission(self, wl: Obj, now: float) -> Obj:
+        """Move the Workload's version on, conditional on the version read: an admission
+        write decided on that version whose outcome was never learnt (the answer lost) can
+        then never land, however late it reaches the API server."""
+        meta = wl["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                              "annotations": {VOIDED_ADMISSION_ANNOTATION: format_time(now)}}}
+        return await self.kube.patch(kube.WORKLOADS, meta["name"], patch, meta["namespace"])
 
     async def move_workload(self, wl: Obj, queue: str) -> Obj:
         """A pending Workload follows its Job to another LocalQueue (the webhook lets only

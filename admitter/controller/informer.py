@@ -11,9 +11,10 @@ ends while the process runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.controller.kube import CONNECTION_ERRORS, Kind, Kube, Obj
 
 log = logging.getLogger(__name__)
+READ_ERRORS: tuple[type[BaseException], ...] = (ApiException, *CONNECTION_ERRORS)
+"""What a read raises when the API server cannot answer it (stopped, restarting)."""
 Key = tuple[str, str]
 """(namespace or "", name)."""
 _DELETED = "(deleted)"
@@ -65,6 +68,8 @@ class Informer:
         written, until the watch delivers it."""
         self._delivered: dict[Key, deque[str]] = {}
         """Per object, the last few versions the watch delivered."""
+        self._reads: list[set[Key]] = []
+        """For each read of the API under way (`reading`), the objects changed meanwhile."""
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.store.get((namespace, name))
@@ -87,31 +92,86 @@ class Informer:
                 if error.status == 410:
                     log.info("%s: resourceVersion %s expired, re-listing",
                              self.kind.plural, self.resource_version)
-                    self.resource_version = ""
+                    self.relisting()
                     continue
                 log.warning("%s watch failed: %s", self.kind.plural, error)
             except CONNECTION_ERRORS as error:
                 log.warning("%s watch interrupted: %r", self.kind.plural, error)
             except Exception:  # a bug must not end the cache: log it, list again
                 log.exception("%s: informer failed, listing again", self.kind.plural)
-                self.resource_version = ""
+                self.relisting()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
 
-    async def _list(self) -> None:
+    def relisting(self) -> None:
+        """The watch cannot go on from the version held: list afresh. Until the list is in,
+        the store is not proven to hold everything a newer list would, and `synced` says so
+        (no pass decides meanwhile)."""
+        self.resource_version = ""
+        self.synced.clear()
+
+    async def refresh(self) -> None:
+        """Read every object afresh and record each one (`observe_read`), keeping the watch
+        going: the store is then at least as new as this read, whatever the watch lags.
+        Tried until the API server answers."""
+        while True:
+            try:
+                with self.reading() as touched:
+                    items = (await self._read())[0]
+                break
+            except READ_ERRORS as error:
+                log.warning("%s not read afresh, trying again: %r", self.kind.plural, error)
+            await asyncio.sleep(1.0)
+        for item in items:
+            self.observe_read(item, touched)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[set[Key]]:
+        """The objects that change in the store while the block reads the API."""
+        touched: set[Key] = set()
+        self._reads.append(touched)
+        try:
+            yield touched
+        finally:
+            self._reads.remove(touched)
+
+    def _touch(self, keys: Iterable[Key]) -> None:
+        for touched in self._reads:
+            touched.update(keys)
+
+    def observe_read(self, obj: Obj, touched: set[Key]) -> None:
+        """Record an object read from the API (`reading` gave `touched`). The read is at
+        least as new as whatever the store held when it began, so it is recorded as our own
+        write is, older watch events skipped until the watch reaches it; unless the store
+        changed meanwhile (the watch, a write of ours, a re-list): its version may be newer
+        than the read's, and versions are not compared."""
+        key = key_of(obj)
+        current = self.store.get(key)
+        if key in touched or (current is not None and current["metadata"].get(
+                "resourceVersion") == obj["metadata"].get("resourceVersion")):
+            return
+        self.observe(obj)
+
+    async def _read(self) -> tuple[list[Obj], str]:
+        """Every object (each with its kind), and the version of the list."""
         listed = await self.kube.list(self.kind, self.query)
         kind_name = listed.get("kind", "").removesuffix("List")
-        fresh = {}
-        for item in listed.get("items", []):
+        items = listed.get("items", [])
+        for item in items:
             item.setdefault("kind", kind_name)
-            fresh[key_of(item)] = item
+        return items, listed["metadata"]["resourceVersion"]
+
+    async def _list(self) -> None:
+        items, version = await self._read()
+        fresh = {key_of(item): item for item in items}
         gone = [obj for key, obj in self.store.items() if key not in fresh]
+        self._touch([*fresh, *self.store])
         self.store = fresh
         self._written.clear()  # the list is at least as new as every write that returned
         self._delivered.clear()
         for watcher in self.watchers:
             watcher.replaced(fresh.values())
-        self.resource_version = listed["metadata"]["resourceVersion"]
+        self.resource_version = version
         self.relists += 1
         self.synced.set()
         for obj in gone:
@@ -125,6 +185,7 @@ class Informer:
         if kind == "BOOKMARK":
             return
         key = key_of(obj)
+        self._touch([key])
         if kind == "DELETED":
             self._written.pop(key, None)
             self._delivered.pop(key, None)
@@ -151,6 +212,7 @@ class Informer:
         are skipped until the watch reaches the version written. resourceVersions are
         opaque (Kubernetes promises no order), so "older" means "delivered before ours"."""
         key = key_of(obj)
+        self._touch([key])
         version = obj["metadata"].get("resourceVersion")
         if version is not None and version in self._delivered.get(key, ()):
             return
@@ -162,6 +224,7 @@ class Informer:
         """Drop an object the controller just deleted; watch events for it are ignored until
         the watch delivers its deletion (or the controller records a new object there)."""
         key = key_of(obj)
+        self._touch([key])
         current = self.store.get(key)
         if current is None or _uid(current) != _uid(obj):
             return  # the watch delivered the deletion already (and maybe a successor)

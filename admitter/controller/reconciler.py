@@ -23,7 +23,7 @@ from admitter.api.settings import Settings
 from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status, finish_reason
-from admitter.controller.admitting import Admitting
+from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches
 from admitter.controller.converge import Step, converge_step, queue_of
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
@@ -33,7 +33,7 @@ from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
 from admitter.controller.pacing import DEBOUNCE, SWEEP_EVERY, matters_when_idle, periodic_wait
 from admitter.controller.plain_pods import PlainPods
-from admitter.controller.queue_holds import QueueFinalizers, holdings
+from admitter.controller.queue_holds import QueueClosing, QueueFinalizers, holdings
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import QueueUsage, StatusWriter
 from admitter.controller.translate import (
@@ -124,12 +124,18 @@ class Reconciler:
     async def run(self) -> None:
         """Reconcile forever (the leader's loop)."""
         await self.caches.wait_synced()
+        # What an earlier leader wrote may not have reached this replica's watch yet (a
+        # watch broken by the fault that ended it lags): read the Workloads afresh.
+        await self.caches.workloads.refresh()
         self._swept_at = -math.inf  # a new leader checks every Job at once
         # and reads usage from the ClusterQueues: its own may miss what another leader charged
         self.usage = QueueUsage(core_fair_share_settings(self.settings.fair_share))
         try:
             while True:
                 result: CycleResult | None = None
+                # A cache re-listing holds an older state than its last list did: no pass
+                # decides until every cache is whole again.
+                await self.caches.wait_synced()
                 try:
                     result = await self.reconcile()
                 except ApiException as error:
@@ -157,6 +163,9 @@ class Reconciler:
     async def reconcile(self) -> CycleResult:
         """One pass; every step reads the caches and is safe to repeat."""
         now = self.clock()
+        self.admitting.settle(self.caches.workloads,
+                              lambda key, version: self.actions.settle_admission(
+                                  key, version, self.clock()))
         jobs = self.jobs_to_check(now)
         checked = {key_of(job) for job in jobs}
         if self.ensure_workloads(now, jobs):
@@ -407,7 +416,8 @@ class Reconciler:
             admitted = {**wl, "status": {**(wl.get("status") or {}), **status},
                         "metadata": {**meta, "resourceVersion":
                                      f"{meta.get('resourceVersion')}+admitting"}}
-            self.admitting.start(admitted, self._admit(wl, admission, status, now))
+            self.admitting.start(admitted, meta.get("resourceVersion", ""),
+                                 self._admit(wl, admission, status, now))
         self.report(view, result, now)
 
     def report(self, view: View, result: CycleResult, now: float) -> None:
@@ -439,6 +449,10 @@ class Reconciler:
     async def _evict(self, view: View, eviction: Eviction, now: float) -> None:
         meta = view.workloads[eviction.key]["metadata"]
         await self.admitting.wait(meta["namespace"], meta["name"])
+        if self.admitting.is_unsettled(meta["namespace"], meta["name"]):
+            # Its admission may have landed unseen: evicting the cached (pending) version
+            # would release nothing, and the room it holds would be given twice.
+            raise RuntimeError(f"the outcome of admitting {eviction.key} is not known yet")
         wl = self.caches.workloads.get(meta["namespace"], meta["name"])
         if wl is None or not (wl.get("status") or {}).get("admission"):
             return  # its admission was never written; nothing holds its room
@@ -459,7 +473,10 @@ class Reconciler:
                      now: float) -> None:
         """Write the admission to the Workload (the source of truth), then start its Job; a
         Job that fails to start is started by a later pass (`converge_jobs`)."""
-        await self.queue_finalizers.held(admission.key)  # else the admission is not written
+        try:
+            await self.queue_finalizers.held(admission.key)
+        except QueueClosing as error:
+            raise NotWritten(str(error)) from error
         job = self.caches.job_of(wl)
         updated = await self.actions.patch_workload_status(wl, status)
         self.caches.workloads.observe(updated)

@@ -96,6 +96,12 @@ class FakeApi:
                 raise ApiException(status=409, reason=f"precondition {field} failed")
         return self.objects.pop(path)
 
+    async def list(self, kind: Kind, query: dict[str, str] | None = None) -> Obj:
+        """Every object of `kind` held, as a fresh read returns them."""
+        items = [copy.deepcopy(obj) for path, obj in self.objects.items()
+                 if path.rsplit("/", 2)[1] == kind.plural]
+        return {"kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}
+
     def put(self, kind: Kind, obj: Obj) -> Obj:
         """An object created by someone else (a user, a Job's owner), as the cache sees it."""
         meta = obj["metadata"]

@@ -1,10 +1,28 @@
-"""Admissions in flight: counted as admitted until written, never written twice."""
+"""Admissions in flight: counted as admitted until written, never written twice, and kept
+while a failed write's outcome is unknown."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
-from admitter.controller.admitting import Admitting
+from admitter.controller import kube
+from admitter.controller.admitting import Admitting, NotWritten
+from admitter.controller.informer import Informer, Key
+from admitter.controller.kube import Kube, Obj
+
+
+def _workload(version: str, admitted: bool = False) -> Obj:
+    status = {"admission": {"clusterQueue": "q"}} if admitted else {}
+    return {"metadata": {"namespace": "ns", "name": "w", "resourceVersion": version},
+            "status": status}
+
+
+def _cache(*objects: Obj) -> Informer:
+    informer = Informer(cast(Kube, None), kube.WORKLOADS, lambda *_: None)
+    for obj in objects:
+        informer.observe(obj)
+    return informer
 
 
 async def test_an_admission_is_overlaid_until_written_and_never_started_twice() -> None:
@@ -16,9 +34,9 @@ async def test_an_admission_is_overlaid_until_written_and_never_started_twice() 
         await release.wait()
         written.append(label)
 
-    workload = {"metadata": {"namespace": "ns", "name": "w"}, "status": {"admission": {}}}
-    admitting.start(workload, write("first"))
-    admitting.start(workload, write("second"))
+    workload = _workload("1+admitting", admitted=True)
+    admitting.start(workload, "1", write("first"))
+    admitting.start(workload, "1", write("second"))
     assert admitting.busy("ns", "w") and admitting.overlay[("ns", "w")] is workload
     release.set()
     await admitting.drain()
@@ -26,12 +44,56 @@ async def test_an_admission_is_overlaid_until_written_and_never_started_twice() 
     assert not admitting.busy("ns", "w") and not admitting.overlay
 
 
-async def test_a_failed_write_drops_the_overlay() -> None:
+async def test_an_admission_dropped_before_its_write_drops_the_overlay() -> None:
     admitting = Admitting()
 
-    async def fail() -> None:
-        raise RuntimeError("conflict")
+    async def closed() -> None:
+        raise NotWritten("its queue is being deleted")
 
-    admitting.start({"metadata": {"namespace": "ns", "name": "w"}}, fail())
+    admitting.start(_workload("1+admitting", admitted=True), "1", closed())
     await admitting.wait("ns", "w")
-    assert not admitting.overlay, "the next pass decides on the API state"
+    assert not admitting.overlay and not admitting.unsettled
+
+
+async def test_a_write_of_unknown_outcome_keeps_its_room_until_the_cache_shows_it() -> None:
+    admitting = Admitting()
+
+    async def lost() -> None:
+        raise TimeoutError("the answer was lost")
+
+    async def unreachable(key: Key, decided_on: str) -> Obj | None:
+        raise ConnectionResetError
+
+    admitting.start(_workload("1+admitting", admitted=True), "1", lost())
+    await admitting.wait("ns", "w")
+    assert ("ns", "w") in admitting.overlay, "the write may have landed"
+    stale = _cache(_workload("1"))
+    admitting.settle(stale, unreachable)
+    await asyncio.sleep(0)
+    assert ("ns", "w") in admitting.overlay, "neither the cache nor the API told"
+    admitting.settle(_cache(_workload("2", admitted=True)), unreachable)
+    assert not admitting.overlay and not admitting.unsettled
+
+
+async def test_settling_reads_the_truth_and_records_it() -> None:
+    admitting = Admitting()
+    read: list[str] = []
+
+    async def lost() -> None:
+        raise TimeoutError("the answer was lost")
+
+    async def voided(key: Key, decided_on: str) -> Obj | None:
+        read.append(decided_on)
+        return _workload("3")
+
+    admitting.start(_workload("1+admitting", admitted=True), "1", lost())
+    await admitting.wait("ns", "w")
+    cache = _cache(_workload("1"))
+    admitting.settle(cache, voided)
+    admitting.settle(cache, voided)  # one read at a time
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert read == ["1"]
+    assert not admitting.overlay and not admitting.unsettled
+    got = cache.get("ns", "w")
+    assert got is not None and got["metadata"]["resourceVersion"] == "3"

@@ -86,3 +86,34 @@ async def test_a_watch_event_older_than_our_own_write_does_not_replace_it() -> N
         await asyncio.gather(task, return_exceptions=True)
     assert informer.resource_version == "6", "the watch delivered the older version"
     assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7"
+
+
+def _idle() -> Informer:
+    return Informer(ScriptedApi([], []), NODES, lambda *_: None)  # type: ignore[arg-type]
+
+
+def test_a_read_newer_than_the_store_is_kept_over_older_watch_events() -> None:
+    informer = _idle()
+    informer._apply({"type": "ADDED", "object": node("a", 5)})
+    with informer.reading() as touched:
+        read = node("a", 7)  # a fresh read; the watch lags behind it
+    informer.observe_read(read, touched)
+    informer._apply({"type": "MODIFIED", "object": node("a", 6)})
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7"
+    informer._apply({"type": "MODIFIED", "object": node("a", 7)})
+    informer._apply({"type": "MODIFIED", "object": node("a", 8)})
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "8"
+
+
+async def test_a_read_the_watch_overtook_is_not_recorded() -> None:
+    """The watch delivered a newer version while the read was under way: recording the read
+    would put the store back, and skip every later event as older than it."""
+    informer = Informer(ScriptedApi([[node("a", 5)]], []), NODES,  # type: ignore[arg-type]
+                        lambda *_: None)
+    await informer._list()
+    with informer.reading() as touched:
+        read = node("a", 5)
+        informer._apply({"type": "MODIFIED", "object": node("a", 6)})
+    informer.observe_read(read, touched)
+    informer._apply({"type": "MODIFIED", "object": node("a", 7)})
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7"
