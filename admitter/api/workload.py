@@ -181,6 +181,9 @@ class WorkloadStatus(ApiModel):
     """How many times the workload was evicted and requeued."""
     requeue_at: datetime | None = None
     """Earliest next admission after a pods-ready timeout (exponential backoff)."""
+    blocked_until: datetime | None = None
+    """While it waits: when the fact its `QuotaReserved=False` condition names ends by itself,
+    if known (the end of the min-runtime protection of the work that could make room)."""
 
 
 class Workload(Resource):

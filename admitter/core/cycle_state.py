@@ -219,4 +219,5 @@ class CycleState:
             next_change=self._next_change(),
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
             statuses=lambda: queue_statuses(tree, allocated, running.values(), pending),
+            ranking=self.ranking,
         )

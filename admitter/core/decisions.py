@@ -19,6 +19,7 @@ from admitter.core.model import (
     Queue,
     Workload,
 )
+from admitter.core.ranking import Ranking
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +151,12 @@ class CycleResult:
     shows them, the simulator never asks."""
 
     __slots__ = ("_queues", "_statuses", "admissions", "evictions", "fair_share", "next_change",
-                 "pending", "settled")
+                 "pending", "ranking", "settled")
 
     def __init__(self, admissions: tuple[Admission, ...], evictions: tuple[Eviction, ...],
                  pending: tuple[Pending, ...], fair_share: FairShare, next_change: float | None,
-                 settled: bool, statuses: Callable[[], Mapping[str, QueueStatus]]) -> None:
+                 settled: bool, statuses: Callable[[], Mapping[str, QueueStatus]],
+                 ranking: Ranking | None = None) -> None:
         self.admissions = admissions
         self.evictions = evictions
         self.pending = pending
@@ -176,6 +178,8 @@ class CycleResult:
         reservation. Unfunded work ranks its queue later, so after the budget ran out a queue
         turned away could get a search; a funded borrower can take its queue over its share,
         which makes the queue's other running work reclaimable."""
+        self.ranking = ranking
+        """The cycle's budgets and ratios (what the status shows as budget and rank)."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 
