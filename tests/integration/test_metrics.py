@@ -1,0 +1,135 @@
+"""`/metrics` after admissions, a reclaim and waits on the real control plane: each series
+added for the dashboards is there, with the labels and values the objects show."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import aiohttp
+import pytest
+from admitter_world import (
+    apply_all,
+    cluster_topology,
+    in_process_controller,
+    jobs,
+    running,
+    workloads,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
+from admitter.controller.kube import Kube, Obj
+from admitter.controller.server import health_app, serve
+from admitter.controller.translate import condition
+from admitter.core.decisions import EvictionReason
+from admitter.core.model import GPU
+from admitter.testing import RACK_LABEL
+from admitter.testing.waiting import eventually
+
+from builders.kube import JobWrapper, cluster_queue, leaf_queue
+
+pytestmark = pytest.mark.integration
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples(text: str) -> Samples:
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return values
+
+
+def series(values: Samples, name: str, **labels: str) -> float | None:
+    return values.get((name, tuple(sorted(labels.items()))))
+
+
+def waiting_reason(wl: Obj) -> str | None:
+    reserved = condition(wl, CONDITION_QUOTA_RESERVED) or {}
+    return reserved.get("reason") if reserved.get("status") == "False" else None
+
+
+async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
+        api: Kube, namespace: str, kubeconfig: Path) -> None:
+    root = f"met-{secrets.token_hex(3)}"
+    team_a, team_b = f"{root}-a", f"{root}-b"
+    await cluster_topology(api)
+    await apply_all(api, cluster_queue(root, 64),
+                    *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="a"),
+                    *leaf_queue(team_b, 32, parent=root, namespace=namespace, local_name="b"))
+    protected = JobWrapper("b-protected", namespace).queue("b").min_runtime("10m").obj()
+    borrowers = [JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("3s").resumable().obj()
+                 for i in range(6)]
+    await apply_all(api, protected, *borrowers)
+    async with in_process_controller(kubeconfig) as reconciler:
+        runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
+                             "127.0.0.1", 0)
+        port = runner.addresses[0][1]
+        try:
+            async def b_running() -> bool:
+                return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
+
+            await eventually(b_running, "team b to take all it may", timeout=60)
+            # a reclaim, and a gang that never fits (three whole nodes in a rack of two)
+            await apply_all(api, JobWrapper("a-train", namespace).queue("a").pods(2)
+                            .min_runtime("1m").obj(),
+                            JobWrapper("a-huge", namespace).queue("a").pods(3)
+                            .required(RACK_LABEL).obj())
+
+            async def a_running_and_huge_explained() -> Obj | None:
+                if not running((await jobs(api, namespace))["a-train"]):
+                    return None
+                huge = [wl for wl in await workloads(api, namespace)
+                        if "a-huge" in wl["metadata"]["name"]]
+                return huge[0] if huge and waiting_reason(huge[0]) else None
+
+            huge = await eventually(a_running_and_huge_explained,
+                                    "team a to reclaim and the gang's reason", timeout=60)
+
+            async def scraped() -> Samples:
+                async with aiohttp.ClientSession() as session, session.get(
+                        f"http://127.0.0.1:{port}/metrics") as response:
+                    return samples(await response.text())
+
+            async def settled() -> Samples | None:  # a pass since the reason was written
+                values = await scraped()
+                reason = waiting_reason(huge)
+                shown = series(values, "admitter_pending_workloads_by_reason",
+                               cluster_queue=team_a, reason=reason or "")
+                return values if shown == 1 else None
+
+            values = await eventually(settled, "the gang's reason in the metrics", timeout=30)
+        finally:
+            await runner.cleanup()
+    queues = {cq["metadata"]["name"]: cq["status"] for cq in (await api.request(
+        "GET", "/apis/admitter.dev/v1alpha1/clusterqueues"))["items"]}
+    evicted = [wl for wl in await workloads(api, namespace)
+               if (wl.get("status") or {}).get("evictionCount")]
+    assert len(evicted) == 1
+    assert series(values, "admitter_evicted_workloads_total", cluster_queue=team_b,
+                  reason=EvictionReason.RECLAIMED.value) == 1
+    assert (series(values, "admitter_admission_attempts_total", result="success") or 0) >= 8
+    assert (series(values, "admitter_admission_attempts_total", result="inadmissible")
+            or 0) >= 1
+    for result in ("success", "inadmissible"):
+        assert (series(values, "admitter_admission_attempt_duration_seconds_count",
+                       result=result) or 0) >= 1
+    for name in (team_a, team_b, root):
+        assert series(values, "admitter_cluster_queue_resource_reservation",
+                      cluster_queue=name, resource=GPU) == float(queues[name]["allocated"][GPU])
+        assert series(values, "admitter_cluster_queue_owed_gpu_hours_in_window",
+                      cluster_queue=name) == queues[name]["owedGpuHoursInWindow"]
+    assert queues[team_a]["owedGpuHoursInWindow"] == 32 * 7 * 24
+    assert (series(values, "admitter_cluster_queue_gpu_hours_in_window",
+                   cluster_queue=team_b) or 0) > 0, "team b has held GPUs for seconds"
+    held = {wl["metadata"]["name"]: wl for wl in await workloads(api, namespace)
+            if (wl.get("status") or {}).get("admission")}
+    guarded = next(name for name in held if name.startswith("job-b-protected-"))
+    left = series(values, "admitter_workload_protection_remaining_seconds",
+                  cluster_queue=team_b, namespace=namespace, workload=guarded)
+    assert left is not None and 0 < left <= 600
+    for name, wl in held.items():
+        assert series(values, "admitter_workload_protection_remaining_seconds",
+                      cluster_queue=wl["status"]["admission"]["clusterQueue"],
+                      namespace=namespace, workload=name) is not None, name
