@@ -31,7 +31,8 @@ def queues_section(board: Board) -> str:
     rows = []
     for q in board["queues"]:
         depth[q["name"]] = depth.get(q["parent"], -1) + 1
-        held = f"{q['held']:g} of {q['budget']:g} GPUs budgeted (fair share {q['fairShare']:g})"
+        held = f"{q['held']:g} of {q['budget']:g} GPUs budgeted" + (
+            "" if q["fairShare"] is None else f" (fair share {q['fairShare']:g})")
         share = q["usedGpuHours"] / q["owedGpuHours"] if q["owedGpuHours"] else 0.0
         window = (f"{q['usedGpuHours']:.1f} of {q['owedGpuHours']:.0f} GPU-h owed "
                   f"({share:.1%})")
@@ -68,12 +69,15 @@ def gpus_section(board: Board) -> str:
     legend = [f'<span class="key capacity">capacity {board["capacity"]:g} GPUs</span>']
     for i, leaf in enumerate(leaves):
         colour = PALETTE[i % len(PALETTE)]
-        steps = " ".join(xy(at, held[i]) for at, held in points)
+        corners = [xy(at, points[n - 1][1][i]) + " " if n else "" for n, (at, _) in
+                   enumerate(points)]  # each sample holds until the next: a step line
+        steps = " ".join(corners[n] + xy(at, held[i]) for n, (at, held) in enumerate(points))
         lines.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" '
                      f'points="{steps}"><title>{escape(leaf)}</title></polyline>')
         legend.append(f'<span class="key" style="border-color:{colour}">{escape(leaf)} '
                       f'{points[-1][1][i]:g}</span>')
-    return (f'<svg viewBox="0 -4 {CHART_WIDTH} {CHART_HEIGHT + 8}" class="chart">'
+    return (f'<svg viewBox="0 -4 {CHART_WIDTH} {CHART_HEIGHT + 8}" class="chart" '
+            'preserveAspectRatio="none">'
             + "".join(lines) + f'</svg><div class="legend">{"".join(legend)}</div>'
             f'<p class="note">over the last {span(end - start)}</p>')
 
