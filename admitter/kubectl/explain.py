@@ -79,7 +79,9 @@ def would_start(state: ClusterState, wl: Obj, never: str | None) -> str:
             else "")
         whose = f"{names}'s protection" if names else "the protection of the work that could " \
                                                         "make room"
-        return f"when {whose} ends {moment(blocked, now)}"
+        if blocked > now:
+            return f"when {whose} ends {moment(blocked, now)}"
+        return f"{whose} ended {moment(blocked, now)}: it is tried again at the next cycle"
     requeue = parse_time(status.get("requeueAt"))
     if reason == PendingReason.BACKOFF and requeue is not None:
         return f"when its backoff ends {moment(requeue, now)}"
@@ -152,6 +154,10 @@ async def explain_workload(client: Kube, state: ClusterState, wl: Obj) -> dict[s
     return found
 
 
+def _evictions(count: int) -> str:
+    return {0: "never evicted", 1: "evicted once"}.get(count, f"evicted {count} times")
+
+
 def render(found: dict[str, Any], now: float) -> RenderableType:
     head = Text(f"{found['workload']}", style="bold")
     if found["job"]:
@@ -161,7 +167,7 @@ def render(found: dict[str, Any], now: float) -> RenderableType:
         f"{found['gpus']} GPUs, priority {found['priority']}, min runtime "
         f"{span(found['minRuntimeSeconds']) if found['minRuntimeSeconds'] else '0 (unfunded)'}, "
         f"{'resumable' if found['resumable'] else 'not resumable'}; "
-        f"evicted {found['evictions']} times")]
+        f"{_evictions(found['evictions'])}")]
     if found["phase"] == "Pending":
         lines.append(Text(f"Waiting: {found['reason'] or 'not explained yet'}", style="yellow"))
         if found["message"]:

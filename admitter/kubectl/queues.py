@@ -72,7 +72,8 @@ def _label(row: dict[str, Any]) -> Text:
     share = row["usedOfOwed"]
     used = (f"{row['usedGpuHours']:.1f} of {row['owedGpuHours']:.0f} GPU-h owed"
             + (f" ({share:.0%})" if share is not None else ""))
-    text.append(f"  budget {_number(row['budget'])} GPUs (quota {_number(row['quota'])}, "
+    quota = "all of its parent's" if row["quota"] < 0 else _number(row["quota"])
+    text.append(f"  budget {_number(row['budget'])} GPUs (quota {quota}, "
                 f"weight {_number(row['weight'])})  deserved {_number(row['deserved'])}  "
                 f"fair share {_number(row['fairShare'])}  holds {_number(row['held'])}  ")
     text.append(used, style="cyan")

@@ -121,9 +121,11 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
         assert train["position"] == 1 and train["queueLength"] == 2
         until = parse_time(train["blockedUntil"])
         assert until is not None
+        start = train["wouldStart"]
+        assert start.startswith(f"when {namespace}/b-") and "'s protection ends at " in start
+        assert start.endswith(("m)", "s)")) and "(in 2" in start, "29 of the 30 minutes left"
         text = kubectl_admitter(local_cluster, "explain", "a-train", "-n", namespace).stdout
-        assert f"{namespace}/b-" in text and "'s protection ends at " in text, text
-        assert "(in 2" in text, "about 29 minutes of the 30 are left"
+        assert "Would start: when " in text and "Position: 1 of 2 in ClusterQueue" in text
 
         # a Job that can never fit says so, naming the level
         huge = as_json(local_cluster, "explain", "a-huge", "-n", namespace)
