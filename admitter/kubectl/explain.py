@@ -13,6 +13,7 @@ from rich.text import Text
 from admitter.api.convert import cluster_levels
 from admitter.api.duration import parse_duration
 from admitter.controller import kube
+from admitter.controller.events import COMPONENT
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import core_node, parse_time
 from admitter.core.decisions import PendingReason
@@ -98,13 +99,16 @@ def would_start(state: ClusterState, wl: Obj, never: str | None) -> str:
 
 
 async def history(client: Kube, wl: Obj) -> list[dict[str, Any]]:
-    """The Events on its Job (or on the Workload itself), oldest first."""
+    """admitter's Events on its Job (or on the Workload itself), oldest first: admissions,
+    evictions and reasons to wait (the Job controller's pod Events are left out)."""
     namespace = wl["metadata"]["namespace"]
     rows: list[dict[str, Any]] = []
     for target in {job_name(wl), wl["metadata"]["name"]} - {""}:
         listed = await client.request("GET", kube.EVENTS.path(namespace), query={
             "fieldSelector": f"involvedObject.name={target}"})
         for event in listed.get("items") or []:
+            if (event.get("source") or {}).get("component") != COMPONENT:
+                continue
             at = parse_time(event.get("lastTimestamp") or event.get("eventTime")) or 0.0
             rows.append({"time": at, "reason": event.get("reason", ""),
                          "message": event.get("message", ""), "count": event.get("count", 1)})
