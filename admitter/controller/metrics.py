@@ -12,6 +12,9 @@ from admitter.core.decisions import CycleResult, Snapshot
 from admitter.core.model import Phase
 from admitter.core.usage import HOUR
 
+CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+"""Seconds: a cycle takes milliseconds on a small cluster, seconds on a very large one."""
+
 
 class Metrics:
     """One registry per controller, so tests can read values without global state."""
@@ -36,8 +39,7 @@ class Metrics:
                                 "Fair share (devices, cores, bytes)",
                                 ["cluster_queue", "resource"], registry=r)
         self.cycle = Histogram("admitter_admission_cycle_duration_seconds",
-                               "Wall time of one admission cycle",
-                               buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+                               "Wall time of one admission cycle", buckets=CYCLE_BUCKETS,
                                registry=r)
         self.unreadable = Gauge("admitter_unreadable_objects",
                                 "Objects read from the API server that could not be understood "
@@ -52,8 +54,7 @@ class Metrics:
         self.attempt_duration = Histogram(
             "admitter_admission_attempt_duration_seconds",
             "Wall time of a cycle, by whether it admitted anything (success) or not",
-            ["result"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-            registry=r)
+            ["result"], buckets=CYCLE_BUCKETS, registry=r)
         self.reservation = Gauge("admitter_cluster_queue_resource_reservation",
                                  "Quota reserved by admitted workloads (devices, cores, bytes)",
                                  ["cluster_queue", "resource"], registry=r)

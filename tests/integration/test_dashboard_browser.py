@@ -5,13 +5,13 @@ in the test's tmp directory."""
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
-from admitter_world import apply_all, cluster_topology, in_process_controller, jobs, running
+from admitter_world import apply_all, in_process_controller, jobs, running
 from devtools import Page, browser_page
+from team_tree import two_teams
 
 from admitter.api.quantity import parse_quantity
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
@@ -22,7 +22,7 @@ from admitter.controller.translate import condition
 from admitter.core.model import GPU
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper, cluster_queue, leaf_queue
+from builders.kube import JobWrapper
 
 pytestmark = pytest.mark.integration
 
@@ -46,12 +46,7 @@ async def api_workloads(api: Kube, namespace: str) -> dict[str, dict[str, Any]]:
 
 async def test_the_dashboard_shows_the_api_objects_and_follows_a_new_job_live(
         api: Kube, namespace: str, kubeconfig: Path, tmp_path: Path) -> None:
-    root = f"web-{secrets.token_hex(3)}"
-    team_a, team_b = f"{root}-a", f"{root}-b"
-    await cluster_topology(api)
-    await apply_all(api, cluster_queue(root, 64),
-                    *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="a"),
-                    *leaf_queue(team_b, 32, parent=root, namespace=namespace, local_name="b"))
+    root, _, _ = await two_teams(api, namespace, "web")
     await apply_all(api, *(JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("30m")
                            .runtime("1h").obj() for i in range(7)))
     async with in_process_controller(kubeconfig), \

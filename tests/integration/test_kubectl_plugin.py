@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from admitter_world import (
-    apply_all,
-    cluster_topology,
-    in_process_controller,
-    jobs,
-    running,
-    workloads,
-)
+from admitter_world import apply_all, in_process_controller, jobs, running, workloads
+from team_tree import two_teams
 
 from admitter.api.quantity import parse_quantity
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
@@ -31,7 +24,7 @@ from admitter.core.model import GPU
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper, cluster_queue, leaf_queue
+from builders.kube import JobWrapper
 
 pytestmark = pytest.mark.integration
 
@@ -65,12 +58,7 @@ async def waiting(api: Kube, namespace: str, job: str) -> Obj | None:
 
 async def test_queues_explain_and_top_tell_what_the_status_says(
         api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster) -> None:
-    root = f"org-{secrets.token_hex(3)}"
-    team_a, team_b = f"{root}-a", f"{root}-b"
-    await cluster_topology(api)
-    await apply_all(api, cluster_queue(root, 64),
-                    *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="a"),
-                    *leaf_queue(team_b, 32, parent=root, namespace=namespace, local_name="b"))
+    root, team_a, team_b = await two_teams(api, namespace, "org")
     # team b fills 7 of the 8 nodes with protected work (the eighth is kept for short jobs)
     protected = [JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("30m").runtime("1h")
                  .obj() for i in range(7)]

@@ -3,31 +3,23 @@ added for the dashboards is there, with the labels and values the objects show."
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 
 import aiohttp
 import pytest
-from admitter_world import (
-    apply_all,
-    cluster_topology,
-    in_process_controller,
-    jobs,
-    running,
-    workloads,
-)
+from admitter_world import apply_all, in_process_controller, jobs, running, workloads
 from prometheus_client.parser import text_string_to_metric_families
+from team_tree import metrics_port, two_teams
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.server import health_app, serve
 from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper, cluster_queue, leaf_queue
+from builders.kube import JobWrapper
 
 pytestmark = pytest.mark.integration
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -52,56 +44,52 @@ def waiting_reason(wl: Obj) -> str | None:
 
 async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
         api: Kube, namespace: str, kubeconfig: Path) -> None:
-    root = f"met-{secrets.token_hex(3)}"
-    team_a, team_b = f"{root}-a", f"{root}-b"
-    await cluster_topology(api)
-    await apply_all(api, cluster_queue(root, 64),
-                    *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="a"),
-                    *leaf_queue(team_b, 32, parent=root, namespace=namespace, local_name="b"))
+    root, team_a, team_b = await two_teams(api, namespace, "met")
     protected = JobWrapper("b-protected", namespace).queue("b").min_runtime("10m").obj()
     borrowers = [JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("3s").resumable().obj()
                  for i in range(6)]
     await apply_all(api, protected, *borrowers)
-    async with in_process_controller(kubeconfig) as reconciler:
-        runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
-                             "127.0.0.1", 0)
-        port = runner.addresses[0][1]
-        try:
-            async def b_running() -> bool:
-                return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
+    async with in_process_controller(kubeconfig) as reconciler, metrics_port(reconciler) as port:
+        async def b_running() -> bool:
+            return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
 
-            await eventually(b_running, "team b to take all it may", timeout=60)
-            # a reclaim, and a gang that never fits (three whole nodes in a rack of two)
-            await apply_all(api, JobWrapper("a-train", namespace).queue("a").pods(2)
-                            .min_runtime("1m").obj(),
-                            JobWrapper("a-huge", namespace).queue("a").pods(3)
-                            .required(RACK_LABEL).obj())
+        await eventually(b_running, "team b to take all it may", timeout=60)
+        # a reclaim, and a gang that never fits (three whole nodes in a rack of two)
+        await apply_all(api, JobWrapper("a-train", namespace).queue("a").pods(2)
+                        .min_runtime("1m").obj(),
+                        JobWrapper("a-huge", namespace).queue("a").pods(3)
+                        .required(RACK_LABEL).obj())
 
-            async def a_running_and_huge_explained() -> Obj | None:
-                if not running((await jobs(api, namespace))["a-train"]):
-                    return None
-                huge = [wl for wl in await workloads(api, namespace)
-                        if "a-huge" in wl["metadata"]["name"]]
-                return huge[0] if huge and waiting_reason(huge[0]) else None
+        async def a_running_and_huge_explained() -> Obj | None:
+            if not running((await jobs(api, namespace))["a-train"]):
+                return None
+            huge = [wl for wl in await workloads(api, namespace)
+                    if "a-huge" in wl["metadata"]["name"]]
+            return huge[0] if huge and waiting_reason(huge[0]) else None
 
-            huge = await eventually(a_running_and_huge_explained,
-                                    "team a to reclaim and the gang's reason", timeout=60)
+        huge = await eventually(a_running_and_huge_explained,
+                                "team a to reclaim and the gang's reason", timeout=60)
 
-            async def scraped() -> Samples:
-                async with aiohttp.ClientSession() as session, session.get(
-                        f"http://127.0.0.1:{port}/metrics") as response:
-                    return samples(await response.text())
+        async def scraped() -> Samples:
+            async with aiohttp.ClientSession() as session, session.get(
+                    f"http://127.0.0.1:{port}/metrics") as response:
+                return samples(await response.text())
 
-            async def settled() -> Samples | None:  # a pass since the reason was written
-                values = await scraped()
-                reason = waiting_reason(huge)
-                shown = series(values, "admitter_pending_workloads_by_reason",
-                               cluster_queue=team_a, reason=reason or "")
-                return values if shown == 1 else None
+        async def settled() -> tuple[Samples, dict[str, Obj]] | None:
+            """A scrape from a pass that saw what the API shows: the gang's reason, and
+            a protection series for exactly the admitted Workloads."""
+            held = {wl["metadata"]["name"]: wl for wl in await workloads(api, namespace)
+                    if (wl.get("status") or {}).get("admission")}
+            values = await scraped()
+            shown = series(values, "admitter_pending_workloads_by_reason",
+                           cluster_queue=team_a, reason=waiting_reason(huge) or "")
+            protected = {dict(labels)["workload"] for name, labels in values
+                         if name == "admitter_workload_protection_remaining_seconds"
+                         and dict(labels)["namespace"] == namespace}
+            return (values, held) if shown == 1 and protected == set(held) else None
 
-            values = await eventually(settled, "the gang's reason in the metrics", timeout=30)
-        finally:
-            await runner.cleanup()
+        values, held = await eventually(settled, "the metrics to show the API's state",
+                                        timeout=30)
     queues = {cq["metadata"]["name"]: cq["status"] for cq in (await api.request(
         "GET", "/apis/admitter.dev/v1alpha1/clusterqueues"))["items"]}
     evicted = [wl for wl in await workloads(api, namespace)
@@ -123,8 +111,6 @@ async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
     assert queues[team_a]["owedGpuHoursInWindow"] == 32 * 7 * 24
     assert (series(values, "admitter_cluster_queue_gpu_hours_in_window",
                    cluster_queue=team_b) or 0) > 0, "team b has held GPUs for seconds"
-    held = {wl["metadata"]["name"]: wl for wl in await workloads(api, namespace)
-            if (wl.get("status") or {}).get("admission")}
     guarded = next(name for name in held if name.startswith("job-b-protected-"))
     left = series(values, "admitter_workload_protection_remaining_seconds",
                   cluster_queue=team_b, namespace=namespace, workload=guarded)
