@@ -51,7 +51,7 @@ async def _collect(args: argparse.Namespace) -> tuple[Any, RenderableType]:
     client, context_namespace = await connect(args.kubeconfig, args.context)
     try:
         namespace = args.namespace or context_namespace
-        state = await read_state(client)
+        state = await read_state(client, namespace)
         wide = args.output == "wide"
         if args.command == "queues":
             rows = queues.queue_rows(state)

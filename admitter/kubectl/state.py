@@ -25,6 +25,8 @@ from admitter.controller.translate import (
 from admitter.core.model import GPU, Workload
 from admitter.core.queue_order import workload_key
 
+FORBIDDEN = 403
+
 
 async def connect(kubeconfig: str | None, context: str | None) -> tuple[Kube, str]:
     """A client from the caller's kubeconfig ($KUBECONFIG or ~/.kube/config unless given) and
@@ -103,13 +105,29 @@ class ClusterState:
             yield from self.subtree(child)
 
 
-async def read_state(client: Kube) -> ClusterState:
+async def read_state(client: Kube, namespace: str | None = None) -> ClusterState:
+    """Everything the caller may read: objects of every namespace, or, where their RBAC
+    forbids that, of `namespace` only (then positions count only what they can see); no
+    ClusterQueues if they may not read those."""
     cluster_queues = {cq["metadata"]["name"]: cq
-                      for cq in (await client.list(kube.CLUSTER_QUEUES))["items"]}
+                      for cq in await _readable(client, kube.CLUSTER_QUEUES, None)}
     local_queues = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): lq
-                    for lq in (await client.list(kube.LOCAL_QUEUES))["items"]}
-    workloads = (await client.list(kube.WORKLOADS))["items"]
+                    for lq in await _readable(client, kube.LOCAL_QUEUES, namespace)}
+    workloads = await _readable(client, kube.WORKLOADS, namespace)
     return ClusterState(time.time(), cluster_queues, local_queues, workloads)
+
+
+async def _readable(client: Kube, kind: kube.Kind, namespace: str | None) -> list[Obj]:
+    try:
+        items: list[Obj] = (await client.list(kind))["items"]
+        return items
+    except ApiException as error:
+        if error.status != FORBIDDEN:
+            raise
+    if namespace is None or not kind.namespaced:
+        return []
+    listed = await client.request("GET", kind.path(namespace))
+    return list(listed.get("items") or [])
 
 
 def phase(wl: Obj) -> str:

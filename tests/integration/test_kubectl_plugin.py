@@ -56,8 +56,68 @@ async def waiting(api: Kube, namespace: str, job: str) -> Obj | None:
     return None
 
 
+RESEARCHER_RBAC = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: researcher, namespace: {namespace}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: researcher, namespace: {namespace}}}
+rules:
+- apiGroups: [admitter.dev]
+  resources: [workloads, localqueues]
+  verbs: [get, list]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: researcher, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: researcher}}
+subjects: [{{kind: ServiceAccount, name: researcher, namespace: {namespace}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {namespace}-queues}}
+rules:
+- apiGroups: [admitter.dev]
+  resources: [clusterqueues]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {namespace}-queues}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {namespace}-queues}}
+subjects: [{{kind: ServiceAccount, name: researcher, namespace: {namespace}}}]
+"""
+
+
+def researcher_kubeconfig(cluster: LocalCluster, namespace: str, directory: Path) -> Path:
+    """A kubeconfig with a ServiceAccount token that may read its namespace's Workloads,
+    LocalQueues, Jobs and Events and the ClusterQueues, nothing else."""
+    cluster.kubectl("apply", "-f", "-", input=RESEARCHER_RBAC.format(namespace=namespace))
+    token = cluster.kubectl("create", "token", "researcher", "-n", namespace).stdout.strip()
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "researcher",
+        "clusters": [{"name": "local", "cluster": {
+            "server": cluster.server, "certificate-authority": str(cluster.ca_path)}}],
+        "users": [{"name": "researcher", "user": {"token": token}}],
+        "contexts": [{"name": "researcher", "context": {
+            "cluster": "local", "user": "researcher", "namespace": namespace}}],
+    }
+    path = directory / "researcher.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
 async def test_queues_explain_and_top_tell_what_the_status_says(
-        api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster) -> None:
+        api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster,
+        tmp_path: Path) -> None:
     root, team_a, team_b = await two_teams(api, namespace, "org")
     # team b fills 7 of the 8 nodes with protected work (the eighth is kept for short jobs)
     protected = [JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("30m").runtime("1h")
@@ -139,6 +199,17 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
         why = as_json(local_cluster, "explain", team_b)
         assert why["queue"]["fairShare"] == gpus(statuses[team_b]["fairShare"])
         assert [step[:2] for step in why["steps"][:3]] == ["1.", "2.", "3."]
+
+        # a researcher's RBAC: their namespace's Workloads and queues, the ClusterQueues
+        user = researcher_kubeconfig(local_cluster, namespace, tmp_path)
+        theirs = as_json(local_cluster, "explain", "a-train", "-n", namespace,
+                         "--kubeconfig", str(user))
+        assert (theirs["reason"], theirs["position"]) == (train["reason"], 1)
+        huge_theirs = as_json(local_cluster, "explain", "a-huge", "-n", namespace,
+                              "--kubeconfig", str(user))
+        assert huge_theirs["never"] is None, "nodes are not theirs to read: no verdict"
+        assert {r["name"] for r in as_json(local_cluster, "queues", "--kubeconfig",
+                                           str(user))["queues"]} >= {root, team_a, team_b}
 
         # kubectl manners: not found is exit status 1
         missing = kubectl_admitter(local_cluster, "explain", "nothing-here", "-n", namespace,
