@@ -18,7 +18,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.quantity import kube_base_units
 from admitter.controller import kube
 from admitter.controller.kube import CONNECTION_ERRORS, Kube
+from admitter.controller.translate import parse_time
 from admitter.core.model import GPU
+from admitter.core.usage import HOUR
 from admitter.dashboard import render, workload_page
 from admitter.kubectl.explain import would_start
 from admitter.kubectl.queues import queue_rows
@@ -32,6 +34,8 @@ SAMPLES = 720
 """GPU samples kept for the chart (one per change, at least one per TICK)."""
 TICK = 5.0
 """Seconds between reads when nothing changes: protection left counts down."""
+HOURLY_NOTE = ("; hours before this page's server started show the funded GPUs each queue "
+               "held on average, from its usage in the ClusterQueue status")
 SETTLE = 0.3
 """Seconds to wait after a change for the rest of its burst before reading."""
 
@@ -61,6 +65,19 @@ def board(state: ClusterState, capacity: float, history: Any, title: str) -> ren
             "running": running}
 
 
+def hourly_use(state: ClusterState, leaves: list[str],
+               before: float) -> list[tuple[float, dict[str, float]]]:
+    """The window before `before`, from the leaves' persisted usage: the funded GPUs each
+    held on average in every hour (what the chart shows until live samples take over)."""
+    hours: dict[float, dict[str, float]] = {}
+    for leaf in leaves:
+        for bucket in (state.cluster_queues[leaf].get("status") or {}).get("usage") or []:
+            start = parse_time(bucket.get("start"))
+            if start is not None and start + HOUR <= before:
+                hours.setdefault(start, {})[leaf] = float(bucket.get("gpuSeconds", 0)) / HOUR
+    return sorted(hours.items())
+
+
 class LiveBoard:
     """One reading of the cluster at a time, shared by every open page."""
 
@@ -78,9 +95,12 @@ class LiveBoard:
         leaves = [q for q in state.cluster_queues if q not in state.children]
         held = {row["name"]: row["held"] for row in queue_rows(state) if row["name"] in leaves}
         self._samples.append((state.now, held))
-        names = sorted({name for _, sample in self._samples for name in sample})
+        past = hourly_use(state, leaves, before=self._samples[0][0])
+        samples = [*past, *self._samples]
+        names = sorted({name for _, sample in samples for name in sample})
         history = {"leaves": names, "points": [(at, [sample.get(n, 0.0) for n in names])
-                                               for at, sample in self._samples]}
+                                               for at, sample in samples],
+                   "note": HOURLY_NOTE if past else ""}
         self.state = state
         self.board = board(state, await self._capacity(), history, self.title)
         for listener in self._listeners:

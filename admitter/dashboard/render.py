@@ -79,7 +79,7 @@ def gpus_section(board: Board) -> str:
     return (f'<svg viewBox="0 -4 {CHART_WIDTH} {CHART_HEIGHT + 8}" class="chart" '
             'preserveAspectRatio="none">'
             + "".join(lines) + f'</svg><div class="legend">{"".join(legend)}</div>'
-            f'<p class="note">over the last {span(end - start)}</p>')
+            f'<p class="note">over the last {span(end - start)}{history.get("note", "")}</p>')
 
 
 def _link(row: Board, board: Board) -> str:
