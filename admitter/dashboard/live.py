@@ -24,7 +24,7 @@ from admitter.core.usage import HOUR
 from admitter.dashboard import render, workload_page
 from admitter.kubectl.explain import would_start
 from admitter.kubectl.queues import queue_rows
-from admitter.kubectl.state import ClusterState, gpus, job_name, read_state, waiting_reason
+from admitter.kubectl.state import QueueReading, gpus, job_name, read_state, waiting_reason
 from admitter.kubectl.top import top_rows
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def _name(namespace: str, wl: dict[str, Any]) -> str:
     return f"{namespace}/{job_name(wl) or wl['metadata']['name']}"
 
 
-def board(state: ClusterState, capacity: float, history: Any, title: str) -> render.Board:
+def board(state: QueueReading, capacity: float, history: Any, title: str) -> render.Board:
     """What the page shows, from the same reading of the cluster `kubectl admitter` uses."""
     pending = []
     for queue in sorted({state.cluster_queue_of(wl) for wl in state.pending()}):
@@ -65,7 +65,7 @@ def board(state: ClusterState, capacity: float, history: Any, title: str) -> ren
             "running": running}
 
 
-def hourly_use(state: ClusterState, leaves: list[str],
+def hourly_use(state: QueueReading, leaves: list[str],
                before: float) -> list[tuple[float, dict[str, float]]]:
     """The window before `before`, from the leaves' persisted usage: the funded GPUs each
     held on average in every hour (what the chart shows until live samples take over)."""
@@ -86,7 +86,7 @@ class LiveBoard:
         self.title = title
         self.changed = asyncio.Event()
         self.board: render.Board | None = None
-        self.state: ClusterState | None = None
+        self.state: QueueReading | None = None
         self._samples: deque[tuple[float, dict[str, float]]] = deque(maxlen=SAMPLES)
         self._listeners: set[asyncio.Queue[None]] = set()
 

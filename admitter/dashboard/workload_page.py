@@ -9,11 +9,11 @@ from admitter.controller.kube import Kube
 from admitter.controller.translate import parse_time
 from admitter.dashboard.render import page as html_page
 from admitter.kubectl.explain import explain_workload
-from admitter.kubectl.state import ClusterState
+from admitter.kubectl.state import QueueReading
 from admitter.kubectl.times import moment, span
 
 
-async def explained(client: Kube, state: ClusterState, namespace: str,
+async def explained(client: Kube, state: QueueReading, namespace: str,
                     name: str) -> dict[str, Any] | None:
     for wl in state.workloads:
         if wl["metadata"]["namespace"] == namespace and wl["metadata"]["name"] == name:

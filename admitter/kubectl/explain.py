@@ -17,10 +17,10 @@ from admitter.controller.events import COMPONENT
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import core_node, parse_time
 from admitter.core.decisions import PendingReason
-from admitter.core.nodes import ClusterState as Nodes
+from admitter.core.nodes import ClusterState
 from admitter.core.placement import PlacementFailure, place
 from admitter.kubectl.state import (
-    ClusterState,
+    QueueReading,
     gpus,
     job_name,
     phase,
@@ -41,7 +41,7 @@ def display_name(wl: Obj) -> str:
     return f"{wl['metadata']['namespace']}/{job_name(wl) or wl['metadata']['name']}"
 
 
-async def never_fits(client: Kube, wl: Obj, state: ClusterState) -> str | None:
+async def never_fits(client: Kube, wl: Obj, state: QueueReading) -> str | None:
     """Why the workload cannot be placed even on an empty cluster (the core's own placement
     on every node with nothing running), or None if it could be, or if the caller may not
     read the nodes."""
@@ -54,18 +54,18 @@ async def never_fits(client: Kube, wl: Obj, state: ClusterState) -> str | None:
         raise
     levels = cluster_levels({t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]]
                              for t in topologies}) or ()
-    empty = Nodes([core_node(node, {}) for node in nodes], levels)
+    empty = ClusterState([core_node(node, {}) for node in nodes], levels)
     placed = place(empty, state.core(wl))
     return placed.reason if isinstance(placed, PlacementFailure) else None
 
 
-def protectors(state: ClusterState, until: float) -> list[Obj]:
+def protectors(state: QueueReading, until: float) -> list[Obj]:
     """The running workloads whose min-runtime protection ends at `until`."""
     return [wl for wl in state.admitted()
             if (end := protected_until(wl)) is not None and abs(end - until) <= PROTECTION_MATCH]
 
 
-def would_start(state: ClusterState, wl: Obj, never: str | None) -> str:
+def would_start(state: QueueReading, wl: Obj, never: str | None) -> str:
     """What would let it start, in words, with times from the status' numeric fields."""
     now = state.now
     status = wl.get("status") or {}
@@ -115,7 +115,7 @@ async def history(client: Kube, wl: Obj) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["time"])
 
 
-async def explain_workload(client: Kube, state: ClusterState, wl: Obj) -> dict[str, Any]:
+async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[str, Any]:
     meta, spec, status = wl["metadata"], wl["spec"], wl.get("status") or {}
     queue = state.cluster_queue_of(wl)
     found: dict[str, Any] = {

@@ -13,7 +13,7 @@ from rich.tree import Tree
 from admitter.api.quantity import parse_quantity
 from admitter.controller.kube import Obj
 from admitter.core.model import GPU
-from admitter.kubectl.state import ClusterState
+from admitter.kubectl.state import QueueReading
 
 
 def _amount(amounts: dict[str, Any] | None, resource: str = GPU) -> float:
@@ -25,7 +25,7 @@ def _number(value: float) -> str:
     return f"{value:g}" if value == int(value) else f"{value:.1f}"
 
 
-def queue_row(state: ClusterState, name: str) -> dict[str, Any]:
+def queue_row(state: QueueReading, name: str) -> dict[str, Any]:
     """One queue's GPU figures; a parent's GPU-hours are its leaves' sum (the ledger keeps
     them per leaf)."""
     cq = state.cluster_queues[name]
@@ -54,7 +54,7 @@ def queue_row(state: ClusterState, name: str) -> dict[str, Any]:
     }
 
 
-def queue_rows(state: ClusterState) -> list[dict[str, Any]]:
+def queue_rows(state: QueueReading) -> list[dict[str, Any]]:
     """Every queue, parents before their children."""
     order: list[str] = []
 
@@ -111,7 +111,7 @@ def render_table(rows: list[dict[str, Any]]) -> RenderableType:
     return table
 
 
-def explain_queue(state: ClusterState, name: str) -> dict[str, Any]:
+def explain_queue(state: QueueReading, name: str) -> dict[str, Any]:
     """Why the queue gets its fair share of GPUs, step by step, as the status has it."""
     row = queue_row(state, name)
     parent = row["parent"]
@@ -151,6 +151,6 @@ def render_explanation(found: dict[str, Any]) -> RenderableType:
                  render_table([row]))
 
 
-def local_queue_target(state: ClusterState, namespace: str, name: str) -> str | None:
+def local_queue_target(state: QueueReading, namespace: str, name: str) -> str | None:
     lq: Obj | None = state.local_queues.get((namespace, name))
     return None if lq is None else str((lq.get("spec") or {}).get("clusterQueue") or "")

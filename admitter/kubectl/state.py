@@ -41,8 +41,9 @@ async def connect(kubeconfig: str | None, context: str | None) -> tuple[Kube, st
 
 
 @dataclass
-class ClusterState:
-    """Every ClusterQueue, LocalQueue and Workload, at `now` (seconds since the epoch)."""
+class QueueReading:
+    """One reading of every ClusterQueue, LocalQueue and Workload the caller may see, at
+    `now` (seconds since the epoch)."""
 
     now: float
     cluster_queues: dict[str, Obj]
@@ -105,7 +106,7 @@ class ClusterState:
             yield from self.subtree(child)
 
 
-async def read_state(client: Kube, namespace: str | None = None) -> ClusterState:
+async def read_state(client: Kube, namespace: str | None = None) -> QueueReading:
     """Everything the caller may read: objects of every namespace, or, where their RBAC
     forbids that, of `namespace` only (then positions count only what they can see); no
     ClusterQueues if they may not read those."""
@@ -114,7 +115,7 @@ async def read_state(client: Kube, namespace: str | None = None) -> ClusterState
     local_queues = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): lq
                     for lq in await _readable(client, kube.LOCAL_QUEUES, namespace)}
     workloads = await _readable(client, kube.WORKLOADS, namespace)
-    return ClusterState(time.time(), cluster_queues, local_queues, workloads)
+    return QueueReading(time.time(), cluster_queues, local_queues, workloads)
 
 
 async def _readable(client: Kube, kind: kube.Kind, namespace: str | None) -> list[Obj]:
@@ -172,7 +173,7 @@ def protected_until(wl: Obj) -> float | None:
     return None if admitted is None or min_runtime <= 0 else admitted + min_runtime
 
 
-async def find_workload(client: Kube, state: ClusterState, namespace: str,
+async def find_workload(client: Kube, state: QueueReading, namespace: str,
                         name: str) -> Obj | None:
     """The Workload named `name`, or the one made for the Job named `name`."""
     for wl in state.workloads:

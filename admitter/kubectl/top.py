@@ -8,11 +8,11 @@ from rich.console import RenderableType
 from rich.table import Table
 
 from admitter.controller.translate import parse_time
-from admitter.kubectl.state import ClusterState, gpus, job_name, protected_until
+from admitter.kubectl.state import QueueReading, gpus, job_name, protected_until
 from admitter.kubectl.times import age, span
 
 
-def top_rows(state: ClusterState, namespace: str | None) -> list[dict[str, Any]]:
+def top_rows(state: QueueReading, namespace: str | None) -> list[dict[str, Any]]:
     """Admitted Workloads (in `namespace`, or all with None), most GPUs first."""
     rows = []
     for wl in state.admitted():

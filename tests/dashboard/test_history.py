@@ -6,7 +6,7 @@ from __future__ import annotations
 from admitter.controller.translate import format_time
 from admitter.dashboard.live import hourly_use
 from admitter.dashboard.render import gpus_section
-from admitter.kubectl.state import ClusterState
+from admitter.kubectl.state import QueueReading
 
 HOUR = 3600.0
 START = 1_796_000_400.0 // HOUR * HOUR
@@ -20,7 +20,7 @@ def leaf(name: str, gpu_seconds: list[float]) -> dict:
 
 def test_complete_hours_before_the_first_sample_become_average_gpus() -> None:
     queues = {"a": leaf("a", [8 * HOUR, 4 * HOUR, 2 * HOUR]), "b": leaf("b", [0.0, 16 * HOUR])}
-    state = ClusterState(START + 3 * HOUR, queues, {}, [])
+    state = QueueReading(START + 3 * HOUR, queues, {}, [])
     past = hourly_use(state, ["a", "b"], before=START + 2.5 * HOUR)
     assert past == [(START, {"a": 8.0, "b": 0.0}), (START + HOUR, {"a": 4.0, "b": 16.0})]
 

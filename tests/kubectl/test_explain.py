@@ -9,7 +9,7 @@ from admitter.controller.translate import format_time
 from admitter.core.decisions import PendingReason
 from admitter.kubectl.explain import would_start
 from admitter.kubectl.queues import explain_queue, queue_rows
-from admitter.kubectl.state import ClusterState
+from admitter.kubectl.state import QueueReading
 from admitter.kubectl.times import moment
 
 NOW = 1_796_000_000.0
@@ -36,7 +36,7 @@ def waiting(reason: PendingReason, **status: Any) -> dict[str, Any]:
                             "message": "held"}], **status}
 
 
-def cluster(*workloads: dict[str, Any]) -> ClusterState:
+def cluster(*workloads: dict[str, Any]) -> QueueReading:
     queues = {
         "root": {"metadata": {"name": "root"}, "spec": {},
                  "status": {"fairShare": {"nvidia.com/gpu": "16"}, "rank": 1}},
@@ -55,7 +55,7 @@ def cluster(*workloads: dict[str, Any]) -> ClusterState:
     }
     local = {(NAMESPACE, "q"): {"metadata": {"name": "q", "namespace": NAMESPACE},
                                 "spec": {"clusterQueue": "a"}}}
-    return ClusterState(NOW, queues, local, list(workloads))
+    return QueueReading(NOW, queues, local, list(workloads))
 
 
 def test_waiting_for_a_protection_names_who_holds_it_and_when_it_ends() -> None:
