@@ -10,10 +10,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import ConfigException
 from rich.console import Console, RenderableType
 
+from admitter.controller.kube import CONNECTION_ERRORS
 from admitter.kubectl import explain, queues, top
 from admitter.kubectl.state import connect, find_workload, read_state
+
+UNREACHABLE: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, ConfigException)
+"""No kubeconfig to use, or no API server answering at its address."""
 
 
 class NotFound(Exception):
@@ -81,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         data, view = asyncio.run(_collect(args))
     except NotFound as error:
         print(error, file=sys.stderr)
+        return 1
+    except ApiException as error:  # as kubectl: the API server's answer, exit status 1
+        print(f"Error from server ({error.status}): {error.reason}", file=sys.stderr)
+        return 1
+    except UNREACHABLE as error:
+        print(f"Unable to connect to the server: {error}", file=sys.stderr)
         return 1
     if args.output == "json":
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
