@@ -15,14 +15,14 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.quantity import kube_base_units
 from admitter.controller import kube
 from admitter.controller.kube import CONNECTION_ERRORS, Kube
 from admitter.controller.translate import parse_time
 from admitter.core.model import GPU
+from admitter.core.nodes import ClusterState
 from admitter.core.usage import HOUR
 from admitter.dashboard import render, workload_page
-from admitter.kubectl.explain import would_start
+from admitter.kubectl.explain import empty_cluster, never_fits, would_start
 from admitter.kubectl.queues import queue_rows
 from admitter.kubectl.state import QueueReading, gpus, job_name, read_state, waiting_reason
 from admitter.kubectl.top import top_rows
@@ -44,8 +44,10 @@ def _name(namespace: str, wl: dict[str, Any]) -> str:
     return f"{namespace}/{job_name(wl) or wl['metadata']['name']}"
 
 
-def board(state: QueueReading, capacity: float, history: Any, title: str) -> render.Board:
-    """What the page shows, from the same reading of the cluster `kubectl admitter` uses."""
+def board(state: QueueReading, empty: ClusterState | None, history: Any,
+          title: str) -> render.Board:
+    """What the page shows, from the same reading of the cluster `kubectl admitter` uses;
+    `empty` is the nodes with nothing running (None if the caller may not read them)."""
     pending = []
     for queue in sorted({state.cluster_queue_of(wl) for wl in state.pending()}):
         for position, wl in enumerate(state.queue_order(queue), 1):
@@ -55,11 +57,13 @@ def board(state: QueueReading, capacity: float, history: Any, title: str) -> ren
                 "name": _name(meta["namespace"], wl),
                 "href": f"/workload/{meta['namespace']}/{meta['name']}",
                 "clusterQueue": queue, "gpus": gpus(wl), "position": position,
-                "reason": waiting_reason(wl)[0], "wouldStart": would_start(state, wl, None)})
+                "reason": waiting_reason(wl)[0],
+                "wouldStart": would_start(state, wl, never_fits(empty, state, wl))})
     running = [{**row, "key": f"{row['namespace']}/{row['workload']}",
                 "name": f"{row['namespace']}/{row['job'] or row['workload']}",
                 "href": f"/workload/{row['namespace']}/{row['workload']}"}
                for row in top_rows(state, None)]
+    capacity = 0 if empty is None else empty.schedulable_capacity().get(GPU, 0)
     return {"title": title, "live": True, "now": state.now, "capacity": capacity,
             "queues": queue_rows(state), "history": history, "pending": pending,
             "running": running}
@@ -102,19 +106,9 @@ class LiveBoard:
                                                for at, sample in samples],
                    "note": HOURLY_NOTE if past else ""}
         self.state = state
-        self.board = board(state, await self._capacity(), history, self.title)
+        self.board = board(state, await empty_cluster(self.client), history, self.title)
         for listener in self._listeners:
             listener.put_nowait(None)
-
-    async def _capacity(self) -> float:
-        """Schedulable GPUs of the nodes (0 if the caller may not list nodes)."""
-        try:
-            nodes = (await self.client.list(kube.NODES))["items"]
-        except ApiException:
-            return 0.0
-        return float(sum(kube_base_units(GPU, (n.get("status") or {}).get("allocatable", {})
-                                         .get(GPU, 0))
-                         for n in nodes if not (n.get("spec") or {}).get("unschedulable")))
 
     async def run(self) -> None:
         """Read on every change (after SETTLE) and at least every TICK."""

@@ -41,9 +41,8 @@ def display_name(wl: Obj) -> str:
     return f"{wl['metadata']['namespace']}/{job_name(wl) or wl['metadata']['name']}"
 
 
-async def never_fits(client: Kube, wl: Obj, state: QueueReading) -> str | None:
-    """Why the workload cannot be placed even on an empty cluster (the core's own placement
-    on every node with nothing running), or None if it could be, or if the caller may not
+async def empty_cluster(client: Kube) -> ClusterState | None:
+    """Every node with nothing running, as the core models them; None if the caller may not
     read the nodes."""
     try:
         nodes = (await client.list(kube.NODES))["items"]
@@ -54,7 +53,14 @@ async def never_fits(client: Kube, wl: Obj, state: QueueReading) -> str | None:
         raise
     levels = cluster_levels({t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]]
                              for t in topologies}) or ()
-    empty = ClusterState([core_node(node, {}) for node in nodes], levels)
+    return ClusterState([core_node(node, {}) for node in nodes], levels)
+
+
+def never_fits(empty: ClusterState | None, state: QueueReading, wl: Obj) -> str | None:
+    """Why the workload cannot be placed even on the `empty` cluster (the core's own
+    placement), or None if it could be or the nodes are unknown."""
+    if empty is None:
+        return None
     placed = place(empty, state.core(wl))
     return placed.reason if isinstance(placed, PlacementFailure) else None
 
@@ -144,7 +150,7 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
             "leafQueues": len(leaves),
             "blockedUntil": status.get("blockedUntil"),
         })
-        never = await never_fits(client, wl, state)
+        never = never_fits(await empty_cluster(client), state, wl)
         found["never"] = never
         found["wouldStart"] = would_start(state, wl, never)
     elif found["phase"] == "Admitted":

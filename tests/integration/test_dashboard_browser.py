@@ -20,6 +20,7 @@ from admitter.controller import kube
 from admitter.controller.kube import Kube
 from admitter.controller.translate import condition
 from admitter.core.model import GPU
+from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.integration
 
 ROWS = """[...document.querySelectorAll('#%s tr[data-workload]')].map(r => ({
   key: r.dataset.workload, reason: r.dataset.reason || null,
-  position: r.dataset.position ? Number(r.dataset.position) : null}))"""
+  position: r.dataset.position ? Number(r.dataset.position) : null,
+  start: r.cells[r.cells.length - 1].textContent}))"""
 QUEUES = """Object.fromEntries([...document.querySelectorAll('#queues tr[data-queue]')].map(
   r => [r.dataset.queue, {held: Number(r.dataset.held), budget: Number(r.dataset.budget),
                           owed: Number(r.dataset.owed), pending: Number(r.dataset.pending)}]))"""
@@ -55,7 +57,10 @@ async def test_the_dashboard_shows_the_api_objects_and_follows_a_new_job_live(
             return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
 
         await eventually(b_running, "team b's work to run", timeout=60)
-        await apply_all(api, JobWrapper("a-first", namespace).queue("a").obj())
+        await apply_all(api, JobWrapper("a-first", namespace).queue("a").obj(),
+                        # three whole nodes in one rack: a rack has two
+                        JobWrapper("a-huge", namespace).queue("a").pods(3)
+                        .required(RACK_LABEL).obj())
 
         async def explained(job: str) -> str | None:
             for key, wl in (await api_workloads(api, namespace)).items():
@@ -65,6 +70,7 @@ async def test_the_dashboard_shows_the_api_objects_and_follows_a_new_job_live(
             return None
 
         await eventually(lambda: explained("a-first"), "why a-first waits", timeout=45)
+        huge = await eventually(lambda: explained("a-huge"), "why a-huge waits", timeout=45)
         await page.goto(url)
         await page.evaluate("window.loadedOnce = true")
 
@@ -87,6 +93,8 @@ async def test_the_dashboard_shows_the_api_objects_and_follows_a_new_job_live(
 
         await eventually(page_shows_api, "the page to show the API's figures", timeout=30)
         await page.screenshot(tmp_path / "dashboard-1-loaded.png")
+        starts = {r["key"]: r["start"] for r in await rows(page, "pending")}
+        assert starts[huge].startswith("never: no rack"), starts[huge]
         assert len(await rows(page, "running")) == 7
 
         # submitted while the page is open: it appears in the waiting rows ...
@@ -98,7 +106,7 @@ async def test_the_dashboard_shows_the_api_objects_and_follows_a_new_job_live(
             return [r["key"] for r in await rows(page, "pending")][-1:] == [second]
 
         await eventually(appears, "a-second in the waiting rows", timeout=30)
-        assert {r["key"]: r["position"] for r in await rows(page, "pending")}[second] == 2
+        assert {r["key"]: r["position"] for r in await rows(page, "pending")}[second] == 3
         await page.screenshot(tmp_path / "dashboard-2-submitted.png")
 
         # ... and once team b's work is gone and it is admitted, it runs
