@@ -93,6 +93,9 @@ class LiveBoard:
         self.state: QueueReading | None = None
         self._samples: deque[tuple[float, dict[str, float]]] = deque(maxlen=SAMPLES)
         self._listeners: set[asyncio.Queue[None]] = set()
+        self.closed = False
+        """Set when the server shuts down: open event streams end instead of being waited
+        for."""
 
     async def refresh(self) -> None:
         state = await read_state(self.client)
@@ -139,6 +142,12 @@ class LiveBoard:
                 log.info("watch on %s ended, starting again: %s", kind.plural, error)
                 await asyncio.sleep(1.0)
 
+    def close(self) -> None:
+        """End every open event stream."""
+        self.closed = True
+        for listener in self._listeners:
+            listener.put_nowait(None)
+
     @contextlib.asynccontextmanager
     async def listening(self) -> AsyncIterator[asyncio.Queue[None]]:
         queue: asyncio.Queue[None] = asyncio.Queue()
@@ -176,13 +185,18 @@ def application(live: LiveBoard) -> web.Application:
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
         async with live.listening() as updates:
-            while True:
+            while not live.closed:
                 parts = await _parts(live, path)
                 if parts:
                     await response.write(f"data: {json.dumps(parts)}\n\n".encode())
                 await updates.get()
+        return response
+
+    async def end_streams(_app: web.Application) -> None:
+        live.close()
 
     app = web.Application()
+    app.on_shutdown.append(end_streams)
     app.router.add_get("/", overview)
     app.router.add_get("/workload/{namespace}/{name}", workload)
     app.router.add_get("/events", events)

@@ -8,7 +8,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -81,7 +83,7 @@ async def browser_page(width: int = 1280, height: int = 1000) -> AsyncIterator[P
             [browser_binary(), "--headless=new", "--no-sandbox", "--disable-gpu",
              "--no-first-run", "--remote-debugging-port=0", f"--user-data-dir={profile}",
              f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             port = await _devtools_port(Path(profile) / "DevToolsActivePort", process)
             async with aiohttp.ClientSession() as session:
@@ -92,9 +94,13 @@ async def browser_page(width: int = 1280, height: int = 1000) -> AsyncIterator[P
                     page = Page(socket)
                     await page.send("Page.enable")
                     yield page
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
+        finally:  # the browser and the helpers it started, by its process group's id
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
 
 async def _devtools_port(active: Path, process: subprocess.Popen[bytes]) -> int:
