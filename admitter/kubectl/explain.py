@@ -116,9 +116,12 @@ async def history(client: Kube, wl: Obj) -> list[dict[str, Any]]:
             if (event.get("source") or {}).get("component") != COMPONENT:
                 continue
             at = parse_time(event.get("lastTimestamp") or event.get("eventTime")) or 0.0
+            version = str(event["metadata"].get("resourceVersion", "0"))
             rows.append({"time": at, "reason": event.get("reason", ""),
-                         "message": event.get("message", ""), "count": event.get("count", 1)})
-    return sorted(rows, key=lambda row: row["time"])
+                         "message": event.get("message", ""), "count": event.get("count", 1),
+                         "order": int(version) if version.isdigit() else 0})
+    # times are whole seconds; within one, the API server's write order
+    return sorted(rows, key=lambda row: (row["time"], row["order"]))
 
 
 async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[str, Any]:
