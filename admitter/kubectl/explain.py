@@ -19,6 +19,7 @@ from admitter.controller.translate import core_node, parse_time
 from admitter.core.decisions import PendingReason
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import PlacementFailure, place
+from admitter.kubectl.queues import ranked_behind
 from admitter.kubectl.state import (
     QueueReading,
     gpus,
@@ -152,6 +153,7 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
             "queueOrder": leaves.index(queue) + 1 if queue in leaves else None,
             "leafQueues": len(leaves),
             "blockedUntil": status.get("blockedUntil"),
+            "rankedBehind": ranked_behind(state, queue),
         })
         never = never_fits(await empty_cluster(client), state, wl)
         found["never"] = never
@@ -190,6 +192,7 @@ def render(found: dict[str, Any], now: float) -> RenderableType:
                 f"Position: {found['position']} of {found['queueLength']} in ClusterQueue "
                 f"{found['clusterQueue']}, which is offered capacity "
                 f"{found['queueOrder']} of {found['leafQueues']} in the cluster's order"))
+        lines += [Text(f"Ranked: {why}") for why in found["rankedBehind"]]
         lines.append(Text(f"Would start: {found['wouldStart']}", style="green"
                           if not found["never"] else "red"))
     elif found["phase"] == "Admitted":

@@ -151,6 +151,29 @@ def render_explanation(found: dict[str, Any]) -> RenderableType:
                  render_table([row]))
 
 
+def ranked_behind(state: QueueReading, leaf: str) -> list[str]:
+    """At each level of `leaf`'s path where a sibling is offered capacity first, the two
+    queues' use of their budgets over the window, as their status has them."""
+    found = []
+    name: str | None = leaf
+    while name is not None and name in state.cluster_queues:
+        row = queue_row(state, name)
+        ahead = [queue_row(state, s) for s in state.children.get(row["parent"], [])
+                 if s != name]
+        ahead = [s for s in ahead if 0 < s["rank"] < row["rank"]]
+        for sibling in sorted(ahead, key=lambda s: s["rank"]):
+            found.append(f"{name} (rank {row['rank']}, {_share(row)} of its owed GPU-hours "
+                         f"used) comes after {sibling['name']} (rank {sibling['rank']}, "
+                         f"{_share(sibling)})")
+        name = row["parent"]
+    return found
+
+
+def _share(row: dict[str, Any]) -> str:
+    share = row["usedOfOwed"]
+    return "—" if share is None else f"{share:.1%}"
+
+
 def local_queue_target(state: QueueReading, namespace: str, name: str) -> str | None:
     lq: Obj | None = state.local_queues.get((namespace, name))
     return None if lq is None else str((lq.get("spec") or {}).get("clusterQueue") or "")

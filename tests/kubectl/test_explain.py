@@ -8,7 +8,7 @@ from typing import Any
 from admitter.controller.translate import format_time
 from admitter.core.decisions import PendingReason
 from admitter.kubectl.explain import would_start
-from admitter.kubectl.queues import explain_queue, queue_rows
+from admitter.kubectl.queues import explain_queue, queue_rows, ranked_behind
 from admitter.kubectl.state import QueueReading
 from admitter.kubectl.times import moment
 
@@ -101,3 +101,10 @@ def test_queue_rows_roll_leaf_hours_up_and_explain_a_queue_step_by_step() -> Non
     assert steps[0].startswith("1. Deserved: min(quota 4, what its workloads request) = 4")
     assert "gives it 4 more" in steps[1]
     assert steps[2] == "3. Limit: 8 GPUs, reached: it gets no more."
+
+
+def test_a_queue_ranked_behind_a_sibling_is_told_with_both_uses_of_budget() -> None:
+    state = cluster()
+    assert ranked_behind(state, "a") == []
+    assert ranked_behind(state, "b") == [
+        "b (rank 2, 7.4% of its owed GPU-hours used) comes after a (rank 1, 0.9%)"]
