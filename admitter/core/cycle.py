@@ -36,6 +36,7 @@ from admitter.core.decisions import (
 from admitter.core.fit import fits
 from admitter.core.headroom import SHORT_MAX_GPUS, is_short
 from admitter.core.model import GPU, Workload
+from admitter.core.moments import moment, span
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.preemption import NOT_TRIED, Blocked, Search, drain_may_take
@@ -129,7 +130,7 @@ class _Cycle(CycleState):
             if not workload.pods_ready:
                 if started + timeout <= self.now:
                     self._evict(workload, EvictionReason.PODS_READY_TIMEOUT,
-                                f"pods not all running {timeout:g}s after admission")
+                                f"pods not all running {span(timeout)} after admission")
                     continue
                 self._until(started + timeout)
             if not cordoned_nodes:
@@ -225,8 +226,8 @@ class _Cycle(CycleState):
             self.unsettled = self.unsettled or bool(self.admissions)
             self.failures.clear()
             waited = self.now - workload.submitted_at
-            self._wait(workload, PendingReason.RESERVED, f"waited {waited:g}s, past the "
-                       f"starvation bound of {bound:g}s; {describe(workload, chosen)}",
+            self._wait(workload, PendingReason.RESERVED, f"waited {span(waited)}, past the "
+                       f"starvation bound of {span(bound)}; {describe(workload, chosen)}",
                        retry_at=blocked.protected_until)
             return
 
@@ -251,18 +252,18 @@ class _Cycle(CycleState):
             self.ledger.share_block(workload))
         bound = limit if limit is not None else share
         if bound is None and not self.headroom.allows(workload):
-            why: object = (f"{self.headroom.needed} {GPU} are kept for short jobs, which long "
-                           "work may not take")
+            why: object = self.headroom.refusal(workload)
         elif bound is None:
             placed = self._place(workload)
             if isinstance(placed, Placement) and self.headroom.keeps_room(workload, placed):
                 self._admit(workload, placed, "fits")
                 return True
             why = placed.reason if isinstance(placed, PlacementFailure) else (
-                f"starting here would leave no node with {SHORT_MAX_GPUS} {GPU} for short jobs")
+                f"starting here would leave no node with {SHORT_MAX_GPUS} {GPU} idle or held by "
+                "work short jobs may requeue")
         else:  # only victims under the queue at its bound can lower what it holds
             within, why = bound.queue, bound
-        if bound is None and self._backfill(workload):
+        if bound is None and self._on_held(workload):
             return True
         blocked = self._make_room(workload, within, search=Search.RANKED,
                                   explain=not starving)
@@ -274,7 +275,7 @@ class _Cycle(CycleState):
             names = ", ".join(w.key for w in blocked.protected[:3])
             self._wait(workload, PendingReason.PROTECTED_VICTIMS,
                        f"{why}; the workloads that could make room ({names}) are protected by "
-                       f"their min runtime until t={blocked.protected_until:g}s",
+                       f"their min runtime until {moment(blocked.protected_until, self.now)}",
                        retry_at=blocked.protected_until)
         elif limit is not None:
             self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
@@ -285,13 +286,19 @@ class _Cycle(CycleState):
             self._wait(workload, PendingReason.NO_FIT, why)
         return False
 
-    def _backfill(self, workload: Workload) -> bool:
-        """Start `workload` on capacity held for the drain's gang, if it cannot delay the gang
-        (`backfill.Backfill`) and the drain's choice stays put with it running; the rest of
-        the held capacity stays held. Held GPUs stand idle for hours otherwise, while the gang
-        waits for protected occupants."""
+    def _on_held(self, workload: Workload) -> bool:
+        """Start `workload` on capacity held for the drain's gang, if it stays within its
+        queues' deserved GPUs (a hold is a reserve, and a reserve is never taken out of
+        another queue's guarantee; inside the gang's own queue, the gang keeps its place), or
+        if it cannot delay the gang (`backfill.Backfill`: backfilled) and the drain's choice
+        stays put with it running; the rest of the held capacity stays held. Held GPUs stand
+        idle for hours otherwise, while the gang waits for protected occupants."""
         backfill = self.backfill
-        if backfill is None or not backfill.may_take(workload, self.now):
+        if backfill is None:
+            return False
+        guaranteed = (workload.queue != backfill.gang.queue
+                      and self.ledger.within_deserved(workload))
+        if not guaranteed and not backfill.may_take(workload, self.now):
             return False
         shape = ("backfill", workload.shape(), workload.topology.required,
                  workload.topology.preferred)
@@ -304,12 +311,16 @@ class _Cycle(CycleState):
         if isinstance(placed, PlacementFailure):
             self.failures[shape] = placed  # capacity only shrinks until something is evicted
         if not isinstance(placed, Placement) or not self.headroom.keeps_room(
-                workload, placed) or not self._keeps_choice(backfill, workload, placed):
+                workload, placed) or not (
+                    guaranteed or self._keeps_choice(backfill, workload, placed)):
             statement.rollback(mark)  # the hold is back as it was
             return False
-        self._admit(workload, placed, f"backfilled on nodes held for {backfill.gang.key}, "
-                    f"its min runtime over by t={backfill.start_at:g}s, when that gang could "
-                    "start")
+        start_at = backfill.start_at  # known unless guaranteed (`Backfill.may_take`)
+        self._admit(workload, placed, (
+            f"within its queues' deserved quota, on nodes held for {backfill.gang.key}"
+            if guaranteed or start_at is None else
+            f"backfilled on nodes held for {backfill.gang.key}, its min runtime over by "
+            f"{moment(start_at, self.now)}, when that gang could start"))
         hold(statement, backfill.chosen)
         return True
 

@@ -17,6 +17,10 @@ Counting yielding work, and not only idle GPUs, is what keeps the room from stan
 running nearly all the time. Work that spans nodes does not count (a short job would requeue a
 whole gang for one pod), nor short work (it is never another short job's victim), nor work of a
 non-preemptible priority.
+A reserve is made of surplus, never of a queue's guarantee: a start that keeps every queue on
+its path within its deserved GPUs (`guaranteed`, `QuotaLedger.within_deserved`) is not held
+to either bound, and a swap that takes on every node only what its victims free there
+(`takes_nothing`) leaves both as it found them, so it is not refused for them.
 Short jobs (`is_short`) may use the pool, and unfunded work may fill it; evicting yielding work
 does not grow it (the GPUs only change hands inside it). A workload too large ever to leave the
 pool (more GPUs than the cluster's minus the pool) is not held to it. The drain's target
@@ -30,7 +34,7 @@ gangs would take the last idle GPUs of a small cluster).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from admitter.core.fit import Shape, capacity
 from admitter.core.model import GPU, Phase, PodSet, Toleration, Workload
@@ -92,8 +96,12 @@ class Headroom:
     `Statement` (`change`) as it allocates and evicts, simulations included."""
 
     def __init__(self, state: ClusterState, workloads: Iterable[Workload], now: float,
-                 non_preemptible_priority: int | None) -> None:
+                 non_preemptible_priority: int | None,
+                 guaranteed: Callable[[Workload], bool] | None = None) -> None:
         self._state = state
+        self._guaranteed = guaranteed
+        """Whether a start stays within its queues' guarantee, read live as the cycle admits
+        and evicts; None where nothing is guaranteed (a caller with no ledger)."""
         self.held = 0
         self._yielding: set[str] = set()
         """Keys of the admitted workloads that yield (`yielded_gpus`): once evicted in the
@@ -122,9 +130,10 @@ class Headroom:
 
     def applies(self, workload: Workload, exempting: bool = True) -> bool:
         """Whether `workload` is held to the headroom at all (to the count: `exempting` the
-        drain's target)."""
+        drain's target). Flexible work and work within its queues' guarantee are not."""
         return self.needed > 0 and not (exempting and workload.key == self.exempt) and (
-            not flexible(workload) and workload.requests().get(GPU, 0) <= self._gpus - self.needed)
+            not flexible(workload) and workload.requests().get(GPU, 0) <= self._gpus - self.needed
+            and not (self._guaranteed is not None and self._guaranteed(workload)))
 
     def pool(self) -> int:
         """GPUs in the pool now: idle, or held by yielding work."""
@@ -137,21 +146,44 @@ class Headroom:
             return True
         return self.pool() - workload.requests().get(GPU, 0) >= self.needed
 
+    def refusal(self, workload: Workload) -> str:
+        """Why `allows` said no, in the GPUs the node model counts."""
+        idle, need = self._state.free_total(GPU), workload.requests().get(GPU, 0)
+        return (f"{idle} {GPU} are idle and {self.held} held by work short jobs may requeue; "
+                f"{need} more would leave {max(0, idle + self.held - need)}, fewer than the "
+                f"{self.needed} kept for short jobs ({HEADROOM_FRACTION:.0%} of the "
+                f"schedulable {GPU})")
+
+    def takes_nothing(self, workload: Workload, placement: Placement,
+                      victims: Iterable[Workload]) -> bool:
+        """Whether `workload` at `placement` takes, on every node, no more GPUs than its
+        `victims` free there that were not in the pool already (yielding work's were): such a
+        swap leaves the pool and every node's room as it found them, even where they were
+        already short (a priority swap inside a queue on a full cluster)."""
+        freed: dict[str, int] = {}
+        for victim in victims:
+            if victim.key not in self._yielding:
+                for node, gpus in held_per_node(victim, GPU).items():
+                    freed[node] = freed.get(node, 0) + gpus
+        return all(freed.get(node, 0) >= gpus
+                   for node, gpus in _gpus_per_node(workload, placement).items())
+
     def keeps_room(self, workload: Workload, placement: Placement) -> bool:
         """Whether, with `workload` at `placement` (not yet assumed), some node still has
-        `SHORT_MAX_GPUS` GPUs idle or held by yielding work. Counted as the node model's slots
-        for the largest short pod (a memoised sum over the domain tree) minus those the
-        placement fills; only if none is left are the nodes holding yielding work read. The
-        drain's target is held to it too."""
-        shape = self._short_pod
-        if shape is None or not self.applies(workload, exempting=False):
+        `SHORT_MAX_GPUS` GPUs idle or held by yielding work. The drain's target is held to it
+        too."""
+        if self._short_pod is None or not self.applies(workload, exempting=False):
             return True
+        return self._room_left(_gpus_per_node(workload, placement))
+
+    def _room_left(self, taken: dict[str, int]) -> bool:
+        """Whether a node keeps room for the largest short pod with `taken` GPUs per node
+        filled: the node model's slots for that pod (a memoised sum over the domain tree)
+        minus those `taken` fills; only if none is left are the nodes holding yielding work
+        read."""
+        shape = self._short_pod
+        assert shape is not None
         state = self._state
-        taken: dict[str, int] = {}
-        for pod_set, counts in zip(workload.pod_sets, placement.node_counts, strict=True):
-            gpus = pod_set.requests.get(GPU, 0)
-            for node, count in counts.items():
-                taken[node] = taken.get(node, 0) + gpus * count
         slots = capacity(state.tree.root, shape)
         for node, gpus in taken.items():
             free = state.free_of(node, GPU)
@@ -173,3 +205,13 @@ class Headroom:
         """`workload` started (1) or stopped (-1)."""
         if not workload.funded or workload.key in self._yielding:
             self.held += sign * workload.requests().get(GPU, 0)
+
+
+def _gpus_per_node(workload: Workload, placement: Placement) -> dict[str, int]:
+    """GPUs `workload` would hold per node at `placement`."""
+    taken: dict[str, int] = {}
+    for pod_set, counts in zip(workload.pod_sets, placement.node_counts, strict=True):
+        gpus = pod_set.requests.get(GPU, 0)
+        for node, count in counts.items():
+            taken[node] = taken.get(node, 0) + gpus * count
+    return taken

@@ -3,8 +3,9 @@
 Who may be a victim of a funded preemptor (never mixed up):
 - unfunded workloads (min runtime 0) anywhere: they hold only what funded work leaves;
 - preempt: lower-priority workloads of the same leaf queue, past their min runtime (priority
-  orders work inside a queue only); resumable ones only: no priority is worth the progress a
-  non-resumable one would lose;
+  orders work inside a queue only), non-resumable ones too: priority is the queue's own order,
+  as Kueue's and KAI's in-queue preemption take it, and the contract protects a min runtime,
+  not what comes after it (resumable victims are still taken first, as cheaper);
 - time-slicing: workloads of another queue past their min runtime whose allocation is clearly
   worse ranked than the preemptor's (`ranking.Ranking.clearly_worse`): resumable ones beyond
   `SWAP_MARGIN`, non-resumable and short ones beyond `NON_RESUMABLE_GAP`;
@@ -150,10 +151,14 @@ class RoomFinder:
         if chosen:
             self.simulated += 1
             chosen.sort(key=itemgetter(0))
-            for plan in self._plans(preemptor, [w for _, w in chosen])[:DOMAINS_TRIED]:
-                room = self._simulate(preemptor, plan, search)
-                if room is not None:
-                    return room
+            candidates = [w for _, w in chosen]
+            # Plans that also leave the short jobs' headroom first; then, where it holds the
+            # preemptor back, swaps that take only what their victims free (`_place`).
+            for swap in (False, True) if self._headroom.applies(preemptor) else (False,):
+                for plan in self._plans(preemptor, candidates, swap)[:DOMAINS_TRIED]:
+                    room = self._simulate(preemptor, plan, search, swap)
+                    if room is not None:
+                        return room
         eligible = self._eligible(self._protected, preemptor, within, search)
         until = min((w.protected_until() or self._now for _, w in eligible), default=None)
         if until is not None and until < self.next_change:
@@ -162,8 +167,8 @@ class RoomFinder:
             return Blocked((), until)
         return Blocked(tuple(w for _, w in sorted(eligible, key=itemgetter(0))), until)
 
-    def _simulate(self, preemptor: Workload, plan: list[Workload],
-                  search: Search) -> Room | None:
+    def _simulate(self, preemptor: Workload, plan: list[Workload], search: Search,
+                  swap: bool) -> Room | None:
         """Evict the whole plan, try once; if the preemptor fits, give back every victim it can
         do without, newest decision first (one placement per victim, none on failure). The
         quota ledger alone decides whether victims are justified and the preemptor admissible,
@@ -182,19 +187,19 @@ class RoomFinder:
         if chosen and self._within_bounds(preemptor):
             for victim in chosen:
                 statement.release(victim.workload.key)
-            if self._headroom.allows(preemptor):
-                placement = self._place(preemptor)
+            placement = self._place(preemptor, chosen, swap)
         if placement is None:
             statement.rollback(mark)
             return None
-        for victim in reversed(chosen):
+        for victim in reversed(chosen[:]):
             statement.allocate(victim.workload, recorded_placements(victim.workload))
-            kept = self._place(preemptor) if self._within_bounds(preemptor) and (
-                self._headroom.allows(preemptor)) else None
+            rest = [v for v in chosen if v is not victim]
+            kept = self._place(preemptor, rest, swap) if self._within_bounds(
+                preemptor) else None
             if kept is None:
                 statement.evict(victim.workload)
             else:
-                chosen.remove(victim)
+                chosen = rest
                 placement = kept
         return Room(placement, tuple(chosen))
 
@@ -205,9 +210,20 @@ class RoomFinder:
             preemptor.preemptible(self._non_preemptible_priority) or is_short(preemptor) or (
                 self._ledger.share_block(preemptor) is None))
 
-    def _place(self, preemptor: Workload) -> Placement | None:
+    def _place(self, preemptor: Workload, victims: list[Victim],
+               swap: bool) -> Placement | None:
+        """Where the preemptor fits with `victims` gone, leaving the short jobs' headroom, or
+        (a `swap`) taking only what its victims freed (`Headroom.takes_nothing`): a swap is
+        never refused for a room it leaves as it found it, but a plan that could refill the
+        room keeps its victims for that."""
         result = place(self._state, preemptor)
-        return result if isinstance(result, Placement) and self._headroom.keeps_room(
+        if not isinstance(result, Placement):
+            return None
+        headroom = self._headroom
+        if swap:
+            return result if headroom.takes_nothing(
+                preemptor, result, [v.workload for v in victims]) else None
+        return result if headroom.allows(preemptor) and headroom.keeps_room(
             preemptor, result) else None
 
     def _rank(self) -> None:
@@ -350,7 +366,8 @@ class RoomFinder:
 
         return waits_for
 
-    def _plans(self, preemptor: Workload, candidates: list[Workload]) -> list[list[Workload]]:
+    def _plans(self, preemptor: Workload, candidates: list[Workload],
+               swap: bool) -> list[list[Workload]]:
         """Per domain of the required level (per node for a single pod): the first candidates
         (in eviction order) whose release would bring the domain's free amount of the key
         resource to the gang's need. Fewest victims first, then the plan whose worst victim
@@ -362,9 +379,10 @@ class RoomFinder:
         index = self._state.resource_index(resource)
         need = requests.get(resource, 0)
         # A long start leaves the headroom free as well, anywhere in the cluster: a domain
-        # must free more only for the part of it that the pool outside the domain lacks.
-        headroom = (self._headroom.needed if resource == GPU and self._headroom.applies(preemptor)
-                    else 0)
+        # must free more only for the part of it that the pool outside the domain lacks. A
+        # swap need only free what it takes (`_place`).
+        headroom = (self._headroom.needed if resource == GPU and not swap
+                    and self._headroom.applies(preemptor) else 0)
         pool = self._headroom.pool() if headroom else 0
         required = preemptor.topology.required
         # One pod lands on one node: planning per node is exact where a wider domain's sum
@@ -441,6 +459,8 @@ class RoomFinder:
                 EvictionReason.PREEMPTED if same else EvictionReason.RECLAIMED,
                 f"unfunded workload evicted for funded {preemptor.key}",
             )
+        if is_short(preemptor) and _long_and_lost(victim):
+            return None
         if victim.queue == preemptor.queue:
             if not victim.resumable:
                 return None
@@ -450,8 +470,6 @@ class RoomFinder:
                 f"preempted by {preemptor.key} (priority {preemptor.priority} > "
                 f"{victim.priority}) in queue {victim.queue}",
             )
-        if is_short(preemptor) and _long_and_lost(victim):
-            return None
         swappable = victim.resumable and not is_short(victim)
         if self._ranking.clearly_worse(victim.queue, preemptor.queue,
                                        SWAP_MARGIN if swappable else NON_RESUMABLE_GAP,

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from admitter.core.fairshare import FairShare, ResourceShare
-from admitter.core.model import UNLIMITED, Workload
+from admitter.core.model import GPU, UNLIMITED, Workload
 from admitter.core.queue_tree import QueueTree
 
 _NO_SHARE = ResourceShare(0, 0, 0)
@@ -146,6 +146,18 @@ class QuotaLedger:
             if amount and holding + amount > limit:
                 return QuotaBlock(name, resource, holding, amount, limit, "limit")
         return None
+
+    def within_deserved(self, workload: Workload) -> bool:
+        """Whether admitting `workload` keeps every queue on its path within its deserved GPUs
+        (funded allocation counted, as fair share divides it). Such a start is the queue's
+        guarantee: no reserve (the short jobs' room, a drain's hold) is ever taken out of it.
+        Only GPUs: the reserves are made of GPUs, and a resource a queue does not budget never
+        gates admission."""
+        amount = workload.requests().get(GPU, 0)
+        for _name, by_resource, funded in self._share_path[workload.queue]:
+            if funded.get(GPU, 0) + amount > by_resource.get(GPU, _NO_SHARE).deserved:
+                return False
+        return True
 
     def share_block(self, workload: Workload) -> QuotaBlock | None:
         """The first queue on the path where the workload would pass its fair share, counting

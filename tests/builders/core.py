@@ -118,10 +118,11 @@ def job(key: str, queue_name: str, gpus: int = 8, pods: int = 1, *, at: float = 
 
 
 def running_on(key: str, queue_name: str, node: str, *, resumable: bool = True,
-               gpus: int = 8, min_runtime: float = 3600.0, at: float = 0.0) -> Workload:
+               gpus: int = 8, min_runtime: float = 3600.0, at: float = 0.0,
+               priority: int = 0) -> Workload:
     """A one-pod workload of `gpus` GPUs admitted at `at` on `node`; unfunded with a
     `min_runtime` of 0."""
-    return Workload(key, queue_name, (PodSet("main", 1, {GPU: gpus}),), at,
+    return Workload(key, queue_name, (PodSet("main", 1, {GPU: gpus}),), at, priority,
                     min_runtime=min_runtime, resumable=resumable, phase=Phase.ADMITTED,
                     admitted_at=at, placement={node: 1}, pod_set_placements=({node: 1},))
 

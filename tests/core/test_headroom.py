@@ -19,7 +19,7 @@ WEEK = FairShareSettings(window=7 * 86400, k_value=1.0)
 NODES = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
 FULL = NODES[:6]
 """Nodes that a's protected 8-GPU jobs fill in every world below."""
-NO_ROOM = f"would leave no node with {SHORT_MAX_GPUS} nvidia.com/gpu for short jobs"
+NO_ROOM = f"would leave no node with {SHORT_MAX_GPUS} nvidia.com/gpu idle or held by work short"
 
 
 def _world(**gpus_on_rack3: int) -> World:

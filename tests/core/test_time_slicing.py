@@ -126,7 +126,7 @@ def test_long_work_leaves_the_short_jobs_headroom():
     result = world.cycle(10.0)
     assert admitted(result) == ["b-short"]
     assert pending(result) == {"b-long": "ProtectedVictims"}  # a's jobs: protected
-    assert "1 nvidia.com/gpu are kept for short jobs" in result.pending[0].message
+    assert "fewer than the 1 kept for short jobs" in result.pending[0].message
 
 
 def _drain_world() -> World:

@@ -11,11 +11,14 @@ import secrets
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
+import admitter_world
 import pytest
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from admitter.controller import kube
 from admitter.controller.kube import Kube
+from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
 from admitter.testing.waiting import eventually, wait_for
 
@@ -107,3 +110,21 @@ def pytest_runtest_makereport(
     if report.failed and cluster is not None and item.get_closest_marker("integration"):
         report.sections.append(("control-plane logs (tails)", cluster.log_tails(40)))
     return report
+
+
+@pytest.fixture
+async def idle_cluster(api: Kube, namespace: str) -> AsyncIterator[None]:
+    """An idle cluster to start from (earlier tests' pods gone), its Topology, and the test's
+    Jobs removed afterwards."""
+    await admitter_world.cluster_topology(api)
+
+    async def idle() -> bool:
+        listed = await api.request("GET", kube.PODS.path())
+        return not any(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase")
+                       not in TERMINAL_POD_PHASES for p in listed["items"])
+
+    await eventually(idle, "the cluster's nodes to be free of earlier tests' pods", 60)
+    yield
+    for job in (await admitter_world.jobs(api, namespace)).values():
+        await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),
+                          {"propagationPolicy": "Background"})

@@ -6,26 +6,35 @@ starving gang. Min runtimes are seconds long so that the tests stay short."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import admitter_world
 import pytest
+from teams_world import (
+    admitted_at,
+    all_running,
+    event_on,
+    evicted,
+    long_job,
+    recorded_cycles,
+    shown_condition,
+    teams,
+    usage_in_window,
+    workload_key,
+    workload_of,
+)
 
 from admitter.api.settings import FairShareSettings
-from admitter.api.workload import CONDITION_ADMITTED, CONDITION_EVICTED, CONDITION_QUOTA_RESERVED
+from admitter.api.workload import CONDITION_ADMITTED, CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.reconciler import Reconciler
-from admitter.controller.translate import TERMINAL_POD_PHASES, condition, parse_time
-from admitter.core.decisions import CycleResult, EvictionReason, PendingReason
+from admitter.controller.translate import parse_time
+from admitter.core.decisions import EvictionReason, PendingReason
 from admitter.testing import HOSTNAME_LABEL, RACK_LABEL
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper, cluster_queue, local_queue
+from builders.kube import JobWrapper
 
 RECLAIMED = EvictionReason.RECLAIMED.value
 
@@ -35,134 +44,8 @@ HELD_NOW = admitter_world.FAST.model_copy(update={"fair_share": FairShareSetting
 exactly (usage over a window grows with every second the test runs)."""
 
 
-@dataclass(frozen=True)
-class Teams:
-    """Two leaf ClusterQueues under one root of 64 GPUs (the whole test cluster), with a
-    LocalQueue each in the test's namespace, named like the leaves' roles."""
-
-    namespace: str
-    cluster_queues: dict[str, str]
-    """LocalQueue name (the team) → its ClusterQueue."""
-
-
-@pytest.fixture
-async def world(api: Kube, namespace: str) -> AsyncIterator[None]:
-    """An idle cluster to start from (earlier tests' pods gone), its Topology, and the test's
-    Jobs removed afterwards."""
-    await admitter_world.cluster_topology(api)
-
-    async def idle() -> bool:
-        listed = await api.request("GET", kube.PODS.path())
-        return not any(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase")
-                       not in TERMINAL_POD_PHASES for p in listed["items"])
-
-    await eventually(idle, "the cluster's nodes to be free of earlier tests' pods", 60)
-    yield
-    for job in (await admitter_world.jobs(api, namespace)).values():
-        await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),
-                          {"propagationPolicy": "Background"})
-
-
-async def teams(api: Kube, namespace: str, quotas: dict[str, int]) -> Teams:
-    """A root of 64 GPUs and one leaf per team with that GPU quota (its budget)."""
-    root = f"slicing-{secrets.token_hex(3)}"
-    named = {team: f"{root}-{team}" for team in quotas}
-    await admitter_world.apply_all(
-        api, cluster_queue(root, 64),
-        *(cluster_queue(named[team], quota, parent=root) for team, quota in quotas.items()),
-        *(local_queue(named[team], name=team, namespace=namespace) for team in quotas))
-    return Teams(namespace, named)
-
-
-def long_job(namespace: str, name: str, queue: str) -> JobWrapper:
-    """Resumable long work (an hour to run), protected for 2 s."""
-    return JobWrapper(name, namespace).queue(queue).runtime("1h").min_runtime("2s").resumable()
-
-
-async def all_running(api: Kube, namespace: str, *names: str) -> None:
-    async def probe() -> bool:
-        current = await admitter_world.jobs(api, namespace)
-        return all(name in current and admitter_world.running(current[name]) for name in names)
-
-    await eventually(probe, f"Jobs {', '.join(names)} to run", 90)
-
-
-async def workload_of(api: Kube, namespace: str, job_name: str) -> Obj | None:
-    """The Workload made for the Job, once the controller made it."""
-    for wl in await admitter_world.workloads(api, namespace):
-        if any(o.get("name") == job_name for o in wl["metadata"].get("ownerReferences", [])):
-            return wl
-    return None
-
-
-async def shown_condition(api: Kube, namespace: str, job_name: str, kind: str) -> Obj | None:
-    """The condition of that type on the Job's Workload, if both exist yet."""
-    wl = await workload_of(api, namespace, job_name)
-    return None if wl is None else condition(wl, kind)
-
-
-async def workload_key(api: Kube, namespace: str, job_name: str) -> str:
-    """The core's key of the Job's Workload, as eviction messages name it."""
-    wl = await workload_of(api, namespace, job_name)
-    assert wl is not None, f"no Workload for Job {job_name}"
-    return f"{namespace}/{wl['metadata']['name']}"
-
-
-async def admitted_at(api: Kube, namespace: str) -> dict[str, float]:
-    """Job name → when its Workload was admitted, for the admitted ones."""
-    found = {}
-    for wl in await admitter_world.workloads(api, namespace):
-        admission = (wl.get("status") or {}).get("admission")
-        owners = wl["metadata"].get("ownerReferences", [])
-        if admission and owners:
-            found[owners[0]["name"]] = parse_time(admission["admittedAt"]) or 0.0
-    return found
-
-
-async def evicted(api: Kube, namespace: str) -> dict[str, Obj]:
-    """Job name → the Evicted condition of its Workload, for the evicted ones."""
-    found = {}
-    for wl in await admitter_world.workloads(api, namespace):
-        evicted_condition = condition(wl, CONDITION_EVICTED)
-        if evicted_condition is not None and evicted_condition["status"] == "True":
-            found[wl["metadata"]["ownerReferences"][0]["name"]] = evicted_condition
-    return found
-
-
-async def event_on(api: Kube, namespace: str, job_name: str, reason: str) -> Obj:
-    """The Event with `reason` recorded on the Job (sent in the background: waited for)."""
-    async def probe() -> Obj | None:
-        listed = await api.request("GET", kube.EVENTS.path(namespace))
-        return next((e for e in listed["items"] if e["involvedObject"]["name"] == job_name
-                     and e["reason"] == reason), None)
-
-    found: Obj = await eventually(probe, f"a {reason} Event on Job {job_name}")
-    return found
-
-
-def recorded_cycles(reconciler: Reconciler) -> list[CycleResult]:
-    """Every cycle result the controller gets from now on, in order."""
-    results: list[CycleResult] = []
-    reconcile = reconciler.reconcile
-
-    async def recording() -> CycleResult:
-        result = await reconcile()
-        results.append(result)
-        return result
-
-    reconciler.reconcile = recording  # type: ignore[method-assign]
-    return results
-
-
-async def usage_in_window(api: Kube, cluster_queue_name: str) -> float:
-    """GPU-hours the ClusterQueue's status says it used inside the window (the usage the
-    controller charges and the ranking reads back)."""
-    cq = await api.request("GET", kube.CLUSTER_QUEUES.path(name=cluster_queue_name))
-    return float((cq.get("status") or {}).get("gpuHoursInWindow", 0.0))
-
-
 async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_under_served_one(
-        api: Kube, namespace: str, kubeconfig: Path, world: None) -> None:
+        api: Kube, namespace: str, kubeconfig: Path, idle_cluster: None) -> None:
     """Both teams have half of the root's 64 GPUs as budget. The over-served team fills the
     cluster and is charged for it; the under-served team, which used nothing, then submits a
     Job: one of the over-served team's Jobs is requeued once past its 2 s min runtime."""
@@ -208,7 +91,7 @@ async def test_an_over_served_teams_job_is_requeued_past_its_min_runtime_for_an_
 
 
 async def test_a_debug_job_displaces_resumable_work_within_two_cycles(
-        api: Kube, namespace: str, kubeconfig: Path, world: None) -> None:
+        api: Kube, namespace: str, kubeconfig: Path, idle_cluster: None) -> None:
     """A full cluster of long resumable work past its min runtime, and a debug Job (1 pod of
     2 GPUs, min runtime 5 min) of a team ranked worse than the one running it (it asks for 2
     GPUs on a budget of 1): only the short-job rule can make room, and it does at once. Long
@@ -248,7 +131,7 @@ async def test_a_debug_job_displaces_resumable_work_within_two_cycles(
 
 
 async def test_a_rack_is_drained_for_a_starving_two_node_gang(
-        api: Kube, namespace: str, kubeconfig: Path, world: None) -> None:
+        api: Kube, namespace: str, kubeconfig: Path, idle_cluster: None) -> None:
     """Team b holds every node but the last with long resumable Jobs pinned to one node
     each; the one next to the free node (same rack) is protected for 20 s, the others for an
     hour. Team a's gang of two whole nodes, required in one rack, starves at once (bound
