@@ -75,7 +75,7 @@ def admission_status(wl: Obj, decision: Admission, now: float) -> dict[str, Any]
     admission = {"clusterQueue": decision.queue, "topologyDomain": dict(decision.affinity),
                  "nodeHints": hints, "admittedAt": format_time(now)}
     return {"admission": admission, "conditions": conditions, "requeueAt": None,
-            "blockedUntil": None}
+            "blockedUntil": None, "blockedBy": None}
 
 
 class Actions:

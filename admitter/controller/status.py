@@ -20,7 +20,11 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import format_quantity, from_base_units
-from admitter.api.workload import CONDITION_ACTIVE, CONDITION_QUOTA_RESERVED
+from admitter.api.workload import (
+    CONDITION_ACTIVE,
+    CONDITION_QUOTA_RESERVED,
+    MAX_BLOCKERS_SHOWN,
+)
 from admitter.controller import kube
 from admitter.controller.actions import with_condition
 from admitter.controller.kube import Kube, Obj
@@ -306,7 +310,8 @@ class StatusWriter:
         meta = wl["metadata"]
         blocked = None if decision.retry_at is None else format_time(decision.retry_at)
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                 "status": {"conditions": conditions, "blockedUntil": blocked}}
+                 "status": {"conditions": conditions, "blockedUntil": blocked,
+                            "blockedBy": list(decision.blockers[:MAX_BLOCKERS_SHOWN]) or None}}
         try:
             updated = await self.kube.patch(kube.WORKLOADS, meta["name"], patch,
                                             meta["namespace"], subresource="status")

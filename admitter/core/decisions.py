@@ -106,18 +106,21 @@ class Eviction:
 class Pending(PlainRecord):
     """Why `key` still waits, naming the blocking fact; `position` is its rank in its queue
     (1 = next). `retry_at` is when the blocking fact ends by itself, if known (e.g. the end of
-    a victim's protected min runtime).
+    a victim's protected min runtime); `blockers` are the keys of the workloads whose
+    protection it waits for.
 
     A cycle makes one per waiting workload, and most messages are never read (the simulator
     reads none, the controller writes a few per pass), so `message` may be given as the parts
     it is joined from (`str` of each), joined when first read. Not frozen, unlike the other
     decisions (docs/admission-cycle.md, Speed)."""
 
-    __slots__ = ("_message", "_parts", "key", "position", "queue", "reason", "retry_at")
+    __slots__ = ("_message", "_parts", "blockers", "key", "position", "queue", "reason",
+                 "retry_at")
 
     def __init__(self, key: str, queue: str, reason: PendingReason,
                  message: str | tuple[object, ...],
-                 position: int, retry_at: float | None = None) -> None:
+                 position: int, retry_at: float | None = None,
+                 blockers: tuple[str, ...] = ()) -> None:
         self.key = key
         self.queue = queue
         self.reason = reason
@@ -125,6 +128,7 @@ class Pending(PlainRecord):
         self._parts: tuple[object, ...] = () if isinstance(message, str) else message
         self.position = position
         self.retry_at = retry_at
+        self.blockers = blockers
 
     @property
     def message(self) -> str:
@@ -134,7 +138,8 @@ class Pending(PlainRecord):
         return self._message
 
     def _fields(self) -> tuple[object, ...]:
-        return self.key, self.queue, self.reason, self.message, self.position, self.retry_at
+        return (self.key, self.queue, self.reason, self.message, self.position, self.retry_at,
+                self.blockers)
 
 
 @dataclass(slots=True)  # not frozen: one per queue per cycle (docs/admission-cycle.md, Speed)

@@ -30,9 +30,6 @@ from admitter.kubectl.state import (
 )
 from admitter.kubectl.times import moment, span
 
-PROTECTION_MATCH = 1.0
-"""Seconds within which a running workload's protection end is taken as the `blockedUntil`
-the controller wrote (times are kept to the second)."""
 SHOWN_PROTECTORS = 3
 """Workloads named in "when X's protection ends"; the rest are counted."""
 
@@ -66,10 +63,11 @@ def never_fits(empty: ClusterState | None, state: QueueReading, wl: Obj) -> str 
     return placed.reason if isinstance(placed, PlacementFailure) else None
 
 
-def protectors(state: QueueReading, until: float) -> list[Obj]:
-    """The running workloads whose min-runtime protection ends at `until`."""
-    return [wl for wl in state.admitted()
-            if (end := protected_until(wl)) is not None and abs(end - until) <= PROTECTION_MATCH]
+def protectors(state: QueueReading, wl: Obj) -> list[Obj]:
+    """The running workloads whose min-runtime protection it waits for (`blockedBy`)."""
+    named = set((wl.get("status") or {}).get("blockedBy") or ())
+    return [other for other in state.admitted()
+            if f"{other['metadata']['namespace']}/{other['metadata']['name']}" in named]
 
 
 def would_start(state: QueueReading, wl: Obj, never: str | None) -> str:
@@ -79,9 +77,12 @@ def would_start(state: QueueReading, wl: Obj, never: str | None) -> str:
     reason, _ = waiting_reason(wl)
     if never is not None:
         return f"never: {never}, even with nothing else running"
+    requeue = parse_time(status.get("requeueAt"))
+    if reason == PendingReason.BACKOFF and requeue is not None:
+        return f"when its backoff ends {moment(requeue, now)}"
     blocked = parse_time(status.get("blockedUntil"))
     if blocked is not None:
-        holders = [display_name(p) for p in protectors(state, blocked)]
+        holders = [display_name(p) for p in protectors(state, wl)]
         names = ", ".join(holders[:SHOWN_PROTECTORS]) + (
             f" and {len(holders) - SHOWN_PROTECTORS} more" if len(holders) > SHOWN_PROTECTORS
             else "")
@@ -90,9 +91,6 @@ def would_start(state: QueueReading, wl: Obj, never: str | None) -> str:
         if blocked > now:
             return f"when {whose} ends {moment(blocked, now)}"
         return f"{whose} ended {moment(blocked, now)}: it is tried again at the next cycle"
-    requeue = parse_time(status.get("requeueAt"))
-    if reason == PendingReason.BACKOFF and requeue is not None:
-        return f"when its backoff ends {moment(requeue, now)}"
     if reason in (PendingReason.QUOTA_EXCEEDED, PendingReason.LIMIT_EXCEEDED):
         bound = "limit" if reason == PendingReason.LIMIT_EXCEEDED else "fair share"
         return (f"when what the queue named above holds falls below its {bound} by "

@@ -53,10 +53,14 @@ async def test_the_dashboard_shows_the_api_objects_and_follows_a_new_job_live(
                            .runtime("1h").obj() for i in range(7)))
     async with in_process_controller(kubeconfig), \
             dashboard(str(kubeconfig), "127.0.0.1", 0) as url, browser_page() as page:
-        async def b_running() -> bool:
-            return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
+        async def all_running(count: int) -> bool:
+            return sum(running(j) for j in (await jobs(api, namespace)).values()) == count
 
-        await eventually(b_running, "team b's work to run", timeout=60)
+        # team b takes 7 nodes (beyond its deserved GPUs it leaves room for short jobs),
+        # team a the eighth; then team a's next Jobs wait for team b's protection
+        await eventually(lambda: all_running(7), "team b's work to run", timeout=60)
+        await apply_all(api, JobWrapper("a-fill", namespace).queue("a").runtime("1h").obj())
+        await eventually(lambda: all_running(8), "team a's first job to run", timeout=60)
         await apply_all(api, JobWrapper("a-first", namespace).queue("a").obj(),
                         # three whole nodes in one rack: a rack has two
                         JobWrapper("a-huge", namespace).queue("a").pods(3)
@@ -95,7 +99,7 @@ async def test_the_dashboard_shows_the_api_objects_and_follows_a_new_job_live(
         await page.screenshot(tmp_path / "dashboard-1-loaded.png")
         starts = {r["key"]: r["start"] for r in await rows(page, "pending")}
         assert starts[huge].startswith("never: no rack"), starts[huge]
-        assert len(await rows(page, "running")) == 7
+        assert len(await rows(page, "running")) == 8
 
         # submitted while the page is open: it appears in the waiting rows ...
         await apply_all(api, JobWrapper("a-second", namespace).queue("a").obj())

@@ -119,15 +119,19 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
         api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster,
         tmp_path: Path) -> None:
     root, team_a, team_b = await two_teams(api, namespace, "org")
-    # team b fills 7 of the 8 nodes with protected work (the eighth is kept for short jobs)
+    # team b fills 7 of the 8 nodes with protected work (beyond its deserved 32 GPUs it leaves
+    # room for short jobs), team a the eighth (within its deserved GPUs)
     protected = [JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("30m").runtime("1h")
                  .obj() for i in range(7)]
     await apply_all(api, *protected)
     async with in_process_controller(kubeconfig):
-        async def b_running() -> bool:
-            return sum(running(j) for j in (await jobs(api, namespace)).values()) == 7
+        async def all_running(count: int) -> bool:
+            return sum(running(j) for j in (await jobs(api, namespace)).values()) == count
 
-        await eventually(b_running, "team b's protected work to run", timeout=60)
+        await eventually(lambda: all_running(7), "team b's protected work to run", timeout=60)
+        await apply_all(api, JobWrapper("a-fill", namespace).queue("a").min_runtime("30m")
+                        .runtime("1h").obj())
+        await eventually(lambda: all_running(8), "team a's first job to run", timeout=60)
         await apply_all(api, JobWrapper("a-train", namespace).queue("a").min_runtime("1h").obj())
         blocked = await eventually(lambda: waiting(api, namespace, "a-train"),
                                    "why a-train waits", timeout=45)
@@ -154,7 +158,7 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
             assert row["budget"] == status["gpuBudget"]
             assert row["owedGpuHours"] == status["owedGpuHoursInWindow"]
             assert row["rank"] == status["rank"]
-        assert rows[team_b]["held"] == 56 and rows[team_a]["held"] == 0
+        assert rows[team_b]["held"] == 56 and rows[team_a]["held"] == 8
         assert rows[team_a]["budget"] == rows[team_b]["budget"] == 32
         assert rows[team_a]["rank"] == 1, "the team that used none of its budget comes first"
         tree = kubectl_admitter(local_cluster, "queues").stdout
@@ -166,6 +170,8 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
         assert train["reason"] == reason["reason"] == PendingReason.PROTECTED_VICTIMS
         assert train["message"] == reason["message"]
         assert train["blockedUntil"] == blocked["status"]["blockedUntil"]
+        holders = blocked["status"]["blockedBy"]
+        assert holders and all(key.startswith(f"{namespace}/job-b-") for key in holders)
         assert train["position"] == 1 and train["queueLength"] == 2
         until = parse_time(train["blockedUntil"])
         assert until is not None
@@ -189,7 +195,8 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
         assert {row["workload"] for row in top} == set(running_now)
         for row in top:
             wl = running_now[row["workload"]]
-            assert row["gpus"] == 8 and row["clusterQueue"] == team_b
+            assert row["gpus"] == 8
+            assert row["clusterQueue"] == wl["status"]["admission"]["clusterQueue"]
             assert row["admittedAt"] == wl["status"]["admission"]["admittedAt"]
             assert 0 < row["protectionLeftSeconds"] <= 1800 and row["funded"]
         everywhere = as_json(local_cluster, "top", "-A")["running"]

@@ -60,10 +60,11 @@ def cluster(*workloads: dict[str, Any]) -> QueueReading:
 
 def test_waiting_for_a_protection_names_who_holds_it_and_when_it_ends() -> None:
     ends = NOW + 42 * 60
-    blocked = workload("train", status=waiting(PendingReason.PROTECTED_VICTIMS,
-                                               blockedUntil=format_time(ends)))
+    blocked = workload("train", status=waiting(
+        PendingReason.PROTECTED_VICTIMS, blockedUntil=format_time(ends),
+        blockedBy=[f"{NAMESPACE}/job-sweep-00000"]))
     holder = workload("sweep", admitted_at=ends - 1800)
-    other = workload("other", admitted_at=NOW - 60)  # its protection ends later
+    other = workload("other", admitted_at=ends - 1800)  # as protected, but not in the way
     state = cluster(blocked, holder, other)
     assert would_start(state, blocked, None) == (
         f"when {NAMESPACE}/sweep's protection ends {moment(ends, NOW)}")
