@@ -152,15 +152,15 @@ def render_explanation(found: dict[str, Any]) -> RenderableType:
 
 
 def ranked_behind(state: QueueReading, leaf: str) -> list[str]:
-    """At each level of `leaf`'s path where a sibling is offered capacity first, the two
-    queues' use of their budgets over the window, as their status has them."""
+    """At each level of `leaf`'s path where a sibling with work waiting is offered capacity
+    first, the two queues' use of their budgets over the window, as their status has them."""
     found = []
     name: str | None = leaf
     while name is not None and name in state.cluster_queues:
         row = queue_row(state, name)
         ahead = [queue_row(state, s) for s in state.children.get(row["parent"], [])
                  if s != name]
-        ahead = [s for s in ahead if 0 < s["rank"] < row["rank"]]
+        ahead = [s for s in ahead if 0 < s["rank"] < row["rank"] and s["pending"]]
         for sibling in sorted(ahead, key=lambda s: s["rank"]):
             found.append(f"{name} (rank {row['rank']}, {_share(row)} of its owed GPU-hours "
                          f"used) comes after {sibling['name']} (rank {sibling['rank']}, "
@@ -171,7 +171,9 @@ def ranked_behind(state: QueueReading, leaf: str) -> list[str]:
 
 def _share(row: dict[str, Any]) -> str:
     share = row["usedOfOwed"]
-    return "—" if share is None else f"{share:.1%}"
+    if share is None:
+        return "—"
+    return f"{share:.1%}" if share >= 0.01 or share == 0 else f"{share * 100:.2g}%"
 
 
 def local_queue_target(state: QueueReading, namespace: str, name: str) -> str | None:

@@ -105,7 +105,10 @@ def test_queue_rows_roll_leaf_hours_up_and_explain_a_queue_step_by_step() -> Non
 
 
 def test_a_queue_ranked_behind_a_sibling_is_told_with_both_uses_of_budget() -> None:
+    idle = cluster()
+    assert ranked_behind(idle, "b") == [], "a sibling that wants nothing is in no one's way"
     state = cluster()
+    state.cluster_queues["a"]["status"]["pendingWorkloads"] = 2
     assert ranked_behind(state, "a") == []
     assert ranked_behind(state, "b") == [
-        "b (rank 2, 7.4% of its owed GPU-hours used) comes after a (rank 1, 0.9%)"]
+        "b (rank 2, 7.4% of its owed GPU-hours used) comes after a (rank 1, 0.93%)"]
