@@ -7,25 +7,40 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator
 
-from admitter_world import apply_all, cluster_topology
+from admitter_world import apply_all, cluster_topology, jobs, pods
 
+from admitter.controller import kube
 from admitter.controller.kube import Kube
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
+from admitter.testing.waiting import eventually
 
 from builders.kube import cluster_queue, leaf_queue
 
 
-async def two_teams(api: Kube, namespace: str, prefix: str) -> tuple[str, str, str]:
-    """Creates the tree (and the cluster's Topology); returns root, team a's and team b's
-    ClusterQueue names."""
+@contextlib.asynccontextmanager
+async def two_teams(api: Kube, namespace: str,
+                    prefix: str) -> AsyncIterator[tuple[str, str, str]]:
+    """Creates the tree (and the cluster's Topology); yields root, team a's and team b's
+    ClusterQueue names. Afterwards the namespace's Jobs are deleted and their pods awaited
+    gone, so the next test on the shared cluster finds its GPUs free."""
     root = f"{prefix}-{secrets.token_hex(3)}"
     team_a, team_b = f"{root}-a", f"{root}-b"
     await cluster_topology(api)
     await apply_all(api, cluster_queue(root, 64),
                     *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="a"),
                     *leaf_queue(team_b, 32, parent=root, namespace=namespace, local_name="b"))
-    return root, team_a, team_b
+    try:
+        yield root, team_a, team_b
+    finally:
+        for name in await jobs(api, namespace):
+            await api.request("DELETE", kube.JOBS.path(namespace, name),
+                              {"propagationPolicy": "Background"})
+
+        async def no_pods() -> bool:
+            return not await pods(api, namespace)
+
+        await eventually(no_pods, "the test's pods to be gone", timeout=60)
 
 
 @contextlib.asynccontextmanager
