@@ -37,6 +37,11 @@ def series(values: Samples, name: str, **labels: str) -> float | None:
     return values.get((name, tuple(sorted(labels.items()))))
 
 
+async def queue_statuses(api: Kube) -> dict[str, Obj]:
+    listed = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues")
+    return {cq["metadata"]["name"]: cq.get("status") or {} for cq in listed["items"]}
+
+
 def waiting_reason(wl: Obj) -> str | None:
     reserved = condition(wl, CONDITION_QUOTA_RESERVED) or {}
     return reserved.get("reason") if reserved.get("status") == "False" else None
@@ -76,7 +81,7 @@ async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
                         f"http://127.0.0.1:{port}/metrics") as response:
                     return samples(await response.text())
 
-            async def settled() -> tuple[Samples, dict[str, Obj]] | None:
+            async def settled() -> tuple[Samples, dict[str, Obj], dict[str, Obj]] | None:
                 """A scrape from a pass that saw what the API shows: the gang's reason, and
                 a protection series for exactly the admitted Workloads."""
                 held = {wl["metadata"]["name"]: wl for wl in await workloads(api, namespace)
@@ -87,12 +92,16 @@ async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
                 protected = {dict(labels)["workload"] for name, labels in values
                              if name == "admitter_workload_protection_remaining_seconds"
                              and dict(labels)["namespace"] == namespace}
-                return (values, held) if shown == 1 and protected == set(held) else None
+                statuses = await queue_statuses(api)
+                agrees = all(series(values, "admitter_cluster_queue_resource_reservation",
+                                    cluster_queue=name, resource=GPU)
+                             == float((statuses[name].get("allocated") or {}).get(GPU, 0))
+                             for name in (root, team_a, team_b))
+                return ((values, held, statuses)
+                        if shown == 1 and protected == set(held) and agrees else None)
 
-            values, held = await eventually(settled, "the metrics to show the API's state",
+            values, held, queues = await eventually(settled, "the metrics to show the API's state",
                                             timeout=30)
-        queues = {cq["metadata"]["name"]: cq["status"] for cq in (await api.request(
-            "GET", "/apis/admitter.dev/v1alpha1/clusterqueues"))["items"]}
         evicted = [wl for wl in await workloads(api, namespace)
                    if (wl.get("status") or {}).get("evictionCount")]
         assert len(evicted) == 1
