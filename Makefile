@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup control-plane operators demo test lint
+.PHONY: setup control-plane operators browser demo test lint
 
 # The install compiles admitter/core and the simulator's loop with mypyc (setup.py); a changed
 # source recompiles them, since the compiled modules shadow their sources.
@@ -22,10 +22,18 @@ control-plane:
 operators:
 	bash hack/jobset/build.sh >/dev/null
 
+# The dashboard's browser test drives Debian's `chromium` headless over the DevTools protocol;
+# installed once with apt-get (as root, or through sudo), skipped when already there.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		chromium >/dev/null; }
+
 demo: setup control-plane
 	$(BIN)/python -m admitter.testing.demo
 
-test: setup control-plane operators
+test: setup control-plane operators browser
 	$(BIN)/pytest
 
 lint: setup

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from admitter.api.errors import InputError
-from admitter.commands import certs, crds, fairshare, run, simulate, webhooks
+from admitter.commands import certs, crds, dashboard, fairshare, run, simulate, webhooks
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for command in (certs, crds, fairshare, run, simulate, webhooks):
+    for command in (certs, crds, dashboard, fairshare, run, simulate, webhooks):
         command.register(commands)
     return parser
 

@@ -122,6 +122,15 @@ class ClusterQueueStatus(ApiModel):
     """Workloads holding quota."""
     gpu_hours_in_window: float = 0.0
     """Funded GPU-hours used inside the fair-share lookback window."""
+    gpu_budget: float = 0.0
+    """GPUs this queue is budgeted: its deserved GPU quota, then its GPU over-quota weight's
+    part of what its siblings' quotas leave, down from the schedulable GPUs."""
+    owed_gpu_hours_in_window: float = 0.0
+    """Its budget over the whole lookback window: the funded GPU-hours it is owed there if
+    it keeps submitting enough work (0 with time-based fair share off)."""
+    rank: int = 0
+    """Its place among its siblings in the order they are offered capacity (1 = first):
+    lower use of its budget first."""
     usage: list[UsageBucket] = Field(default_factory=list)
     """Hourly funded GPU time inside the window (leaf queues); the basis of time-based fair
     share."""

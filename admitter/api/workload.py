@@ -64,6 +64,8 @@ MAX_POD_COUNT = 100_000
 """Kubernetes' own cap on an indexed Job's completions; no gang is larger."""
 MAX_POD_SETS = 8
 """Kueue's limit on pod sets per Workload; a Job has one."""
+MAX_BLOCKERS_SHOWN = 16
+"""Workloads a waiting Workload's status names as those whose protection it waits for."""
 
 
 class TolerationSpec(ApiModel):
@@ -185,6 +187,12 @@ class WorkloadStatus(ApiModel):
     """How many times the workload was evicted and requeued."""
     requeue_at: datetime | None = None
     """Earliest next admission after a pods-ready timeout (exponential backoff)."""
+    blocked_until: datetime | None = None
+    """While it waits: when the fact its `QuotaReserved=False` condition names ends by itself,
+    if known (the end of the min-runtime protection of the work that could make room)."""
+    blocked_by: list[str] = Field(default_factory=list, max_length=MAX_BLOCKERS_SHOWN)
+    """While it waits for others' min-runtime protection: those workloads (namespace/name),
+    the first MAX_BLOCKERS_SHOWN of them."""
 
 
 class Workload(Resource):

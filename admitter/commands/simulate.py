@@ -12,6 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from admitter.api.duration import format_duration
 from admitter.api.errors import InputError
 from admitter.api.scenario_file import load_scenario
+from admitter.dashboard import simulated
+from admitter.dashboard.render import overview
 from admitter.sim.checks import check_simulatable
 from admitter.sim.engine import Outcome, Simulation
 from admitter.sim.report import markdown, print_report
@@ -98,4 +100,5 @@ def run(args: argparse.Namespace) -> int:
         accounting = outcome.accounting
         plots = write_plots(result, accounting.timeline, accounting.leaves, args.out)
         (args.out / "report.md").write_text(markdown(result, plots))
+        (args.out / "dashboard.html").write_text(overview(simulated.board(outcome, result)))
     return 0

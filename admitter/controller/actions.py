@@ -72,7 +72,8 @@ def admission_status(wl: Obj, decision: Admission, now: float) -> dict[str, Any]
              for node, count in sorted(counts.items())]
     admission = {"clusterQueue": decision.queue, "topologyDomain": dict(decision.affinity),
                  "nodeHints": hints, "admittedAt": format_time(now)}
-    return {"admission": admission, "conditions": conditions, "requeueAt": None}
+    return {"admission": admission, "conditions": conditions, "requeueAt": None,
+            "blockedUntil": None, "blockedBy": None}
 
 
 class Actions:

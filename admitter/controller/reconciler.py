@@ -177,7 +177,8 @@ class Reconciler:
         began = time.perf_counter()
         result = await asyncio.to_thread(decide_frozen, self.decide, view.snapshot)
         elapsed = time.perf_counter() - began
-        self.metrics.observe_cycle(result, elapsed, view.cluster_queues)
+        self.metrics.observe_cycle(result, elapsed, view.cluster_queues, self.usage,
+                                   view.snapshot)
         await self.apply(view, result, now)
         self.report_unreadable(now)
         self.passes += 1

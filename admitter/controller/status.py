@@ -20,7 +20,11 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import format_quantity, from_base_units
-from admitter.api.workload import CONDITION_ACTIVE, CONDITION_QUOTA_RESERVED
+from admitter.api.workload import (
+    CONDITION_ACTIVE,
+    CONDITION_QUOTA_RESERVED,
+    MAX_BLOCKERS_SHOWN,
+)
 from admitter.controller import kube
 from admitter.controller.actions import with_condition
 from admitter.controller.kube import Kube, Obj
@@ -65,6 +69,7 @@ class QueueUsage:
 
     def __init__(self, settings: FairShareSettings) -> None:
         self.ledger = UsageLedger(settings)
+        self.window = settings.window
         self._restored: dict[str, str] = {}
         """ClusterQueue name → uid of the object its hours were restored from."""
 
@@ -139,6 +144,16 @@ class QueueUsage:
         self.ledger.restore(name, hours, accounted)
 
 
+def _budget(result: CycleResult, ranks: Mapping[str, int], name: str,
+            window: float) -> dict[str, Any]:
+    """The queue's GPU budget, what it is owed over the window and its rank, as the cycle's
+    ranking has them."""
+    budget = result.ranking.budget(name) if result.ranking is not None else 0.0
+    return {"gpuBudget": round(budget, 3),
+            "owedGpuHoursInWindow": round(budget * max(window, 0.0) / HOUR, 3),
+            "rank": ranks.get(name, 0)}
+
+
 def _gpus(workload: Workload) -> float:
     return float(workload.requests().get(GPU, 0))
 
@@ -190,6 +205,7 @@ class StatusWriter:
                              now: float) -> list[Coroutine[Any, Any, None]]:
         """The ClusterQueue status writes due now (decided now, sent by the caller)."""
         fair = result.fair_share
+        ranks = result.ranking.sibling_ranks() if result.ranking is not None else {}
         writes: list[Coroutine[Any, Any, None]] = []
         for name, cq in sorted(cluster_queues.items()):
             queue = result.queues.get(name)
@@ -204,7 +220,8 @@ class StatusWriter:
             }
             active = active_condition(cq, held.of(cq))
             visible = {**maps, "pendingWorkloads": queue.pending,
-                       "admittedWorkloads": queue.admitted}
+                       "admittedWorkloads": queue.admitted,
+                       **_budget(result, ranks, name, usage.window)}
             if not self._due(f"cq/{name}", (visible, active), now, USAGE_WRITE_PERIOD):
                 continue
             status = cq.get("status") or {}
@@ -304,8 +321,10 @@ class StatusWriter:
                                     CONDITION_QUOTA_RESERVED, "False", decision.reason,
                                     decision.message, now)
         meta = wl["metadata"]
+        blocked = None if decision.retry_at is None else format_time(decision.retry_at)
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                 "status": {"conditions": conditions}}
+                 "status": {"conditions": conditions, "blockedUntil": blocked,
+                            "blockedBy": list(decision.blockers[:MAX_BLOCKERS_SHOWN]) or None}}
         try:
             updated = await self.kube.patch(kube.WORKLOADS, meta["name"], patch,
                                             meta["namespace"], subresource="status")

@@ -228,7 +228,8 @@ class _Cycle(CycleState):
             waited = self.now - workload.submitted_at
             self._wait(workload, PendingReason.RESERVED, f"waited {span(waited)}, past the "
                        f"starvation bound of {span(bound)}; {describe(workload, chosen)}",
-                       retry_at=blocked.protected_until)
+                       retry_at=blocked.protected_until,
+                       blockers=tuple(w.key for w in blocked.protected))
             return
 
     # Step 3, continued ------------------------------------------------------------------
@@ -276,7 +277,8 @@ class _Cycle(CycleState):
             self._wait(workload, PendingReason.PROTECTED_VICTIMS,
                        f"{why}; the workloads that could make room ({names}) are protected by "
                        f"their min runtime until {moment(blocked.protected_until, self.now)}",
-                       retry_at=blocked.protected_until)
+                       retry_at=blocked.protected_until,
+                       blockers=tuple(w.key for w in blocked.protected))
         elif limit is not None:
             self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
         elif share is not None:

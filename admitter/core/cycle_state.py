@@ -201,10 +201,11 @@ class CycleState:
             self.next_change = moment
 
     def _wait(self, workload: Workload, reason: PendingReason, *message: object,
-              retry_at: float | None = None) -> None:
+              retry_at: float | None = None, blockers: tuple[str, ...] = ()) -> None:
         """`message` in parts, joined only if someone reads it (`Pending.message`)."""
         self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
-                                             self.position.get(workload.key, 0), retry_at)
+                                             self.position.get(workload.key, 0), retry_at,
+                                             blockers)
 
     def result(self) -> CycleResult:
         # Statuses are counted only if read, after kept allocations are rolled back: a copy.
@@ -219,4 +220,5 @@ class CycleState:
             next_change=self._next_change(),
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
             statuses=lambda: queue_statuses(tree, allocated, running.values(), pending),
+            ranking=self.ranking,
         )

@@ -19,6 +19,7 @@ from admitter.core.model import (
     Queue,
     Workload,
 )
+from admitter.core.ranking import Ranking
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,18 +106,21 @@ class Eviction:
 class Pending(PlainRecord):
     """Why `key` still waits, naming the blocking fact; `position` is its rank in its queue
     (1 = next). `retry_at` is when the blocking fact ends by itself, if known (e.g. the end of
-    a victim's protected min runtime).
+    a victim's protected min runtime); `blockers` are the keys of the workloads whose
+    protection it waits for.
 
     A cycle makes one per waiting workload, and most messages are never read (the simulator
     reads none, the controller writes a few per pass), so `message` may be given as the parts
     it is joined from (`str` of each), joined when first read. Not frozen, unlike the other
     decisions (docs/admission-cycle.md, Speed)."""
 
-    __slots__ = ("_message", "_parts", "key", "position", "queue", "reason", "retry_at")
+    __slots__ = ("_message", "_parts", "blockers", "key", "position", "queue", "reason",
+                 "retry_at")
 
     def __init__(self, key: str, queue: str, reason: PendingReason,
                  message: str | tuple[object, ...],
-                 position: int, retry_at: float | None = None) -> None:
+                 position: int, retry_at: float | None = None,
+                 blockers: tuple[str, ...] = ()) -> None:
         self.key = key
         self.queue = queue
         self.reason = reason
@@ -124,6 +128,7 @@ class Pending(PlainRecord):
         self._parts: tuple[object, ...] = () if isinstance(message, str) else message
         self.position = position
         self.retry_at = retry_at
+        self.blockers = blockers
 
     @property
     def message(self) -> str:
@@ -133,7 +138,8 @@ class Pending(PlainRecord):
         return self._message
 
     def _fields(self) -> tuple[object, ...]:
-        return self.key, self.queue, self.reason, self.message, self.position, self.retry_at
+        return (self.key, self.queue, self.reason, self.message, self.position, self.retry_at,
+                self.blockers)
 
 
 @dataclass(slots=True)  # not frozen: one per queue per cycle (docs/admission-cycle.md, Speed)
@@ -150,11 +156,12 @@ class CycleResult:
     shows them, the simulator never asks."""
 
     __slots__ = ("_queues", "_statuses", "admissions", "evictions", "fair_share", "next_change",
-                 "pending", "settled")
+                 "pending", "ranking", "settled")
 
     def __init__(self, admissions: tuple[Admission, ...], evictions: tuple[Eviction, ...],
                  pending: tuple[Pending, ...], fair_share: FairShare, next_change: float | None,
-                 settled: bool, statuses: Callable[[], Mapping[str, QueueStatus]]) -> None:
+                 settled: bool, statuses: Callable[[], Mapping[str, QueueStatus]],
+                 ranking: Ranking | None = None) -> None:
         self.admissions = admissions
         self.evictions = evictions
         self.pending = pending
@@ -176,6 +183,8 @@ class CycleResult:
         reservation. Unfunded work ranks its queue later, so after the budget ran out a queue
         turned away could get a search; a funded borrower can take its queue over its share,
         which makes the queue's other running work reclaimable."""
+        self.ranking = ranking
+        """The cycle's budgets and ratios (what the status shows as budget and rank)."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 

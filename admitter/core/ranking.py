@@ -90,6 +90,19 @@ class Ranking:
             return True, held, 0.0
         return False, self._use(queue, 0) / budget, held / budget
 
+    def budget(self, queue: str) -> float:
+        """The queue's GPU budget (`gpu_budgets`)."""
+        return self._budgets.get(queue, 0.0)
+
+    def sibling_ranks(self) -> dict[str, int]:
+        """Every queue's place among its siblings in the order they are offered capacity
+        (1 = first), by `key`: what `kubectl admitter queues` shows as the rank."""
+        ranks: dict[str, int] = {}
+        for _, siblings in self._tree.sibling_groups():
+            for place, name in enumerate(sorted(siblings, key=lambda n: (self.key(n), n)), 1):
+                ranks[name] = place
+        return ranks
+
     def ratio(self, queue: str, extra: int = 0) -> float:
         """Use / budget, with `extra` GPUs more held (counted only when use is what is held).
         With use over a window the ratios are fixed for the cycle, so they are kept."""

@@ -53,3 +53,14 @@ def test_over_served_says_what_its_definition_says(quotas: list[int], held: list
     over_served = ranking.over_served(with_paths)
     for leaf in LEAVES:
         assert over_served(leaf) == _by_definition(t, ranking, leaf, with_paths), leaf
+
+
+def test_sibling_ranks_put_the_lower_use_of_budget_first_at_every_level() -> None:
+    t = tree(queue("p0"), queue("p1", weight=3), queue("a", 8, parent="p0"),
+             queue("b", 8, parent="p0"), queue("c", 0, parent="p1"))
+    allocations = Allocations(t, [])
+    # p0's leaves used 900 and 100 GPU-seconds, p1's none; p1 budgets 3/4 of 64 GPUs
+    used = t.roll_up({"a": 900.0, "b": 100.0}, 0.0)
+    ranking = Ranking(t, gpu_budgets(t, 64), used, allocations.funded)
+    assert ranking.budget("p1") == 48.0 and ranking.budget("a") == 8.0
+    assert ranking.sibling_ranks() == {"p1": 1, "p0": 2, "b": 1, "a": 2, "c": 1}

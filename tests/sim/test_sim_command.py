@@ -1,6 +1,7 @@
 """`admitter simulate` end to end: files written, byte-identical results, bad input named."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ def test_out_writes_result_report_and_plots(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["simulate", str(EXAMPLES / "kai-fairshare.yaml"), "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} == {
-        "result.json", "report.md", "allocation.png", "owed_delivered.png", "waits.png"}
+        "result.json", "report.md", "allocation.png", "owed_delivered.png", "waits.png",
+        "dashboard.html"}
     assert all((out / name).read_bytes()[:4] == b"\x89PNG" for name in (
         "allocation.png", "owed_delivered.png", "waits.png"))
     report = (out / "report.md").read_text()
@@ -36,6 +38,20 @@ def test_out_writes_result_report_and_plots(tmp_path, capsys):
     assert set(result) == {"summary", "queues", "classes", "workloads"}
     assert {"simulated_s", "wall_s", "occupancy", "owed_delivered_ratio", "preemptions",
             "wasted_gpu_hours", "unfinished"} <= set(result["summary"])
+
+
+def test_out_writes_the_dashboards_page_filled_from_the_simulation(tmp_path):
+    out = tmp_path / "run"
+    assert main(["simulate", str(EXAMPLES / "kai-fairshare.yaml"), "--out", str(out)]) == 0
+    page = (out / "dashboard.html").read_text()
+    result = json.loads((out / "result.json").read_text())
+    shown = {name: (float(used), float(owed)) for name, used, owed in re.findall(
+        r'data-queue="([^"]+)" data-held="[^"]*" data-budget="[^"]*" data-used="([^"]*)" '
+        r'data-owed="([^"]*)"', page)}
+    for leaf, figures in result["queues"].items():
+        assert shown[leaf] == (round(figures["delivered_gpu_hours"], 1),
+                               round(figures["owed_gpu_hours"], 1)), leaf
+    assert '<section id="gpus"><svg' in page and "<script>" not in page, "static: no stream"
 
 
 def test_same_file_same_result_byte_for_byte_except_wall_time(tmp_path):

@@ -1,0 +1,225 @@
+"""`kubectl admitter` found by kubectl on PATH and run against the real control plane: its
+queues, explain and top agree with the ClusterQueue and Workload status the controller wrote,
+a Job that can never fit is told so, and a Job waiting for a protection names who and when."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from admitter_world import apply_all, in_process_controller, jobs, running, workloads
+from team_tree import two_teams
+
+from admitter.api.quantity import parse_quantity
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
+from admitter.controller.kube import Kube, Obj
+from admitter.controller.translate import condition, parse_time
+from admitter.core.decisions import PendingReason
+from admitter.core.model import GPU
+from admitter.testing import RACK_LABEL, LocalCluster
+from admitter.testing.waiting import eventually
+
+from builders.kube import JobWrapper
+
+pytestmark = pytest.mark.integration
+
+
+def kubectl_admitter(cluster: LocalCluster, *args: str,
+                     check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`kubectl admitter ARGS`: kubectl finds the console script next to this Python."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "KUBECONFIG": str(cluster.kubeconfig_path), "COLUMNS": "200"}
+    return subprocess.run([str(cluster.binaries.kubectl), "admitter", *args],
+                          capture_output=True, text=True, check=check, timeout=60, env=env)
+
+
+def as_json(cluster: LocalCluster, *args: str) -> Any:
+    return json.loads(kubectl_admitter(cluster, *args, "-o", "json").stdout)
+
+
+def gpus(amounts: dict[str, Any] | None) -> float:
+    return float(parse_quantity((amounts or {}).get(GPU, 0)))
+
+
+async def waiting(api: Kube, namespace: str, job: str) -> Obj | None:
+    """The Job's Workload once the controller wrote why it waits."""
+    for wl in await workloads(api, namespace):
+        owner = (wl["metadata"].get("ownerReferences") or [{}])[0].get("name")
+        reserved = condition(wl, CONDITION_QUOTA_RESERVED) or {}
+        if owner == job and reserved.get("status") == "False":
+            return wl
+    return None
+
+
+RESEARCHER_RBAC = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: researcher, namespace: {namespace}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: researcher, namespace: {namespace}}}
+rules:
+- apiGroups: [admitter.dev]
+  resources: [workloads, localqueues]
+  verbs: [get, list]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: researcher, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: researcher}}
+subjects: [{{kind: ServiceAccount, name: researcher, namespace: {namespace}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {namespace}-queues}}
+rules:
+- apiGroups: [admitter.dev]
+  resources: [clusterqueues]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {namespace}-queues}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {namespace}-queues}}
+subjects: [{{kind: ServiceAccount, name: researcher, namespace: {namespace}}}]
+"""
+
+
+def researcher_kubeconfig(cluster: LocalCluster, namespace: str, directory: Path) -> Path:
+    """A kubeconfig with a ServiceAccount token that may read its namespace's Workloads,
+    LocalQueues, Jobs and Events and the ClusterQueues, nothing else."""
+    cluster.kubectl("apply", "-f", "-", input=RESEARCHER_RBAC.format(namespace=namespace))
+    token = cluster.kubectl("create", "token", "researcher", "-n", namespace).stdout.strip()
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "researcher",
+        "clusters": [{"name": "local", "cluster": {
+            "server": cluster.server, "certificate-authority": str(cluster.ca_path)}}],
+        "users": [{"name": "researcher", "user": {"token": token}}],
+        "contexts": [{"name": "researcher", "context": {
+            "cluster": "local", "user": "researcher", "namespace": namespace}}],
+    }
+    path = directory / "researcher.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
+async def test_queues_explain_and_top_tell_what_the_status_says(
+        api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster,
+        tmp_path: Path) -> None:
+    async with two_teams(api, namespace, "org") as (root, team_a, team_b):
+        # team b fills 7 of the 8 nodes with protected work (beyond its deserved 32 GPUs it leaves
+        # room for short jobs), team a the eighth (within its deserved GPUs)
+        protected = [JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("30m").runtime("1h")
+                     .obj() for i in range(7)]
+        await apply_all(api, *protected)
+        async with in_process_controller(kubeconfig):
+            async def all_running(count: int) -> bool:
+                return sum(running(j) for j in (await jobs(api, namespace)).values()) == count
+
+            await eventually(lambda: all_running(7), "team b's protected work to run", timeout=60)
+            await apply_all(api, JobWrapper("a-fill", namespace).queue("a").min_runtime("30m")
+                            .runtime("1h").obj())
+            await eventually(lambda: all_running(8), "team a's first job to run", timeout=60)
+            await apply_all(api, JobWrapper("a-train", namespace).queue("a").min_runtime("1h")
+                            .obj())
+            blocked = await eventually(lambda: waiting(api, namespace, "a-train"),
+                                       "why a-train waits", timeout=45)
+            # three whole nodes in one rack (a rack has two), submitted after: second in the queue
+            await apply_all(api, JobWrapper("a-huge", namespace).queue("a").pods(3)
+                            .required(RACK_LABEL).obj())
+            await eventually(lambda: waiting(api, namespace, "a-huge"), "why a-huge waits",
+                             timeout=45)
+
+            async def queue_status_written() -> bool:
+                listed = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues")
+                ours = [cq for cq in listed["items"] if cq["metadata"]["name"].startswith(root)]
+                return all((cq.get("status") or {}).get("rank") for cq in ours) and len(ours) == 3
+
+            await eventually(queue_status_written, "the queues' budgets and ranks", timeout=30)
+            wanted = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues")
+            statuses = {cq["metadata"]["name"]: cq["status"] for cq in wanted["items"]}
+            rows = {row["name"]: row for row in as_json(local_cluster, "queues")["queues"]}
+            for name in (root, team_a, team_b):
+                status, row = statuses[name], rows[name]
+                assert row["fairShare"] == gpus(status["fairShare"])
+                assert row["deserved"] == gpus(status["deserved"])
+                assert row["held"] == gpus(status["allocated"])
+                assert row["budget"] == status["gpuBudget"]
+                assert row["owedGpuHours"] == status["owedGpuHoursInWindow"]
+                assert row["rank"] == status["rank"]
+            assert rows[team_b]["held"] == 56 and rows[team_a]["held"] == 8
+            assert rows[team_a]["budget"] == rows[team_b]["budget"] == 32
+            assert rows[team_a]["rank"] == 1, "the team that used none of its budget comes first"
+            tree = kubectl_admitter(local_cluster, "queues").stdout
+            assert team_a in tree and "budget 32 GPUs" in tree
+
+            # waiting for a protection: the workload that holds it and when it ends
+            train = as_json(local_cluster, "explain", "a-train", "-n", namespace)
+            reason = condition(blocked, CONDITION_QUOTA_RESERVED)
+            assert train["reason"] == reason["reason"] == PendingReason.PROTECTED_VICTIMS
+            assert train["message"] == reason["message"]
+            assert train["blockedUntil"] == blocked["status"]["blockedUntil"]
+            holders = blocked["status"]["blockedBy"]
+            assert holders and all(key.startswith(f"{namespace}/job-b-") for key in holders)
+            assert train["position"] == 1 and train["queueLength"] == 2
+            until = parse_time(train["blockedUntil"])
+            assert until is not None
+            start = train["wouldStart"]
+            assert start.startswith(f"when {namespace}/b-") and "'s protection ends at " in start
+            assert start.endswith(("m)", "s)")) and "(in 2" in start, "29 of the 30 minutes left"
+            text = kubectl_admitter(local_cluster, "explain", "a-train", "-n", namespace).stdout
+            assert "Would start: when " in text and "Position: 1 of 2 in ClusterQueue" in text
+
+            # a Job that can never fit says so, naming the level
+            huge = as_json(local_cluster, "explain", "a-huge", "-n", namespace)
+            assert huge["wouldStart"].startswith("never: ") and huge["never"]
+            assert "rack" in huge["never"]
+            huge_text = kubectl_admitter(local_cluster, "explain", "a-huge", "-n", namespace).stdout
+            assert "Would start: never:" in huge_text
+
+            # top: the admitted workloads, most GPUs first, with their protection left
+            running_now = {wl["metadata"]["name"]: wl for wl in await workloads(api, namespace)
+                           if (wl.get("status") or {}).get("admission")}
+            top = as_json(local_cluster, "top", "-n", namespace)["running"]
+            assert {row["workload"] for row in top} == set(running_now)
+            for row in top:
+                wl = running_now[row["workload"]]
+                assert row["gpus"] == 8
+                assert row["clusterQueue"] == wl["status"]["admission"]["clusterQueue"]
+                assert row["admittedAt"] == wl["status"]["admission"]["admittedAt"]
+                assert 0 < row["protectionLeftSeconds"] <= 1800 and row["funded"]
+            everywhere = as_json(local_cluster, "top", "-A")["running"]
+            assert {row["workload"] for row in top} <= {row["workload"] for row in everywhere}
+
+            # explain QUEUE: step by step, from the same status
+            why = as_json(local_cluster, "explain", team_b)
+            assert why["queue"]["fairShare"] == gpus(statuses[team_b]["fairShare"])
+            assert [step[:2] for step in why["steps"][:3]] == ["1.", "2.", "3."]
+
+            # a researcher's RBAC: their namespace's Workloads and queues, the ClusterQueues
+            user = researcher_kubeconfig(local_cluster, namespace, tmp_path)
+            theirs = as_json(local_cluster, "explain", "a-train", "-n", namespace,
+                             "--kubeconfig", str(user))
+            assert (theirs["reason"], theirs["position"]) == (train["reason"], 1)
+            huge_theirs = as_json(local_cluster, "explain", "a-huge", "-n", namespace,
+                                  "--kubeconfig", str(user))
+            assert huge_theirs["never"] is None, "nodes are not theirs to read: no verdict"
+            assert {r["name"] for r in as_json(local_cluster, "queues", "--kubeconfig",
+                                               str(user))["queues"]} >= {root, team_a, team_b}
+
+            # kubectl manners: not found is exit status 1
+            missing = kubectl_admitter(local_cluster, "explain", "nothing-here", "-n", namespace,
+                                       check=False)
+            assert missing.returncode == 1 and "nothing-here" in missing.stderr
