@@ -73,11 +73,12 @@ class ControllerProcess:
     """`admitter run` as its own process, so it can be killed like a crashed pod."""
 
     def __init__(self, kubeconfig: Path, log: Path, *extra: str,
-                 settings_yaml: str = "cycle: 1s\n") -> None:
+                 settings_yaml: str = "cycle: 1s\n",
+                 program: tuple[str, ...] = (sys.executable, "-m", "admitter.cli")) -> None:
         self.log = log
         settings = log.with_suffix(".settings.yaml")
         settings.write_text(settings_yaml)
-        command = [sys.executable, "-m", "admitter.cli", "run", "--kubeconfig", str(kubeconfig),
+        command = [*program, "run", "--kubeconfig", str(kubeconfig),
                    "--config", str(settings), "--metrics-address", "127.0.0.1:0", *extra]
         self._out = log.open("ab")
         self.process = subprocess.Popen(command, stdout=self._out, stderr=subprocess.STDOUT,
