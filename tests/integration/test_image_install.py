@@ -48,8 +48,8 @@ async def test_the_images_install_runs_the_controller(
     assert plotting.returncode != 0, "the image needs no plotting library"
 
     await apply_all(api, *leaf_queue(f"image-{namespace}", 8, namespace=namespace))
-    controller = ControllerProcess(kubeconfig, tmp_path / "controller.log",
-                                   program=(str(prefix / "bin" / "admitter"),))
+    controller = ControllerProcess(kubeconfig, tmp_path / "controller.log", "--lease-namespace",
+                                   namespace, program=(str(prefix / "bin" / "admitter"),))
     try:
         await apply_all(api, JobWrapper("from-image", namespace).runtime("1h").obj())
 
