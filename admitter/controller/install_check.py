@@ -177,7 +177,10 @@ class InstallCheck:
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers.values()))
         while True:
             self.changed.clear()
-            self.check(time.time())
+            try:
+                self.check(time.time())
+            except Exception:  # a report must never end the controller: log it, check again
+                log.exception("install check failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), RECHECK_EVERY)
 
