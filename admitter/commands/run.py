@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import yaml
@@ -17,13 +17,18 @@ from pydantic import ValidationError
 
 from admitter.api.errors import InputError
 from admitter.api.settings import Settings
+from admitter.controller.install_check import InstallCheck
 from admitter.controller.kube import Kube
 from admitter.controller.leader import Elector
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
 from admitter.webhook.lookup import ApiLookup, SharedReads
 from admitter.webhook.names import CA_FILE, CONTROLLER_USERNAME
-from admitter.webhook.registration import register_url_webhooks
+from admitter.webhook.registration import (
+    endpoint_client_config,
+    register_url_webhooks,
+    webhook_configurations,
+)
 from admitter.webhook.server import start_webhook_server
 from admitter.webhook.thread import WebhookThread
 
@@ -87,8 +92,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
     elector = Elector(client, args.lease_namespace, args.lease_name, args.identity,
                       args.lease_duration)
     # Hazard: every controller write asks the fence first; only Lease writes go without it.
-    reconciler = Reconciler(client.fenced(elector.leading) if args.leader_elect else client,
-                            settings, args.identity,
+    leads = elector.leading if args.leader_elect else (lambda: True)
+    reconciler = Reconciler(client.fenced(leads), settings, args.identity,
                             fencing_token=elector.fencing_token if args.leader_elect else None)
     host, _, port = args.metrics_address.rpartition(":")
     runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
@@ -103,7 +108,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
                                         (Path(args.webhook_cert_dir) / CA_FILE).read_bytes(),
                                         settings.unlabelled_work)
     leading = elector.run(reconciler.run) if args.leader_elect else reconciler.run()
-    tasks = [asyncio.create_task(reconciler.run_informers()), asyncio.create_task(leading)]
+    tasks = [asyncio.create_task(reconciler.run_informers()), asyncio.create_task(leading),
+             asyncio.create_task(_install_check(args, settings, client, reconciler, leads).run())]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
@@ -116,6 +122,17 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
             await webhooks.stop()
         await runner.cleanup()
         await client.close()
+
+
+def _install_check(args: argparse.Namespace, settings: Settings, client: Kube,
+                   reconciler: Reconciler, leads: Callable[[], bool]) -> InstallCheck:
+    """The registered webhooks compared with those `admitter webhooks` renders from the same
+    settings, pointed where this controller is reached when it serves them."""
+    expected = webhook_configurations(endpoint_client_config(args.webhook_url_host, None),
+                                      settings.unlabelled_work)
+    cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
+    return InstallCheck(client, expected, cert_dir, reconciler.events,
+                        reconciler.metrics.install_problems, leads)
 
 
 @contextlib.asynccontextmanager

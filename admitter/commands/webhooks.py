@@ -5,20 +5,13 @@ are never pasted by hand: `admitter webhooks --config settings.yaml | kubectl ap
 from __future__ import annotations
 
 import argparse
-import base64
 from pathlib import Path
 
 import yaml
 
 from admitter.api.errors import InputError
 from admitter.commands.run import load_settings
-from admitter.webhook.registration import (
-    ClientConfig,
-    Obj,
-    service_client_config,
-    url_client_config,
-    webhook_configurations,
-)
+from admitter.webhook.registration import Obj, endpoint_client_config, webhook_configurations
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,20 +37,10 @@ def rendered(settings_path: str | None, ca_path: str | None, url_host: str | Non
     """The Mutating- and ValidatingWebhookConfiguration for these settings and this endpoint."""
     settings = load_settings(settings_path)
     ca = _read_ca(ca_path) if ca_path else None
-    client_config: ClientConfig
-    if url_host:
-        if ca is None:
-            raise InputError("--url-host", [(url_host, "needs --ca-file: the API server must "
-                                                       "trust the controller's certificate")])
-        client_config = url_client_config(url_host, ca)
-    elif ca is not None:
-        bundle = base64.b64encode(ca).decode()
-
-        def client_config(path: str) -> Obj:
-            return {**service_client_config(path), "caBundle": bundle}
-    else:
-        client_config = service_client_config
-    return webhook_configurations(client_config, settings.unlabelled_work)
+    if url_host and ca is None:
+        raise InputError("--url-host", [(url_host, "needs --ca-file: the API server must "
+                                                   "trust the controller's certificate")])
+    return webhook_configurations(endpoint_client_config(url_host, ca), settings.unlabelled_work)
 
 
 def run(args: argparse.Namespace) -> int:

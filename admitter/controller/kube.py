@@ -75,6 +75,10 @@ EVENTS = Kind("v1", "events", True)
 JOBS = Kind("batch/v1", "jobs", True)
 PRIORITY_CLASSES = Kind("scheduling.k8s.io/v1", "priorityclasses", False)
 LEASES = Kind("coordination.k8s.io/v1", "leases", True)
+MUTATING_WEBHOOK_CONFIGURATIONS = Kind("admissionregistration.k8s.io/v1",
+                                       "mutatingwebhookconfigurations", False)
+VALIDATING_WEBHOOK_CONFIGURATIONS = Kind("admissionregistration.k8s.io/v1",
+                                         "validatingwebhookconfigurations", False)
 _ADMITTER = f"{GROUP}/{VERSION}"
 CLUSTER_QUEUES = Kind(_ADMITTER, "clusterqueues", False)
 LOCAL_QUEUES = Kind(_ADMITTER, "localqueues", True)

@@ -70,6 +70,10 @@ class Metrics:
         self.failed_writes = Counter("admitter_failed_writes",
                                      "Writes for one object that failed; a later pass retries",
                                      ["step"], registry=r)
+        self.install_problems = Gauge(
+            "admitter_install_problems",
+            "Differences between the registered webhook configurations and what the settings "
+            "need, by kind (install_check.py); 0 when the install matches", ["kind"], registry=r)
 
     def observe_admission(self, queue: str, waited: float) -> None:
         self.admitted.labels(queue).inc()

@@ -40,8 +40,17 @@ def service_client_config(path: str) -> Obj:
 
 def url_client_config(host_port: str, ca_pem: bytes) -> ClientConfig:
     """Calls to `https://HOST:PORT/<path>`, trusting `ca_pem`."""
-    bundle = base64.b64encode(ca_pem).decode()
-    return lambda path: {"url": f"https://{host_port}{path}", "caBundle": bundle}
+    return endpoint_client_config(host_port, ca_pem)
+
+
+def endpoint_client_config(url_host: str | None, ca_pem: bytes | None) -> ClientConfig:
+    """Calls to `https://URL_HOST/<path>`, or else to the in-cluster Service; trusting
+    `ca_pem` when given (`admitter webhooks` renders with it, the controller's install check
+    compares with it)."""
+    bundle = {} if ca_pem is None else {"caBundle": base64.b64encode(ca_pem).decode()}
+    if url_host:
+        return lambda path: {"url": f"https://{url_host}{path}", **bundle}
+    return lambda path: {**service_client_config(path), **bundle}
 
 
 def _hook(name: str, path: str, client_config: ClientConfig, rules: list[Obj],

@@ -12,7 +12,8 @@ Requests leave the process three ways, and each is read where it is written:
 - through kubernetes_asyncio's typed APIs (`read_priority_class`): TYPED_REQUESTS maps each
   method used to its triple; a typed request method not in it is an error;
 `admitter/webhook/registration.py` (`admitter run --webhook-url-host`) is left out: it runs
-only outside the cluster, with the kubeconfig of the admin who starts it (docs/webhooks.md).
+only outside the cluster, with the kubeconfig of the admin who starts it (docs/webhooks.md);
+the install check uses only its rendering, and reads the configurations through informers.
 Anything the reader cannot attribute is an error, so new code cannot hide a request.
 """
 

@@ -329,6 +329,9 @@ def test_samples_are_accepted_by_the_crd_schemas(
         ("create", "leases.coordination.k8s.io", f"--namespace={NAMESPACE}", True),
         ("create", "leases.coordination.k8s.io", "--namespace=default", False),
         ("patch", "validatingwebhookconfigurations/admitter-webhook", "", False),
+        ("update", "mutatingwebhookconfigurations/admitter-webhook", "", False),
+        ("watch", "validatingwebhookconfigurations", "", True),  # the install check
+        ("list", "mutatingwebhookconfigurations", "", True),
         ("patch", "validatingwebhookconfigurations/someone-else", "", False),
         ("get", "secrets", "--all-namespaces", False),
     ],
