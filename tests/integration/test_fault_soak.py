@@ -74,6 +74,8 @@ class Watch:
     most: int = 0
     problems: list[str] = field(default_factory=list)
     admitted: set[str] = field(default_factory=set)
+    holders: list[str] = field(default_factory=list)
+    """The Workloads holding an admission at the last check, for a problem's message."""
 
 
 async def schedulable_gpus(api: Kube, namespace: str) -> int:
@@ -100,11 +102,18 @@ async def admitted_gpus(api: Kube, namespace: str, watch: Watch) -> int:
             owner = pod["metadata"]["labels"][JOB_NAME_LABEL]
             succeeded[owner] = succeeded.get(owner, 0) + pod_gpus(pod)
     held = 0
+    watch.holders = []
     for wl in listed:
         if holds_admission(wl):
             watch.admitted.add(wl["metadata"]["uid"])
             job = next((o["name"] for o in wl["metadata"].get("ownerReferences", [])), "")
-            held += sum(pod_set_gpus(p) for p in wl["spec"]["podSets"]) - succeeded.get(job, 0)
+            gpus = sum(pod_set_gpus(p) for p in wl["spec"]["podSets"]) - succeeded.get(job, 0)
+            held += gpus
+            admission = wl["status"]["admission"]
+            hints = ",".join(f"{h['node']}x{h['count']}" for h in admission.get("nodeHints", []))
+            watch.holders.append(f"{wl['metadata']['name']} {gpus} GPUs on {hints} at "
+                                 f"{admission.get('admittedAt')} by "
+                                 f"{(admission.get('admittedBy') or {}).get('holder')}")
     return held
 
 
@@ -119,7 +128,8 @@ async def check_every_second(api: Kube, namespace: str, limits: dict[str, int],
                 held = await admitted_gpus(api, namespace, watch)
                 watch.most = max(watch.most, held)
                 if held > watch.capacity:
-                    problems.append(f"{held} GPUs admitted, {watch.capacity} schedulable")
+                    problems.append(f"{held} GPUs admitted, {watch.capacity} schedulable: "
+                                    + "; ".join(watch.holders))
                 moment = time.strftime("%H:%M:%S")
                 watch.problems += [f"{moment} during {watch.phase}: {p}" for p in problems]
         await asyncio.sleep(1.0)
