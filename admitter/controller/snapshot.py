@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -223,7 +224,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
         usage = QueueUsage(core_settings.fair_share)
     used = usage.observe(cluster_queues, workloads, now)
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
-                        used, core_settings)
+                        used, core_settings, usage.ledger.short_gpus(float(math.floor(now))))
     return View(snapshot, objects, cluster_queues, local_queues, closed, orphans)
 
 

@@ -31,6 +31,7 @@ from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import Holdings, active_condition, outside_tree_condition
 from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, Pending
+from admitter.core.headroom import is_short
 from admitter.core.model import GPU, FairShareSettings, Phase, Workload
 from admitter.core.usage import HOUR, UsageLedger
 
@@ -96,7 +97,8 @@ class QueueUsage:
         unknown = [w for w in held.values() if w.key not in known]
         for workload in sorted(unknown, key=lambda w: (w.admitted_at or at, w.key)):
             self.ledger.open(workload.key, workload.queue,
-                             min(workload.admitted_at or at, at), _gpus(workload))
+                             min(workload.admitted_at or at, at), _gpus(workload),
+                             is_short(workload))
         return self.ledger.usage(at)
 
     def decided(self, evicted: Iterable[str], admitted: Iterable[Workload],
@@ -107,7 +109,8 @@ class QueueUsage:
             self.ledger.close(key, at)
         for workload in admitted:
             if workload.funded:
-                self.ledger.open(workload.key, workload.queue, at, _gpus(workload))
+                self.ledger.open(workload.key, workload.queue, at, _gpus(workload),
+                                 is_short(workload))
 
     def status(self, name: str) -> dict[str, Any]:
         """The queue's usage fields as its status persists them."""

@@ -94,7 +94,8 @@ class CycleState:
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
         self.headroom = Headroom(self.state, snapshot.workloads, self.now,
-                                 self.non_preemptible_priority, self.ledger.within_deserved)
+                                 self.non_preemptible_priority, self.ledger.within_deserved,
+                                 snapshot.short_gpus)
         self.statement = Statement(self.state, allocations, self.headroom)
         """Every change to the node model, the allocations and the headroom's count; `run_cycle`
         rolls it back to hand a caller's models back unchanged."""

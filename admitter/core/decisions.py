@@ -39,7 +39,8 @@ class Snapshot:
 
     `workloads` holds the pending and admitted ones (finished workloads no longer matter);
     `usage` holds the funded GPU-seconds per leaf queue inside the fair-share window at
-    `now` (`UsageLedger.usage`).
+    `now` (`UsageLedger.usage`), and `short_gpus` the GPUs short jobs held on average over
+    it (`UsageLedger.short_gpus`), which sizes their room (`Headroom`).
     """
 
     now: float
@@ -49,6 +50,7 @@ class Snapshot:
     workloads: Sequence[Workload]
     usage: Mapping[str, float] = field(default_factory=dict)
     settings: CycleSettings = field(default_factory=CycleSettings)
+    short_gpus: float = 0.0
 
 
 class EvictionReason(Enum):

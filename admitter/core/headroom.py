@@ -42,7 +42,8 @@ from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement
 
 HEADROOM_FRACTION = 0.02
-"""Part of the schedulable GPUs kept for short jobs, rounded down (none below 50 GPUs). Ai2 runs
+"""Least part of the schedulable GPUs kept for short jobs, rounded down (none below 50 GPUs);
+more when short jobs held more on average over the window (`room_needed`). Ai2 runs
 at 98 % occupancy with debug p90 at 30 s: 2 % fits inside what is not occupied anyway, and at
 most that stands idle when short jobs and unfunded work use none of it. Kept whether or not short
 work is waiting now: debug jobs arrive one at a time, and a pool refilled only once one waits
@@ -62,6 +63,17 @@ _LARGEST_SHORT_POD = Workload(
 """The pod a node must have room for: `SHORT_MAX_GPUS` GPUs, on any schedulable node (it
 tolerates every taint). Hazard: a node tainted for work that short jobs do not tolerate counts
 too; the node model does not know which tolerations future short jobs bring."""
+
+
+def room_needed(gpus: int, short_gpus: float) -> tuple[int, str]:
+    """How many of `gpus` schedulable GPUs the pool keeps, and why: what short jobs held on
+    average over the window (`short_gpus`, rounded up), as by Little's law that is how many
+    GPUs their arrivals need at once on average; never less than `HEADROOM_FRACTION`."""
+    floor = math.floor(HEADROOM_FRACTION * gpus)
+    used = min(gpus, math.ceil(short_gpus - 1e-9))
+    if used > floor:
+        return used, f"what short jobs held on average over the window: {short_gpus:.1f}"
+    return floor, f"{HEADROOM_FRACTION:.0%} of the schedulable {GPU}"
 
 
 def is_short(workload: Workload) -> bool:
@@ -97,7 +109,8 @@ class Headroom:
 
     def __init__(self, state: ClusterState, workloads: Iterable[Workload], now: float,
                  non_preemptible_priority: int | None,
-                 guaranteed: Callable[[Workload], bool] | None = None) -> None:
+                 guaranteed: Callable[[Workload], bool] | None = None,
+                 short_gpus: float = 0.0) -> None:
         self._state = state
         self._guaranteed = guaranteed
         """Whether a start stays within its queues' guarantee, read live as the cycle admits
@@ -121,7 +134,7 @@ class Headroom:
                 for node, gpus in per_node.items():
                     self._on_node.setdefault(node, []).append((workload.key, gpus))
         self._gpus = state.schedulable_capacity().get(GPU, 0)
-        self.needed = math.floor(HEADROOM_FRACTION * self._gpus)
+        self.needed, self._sized_by = room_needed(self._gpus, short_gpus)
         demand = state.demand(_LARGEST_SHORT_POD)
         self._short_pod: Shape | None = None if demand is None else demand.pod_sets[0][0]
         self._schedulable: set[str] | None = None
@@ -151,8 +164,7 @@ class Headroom:
         idle, need = self._state.free_total(GPU), workload.requests().get(GPU, 0)
         return (f"{idle} {GPU} are idle and {self.held} held by work short jobs may requeue; "
                 f"{need} more would leave {max(0, idle + self.held - need)}, fewer than the "
-                f"{self.needed} kept for short jobs ({HEADROOM_FRACTION:.0%} of the "
-                f"schedulable {GPU})")
+                f"{self.needed} kept for short jobs ({self._sized_by})")
 
     def takes_nothing(self, workload: Workload, placement: Placement,
                       victims: Iterable[Workload]) -> bool:

@@ -44,6 +44,30 @@ class _QueueHours:
         charged, summed again only when the window's start or the hour charged moves on (a
         week is 168 hours, a simulation runs tens of thousands of cycles)."""
 
+    def start(self, at: float, gpus: float) -> None:
+        """A run holding `gpus` opened at `at`."""
+        self.advance(at)
+        self.gpus += gpus
+        self.runs += 1
+
+    def stop(self, at: float, gpus: float) -> None:
+        """A run holding `gpus` closed at `at`."""
+        self.advance(at)
+        self.gpus -= gpus
+        self.runs -= 1
+        if not self.runs:
+            self.gpus = 0.0  # no rounding left over from a long sequence of runs
+
+    def window_seconds(self, now: float, window: float, half_life: float) -> float:
+        """GPU-seconds inside `[now - window, now]`, decayed, after charging up to `now`;
+        hours wholly before it are dropped."""
+        oldest = now - window
+        edge = math.floor(oldest / HOUR)
+        self.advance(now)
+        self.drop_before(edge)
+        return (self.decayed(now, oldest, edge, half_life) if half_life > 0
+                else self.plain(now, oldest, edge))
+
     def advance(self, to: float) -> None:
         """Charge what the open runs held from `accounted` to `to`; earlier times are
         already charged."""
@@ -124,6 +148,12 @@ class UsageLedger:
         self._queues: dict[str, _QueueHours] = {}
         self._runs: dict[str, tuple[str, float]] = {}
         """Open runs: workload key → (queue, GPUs)."""
+        self._short: _QueueHours | None = None
+        """Short jobs' GPU-seconds by hour, whatever their queue (`short_gpus`)."""
+        self._short_since = 0.0
+        """When the first short run opened: the part of the window the ledger has seen."""
+        self._short_runs: dict[str, float] = {}
+        """Open runs of short jobs: workload key → GPUs."""
 
     def restore(self, queue: str, hours: Mapping[int, float], accounted: float) -> None:
         """Take a queue's hours as persisted, complete up to `accounted`; open runs of that
@@ -139,6 +169,7 @@ class UsageLedger:
         self._queues.pop(queue, None)
         for key in [key for key, (held_by, _) in self._runs.items() if held_by == queue]:
             del self._runs[key]
+            self._close_short(key, None)
 
     def add_history(self, gpu_hours: Mapping[str, float], now: float) -> None:
         """Per-queue lumps of GPU-hours with no timestamps (a scenario's `history`), read as
@@ -151,17 +182,21 @@ class UsageLedger:
                 _charge(state.hours, amount * HOUR / window, now - window, now)
                 state.span = (0, -1)
 
-    def open(self, key: str, queue: str, at: float, gpus: float) -> None:
-        """A funded workload started holding `gpus` at `at`."""
+    def open(self, key: str, queue: str, at: float, gpus: float, short: bool = False) -> None:
+        """A funded workload started holding `gpus` at `at`; `short`: a debug job
+        (`headroom.is_short`), whose GPU time is also counted apart (`short_gpus`)."""
         if self._window <= 0 or gpus <= 0 or key in self._runs:
             return
         state = self._queues.get(queue)
         if state is None:
             state = self._queues[queue] = _QueueHours(at)
-        state.advance(at)
-        state.gpus += gpus
-        state.runs += 1
+        state.start(at, gpus)
         self._runs[key] = (queue, gpus)
+        if short:
+            if self._short is None:
+                self._short, self._short_since = _QueueHours(at), at
+            self._short.start(at, gpus)
+            self._short_runs[key] = gpus
 
     def close(self, key: str, at: float) -> None:
         """It stopped (finished, evicted, gone) at `at`; an unknown key is ignored."""
@@ -169,12 +204,15 @@ class UsageLedger:
         if run is None:
             return
         queue, gpus = run
-        state = self._queues[queue]
-        state.advance(at)
-        state.gpus -= gpus
-        state.runs -= 1
-        if not state.runs:
-            state.gpus = 0.0  # no rounding left over from a long sequence of runs
+        self._queues[queue].stop(at, gpus)
+        self._close_short(key, at)
+
+    def _close_short(self, key: str, at: float | None) -> None:
+        """Close `key`'s short run, if it has one, charged up to `at` (None: no further than
+        the short hours are charged already)."""
+        gpus = self._short_runs.pop(key, None)
+        if gpus is not None and self._short is not None:
+            self._short.stop(self._short.accounted if at is None else at, gpus)
 
     def runs(self) -> dict[str, tuple[str, float]]:
         """Open runs: workload key → (queue, GPUs) (a copy)."""
@@ -196,18 +234,25 @@ class UsageLedger:
         window counts its GPU-seconds as they are). Queues that used nothing are left out."""
         if self._window <= 0:
             return {}
-        oldest = now - self._window
-        edge = math.floor(oldest / HOUR)
-        half_life = self._half_life
         used: dict[str, float] = {}
         for queue, state in self._queues.items():
-            state.advance(now)
-            state.drop_before(edge)
-            total = (state.decayed(now, oldest, edge, half_life) if half_life > 0
-                     else state.plain(now, oldest, edge))
+            total = state.window_seconds(now, self._window, self._half_life)
             if total > 0:
                 used[queue] = total
         return used
+
+    def short_gpus(self, now: float) -> float:
+        """The GPUs short jobs held on average (decayed as usage is) over the window, or over
+        the part of it since the first short job ran if that is shorter: a ledger that saw one
+        day of a week averages that day, rather than spreading it over six days it never saw.
+        Not persisted: a new leader starts from its own first short job."""
+        state = self._short
+        if self._window <= 0 or state is None:
+            return 0.0
+        seen = min(self._window, now - self._short_since)
+        span = _decayed_seconds(0.0, seen, self._half_life)
+        total = state.window_seconds(now, self._window, self._half_life)
+        return total / span if span > 0 else 0.0
 
 
 def _decayed_seconds(age_from: float, age_to: float, half_life: float) -> float:

@@ -41,6 +41,7 @@ from admitter.api.scenario import ClusterEvent, Scenario
 from admitter.api.scenario_file import queue_tree
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import Admission, CycleResult, Eviction, Snapshot
+from admitter.core.headroom import is_short
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
@@ -297,6 +298,7 @@ class Simulation:
             workloads=workloads,
             usage=self._ledger.usage(at),
             settings=self._settings,
+            short_gpus=self._ledger.short_gpus(at),
         )
 
     def _release(self, job: Job) -> None:
@@ -329,5 +331,6 @@ class Simulation:
         self.accounting.hold(job.instance.pending, stint.nodes, 1)
         workload = job.instance.pending
         if workload.funded:
-            self._ledger.open(job.key, workload.queue, at, job.instance.gpus)
+            self._ledger.open(job.key, workload.queue, at, job.instance.gpus,
+                              is_short(workload))
         self._push(finish_at, _Kind.FINISH, (job, stint))

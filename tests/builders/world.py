@@ -33,6 +33,8 @@ class World:
     usage: dict[str, float] = field(default_factory=dict)
     """Funded GPU-seconds per leaf queue inside the window, the same at every cycle."""
     settings: CycleSettings = NO_TIME_FAIRNESS
+    short_gpus: float = 0.0
+    """GPUs short jobs held on average over the window, the same at every cycle."""
     topology: tuple[str, ...] = LEVELS
     history: list[CycleResult] = field(default_factory=list)
 
@@ -43,7 +45,8 @@ class World:
 
     def snapshot(self, now: float) -> Snapshot:
         return Snapshot(now, self.nodes, self.topology, self.queues,
-                        list(self.workloads.values()), self.usage, self.settings)
+                        list(self.workloads.values()), self.usage, self.settings,
+                        self.short_gpus)
 
     def cycle(self, now: float) -> CycleResult:
         result = run_cycle(self.snapshot(now))

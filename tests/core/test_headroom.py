@@ -61,6 +61,23 @@ def test_a_four_gpu_hole_permits_long_starts_elsewhere_until_the_last():
     assert admitted(later) == ["b-debug"] and world.placement("b-debug") == {"b0-r3-n0": 1}
 
 
+def test_the_room_grows_to_what_short_jobs_held_on_average():
+    """16 GPUs idle on rack r3. Short jobs held 11 GPUs on average over the window, so 11 are
+    kept rather than 1: an 8-GPU long start would leave 8 and waits, a 4-GPU one leaves 12
+    and starts. With no short work in the window, the 8-GPU start goes ahead."""
+    busy = _world(**{"b0-r3-n0": 0, "b0-r3-n1": 0})
+    busy.short_gpus = 11.0
+    busy.submit(job("b-8", "b", gpus=8, at=1.0), job("b-4", "b", gpus=4, at=2.0))
+    result = busy.cycle(10.0)
+    assert admitted(result) == ["b-4"]
+    assert pending(result) == {"b-8": "ProtectedVictims"}
+    assert ("fewer than the 11 kept for short jobs (what short jobs held on average over the "
+            "window: 11.0)") in result.pending[0].message
+    quiet = _world(**{"b0-r3-n0": 0, "b0-r3-n1": 0})
+    quiet.submit(job("b-8", "b", gpus=8, at=1.0))
+    assert admitted(quiet.cycle(10.0)) == ["b-8"]
+
+
 def test_unfunded_work_on_a_node_counts_as_room():
     """n0 has 1 idle GPU, n1 2 idle beside b's 2-GPU unfunded job: n1 holds a 4-GPU debug job
     once the unfunded job yields, so a long 1-GPU job may take n0's last GPU."""

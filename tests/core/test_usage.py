@@ -115,6 +115,27 @@ def test_restored_hours_charge_a_run_only_from_when_they_end() -> None:
     assert ledger.usage(2 * HOUR) == pytest.approx({"a": 8 * HOUR})
 
 
+def test_short_gpus_average_short_runs_over_the_part_of_the_window_seen() -> None:
+    """4 short GPUs for an hour, seen for two: 2 on average. Long runs do not count; once the
+    window has been seen whole, the average is over the whole window."""
+    ledger = UsageLedger(FairShareSettings(window=10 * HOUR))
+    ledger.open("debug", "a", at=0.0, gpus=4, short=True)
+    ledger.open("train", "a", at=0.0, gpus=8)
+    ledger.close("debug", HOUR)
+    assert ledger.short_gpus(2 * HOUR) == pytest.approx(2.0)
+    assert ledger.short_gpus(10 * HOUR) == pytest.approx(0.4)
+    assert ledger.short_gpus(11 * HOUR) == 0.0  # the hour left the window
+    assert UsageLedger(WEEK).short_gpus(HOUR) == 0.0  # no short job seen yet
+
+
+def test_a_forgotten_queues_short_runs_stop_counting() -> None:
+    ledger = UsageLedger(FairShareSettings(window=10 * HOUR))
+    ledger.open("debug", "a", at=0.0, gpus=4, short=True)
+    assert ledger.short_gpus(HOUR) == pytest.approx(4.0)
+    ledger.forget("a")
+    assert ledger.short_gpus(2 * HOUR) == pytest.approx(2.0)
+
+
 RUNS = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 20 * 24), st.integers(1, 72),
                           st.integers(1, 16)), max_size=30)
 
