@@ -7,6 +7,11 @@ work into them: the fault soak saw 66 GPUs admitted on 64 that way. Here the old
 admission is held at exactly that point, past its fence, while the other replica takes the
 Lease; then it is sent. The API server must refuse it (deploy/leader-fence.yaml), and the new
 leader's own admission of the same Workload must land.
+
+The API server reads the Lease from its own watch, a moment behind the write: until it has
+seen the new term, it refuses the new leader's admissions (which the next pass retries) and
+would still let the old term's through. The test sends the old leader's write only once an
+admission of the new leader's has landed, as a stalled process sends it seconds later.
 """
 
 from __future__ import annotations
@@ -57,11 +62,24 @@ def admission_of(wl: Obj, elector: Elector) -> dict[str, Any]:
     return admission_status(wl, decision, time.time(), elector.fencing_token())
 
 
+async def admitted_by(elector: Elector, wl: Obj) -> Obj | None:
+    """`elector`'s admission of `wl` as written, or None while the API server refuses it for
+    a term it has not seen yet."""
+    try:
+        return await Actions(elector.kube.fenced(elector.leading)).patch_workload_status(
+            wl, admission_of(wl, elector))
+    except ApiException as error:
+        if error.status != 403:
+            raise
+        return None
+
+
 async def test_an_admission_sent_after_the_lease_changed_hands_is_refused(
         api: Kube, namespace: str) -> None:
-    await api.create(kube.WORKLOADS, {**workload("train", gpus=8),
-                                      "metadata": {"name": "train", "namespace": namespace}})
-    wl = await api.get(kube.WORKLOADS, "train", namespace)
+    for name in ("train", "probe"):
+        await api.create(kube.WORKLOADS, {**workload(name, gpus=8),
+                                          "metadata": {"name": name, "namespace": namespace}})
+    wl, probe = [await api.get(kube.WORKLOADS, name, namespace) for name in ("train", "probe")]
     old = Elector(api, namespace, LEASE, "replica-old", LEASE_SECONDS)
     new = Elector(api, namespace, LEASE, "replica-new", LEASE_SECONDS)
     async with leader_fence(api, namespace, LEASE):
@@ -76,6 +94,7 @@ async def test_an_admission_sent_after_the_lease_changed_hands_is_refused(
 
         await eventually(taken_over, "the other replica to take the expired Lease")
         assert new.term == old.term + 1
+        await eventually(lambda: admitted_by(new, probe), "the new term to be in force")
         stalled.resume.set()
         with pytest.raises(ApiException) as refused:
             await late
@@ -85,15 +104,7 @@ async def test_an_admission_sent_after_the_lease_changed_hands_is_refused(
         assert not (await api.get(kube.WORKLOADS, "train", namespace)).get(
             "status", {}).get("admission")
 
-        async def admitted_by_the_new_leader() -> Obj | None:
-            try:  # the API server may read the new Lease a moment after it was written
-                return await Actions(api.fenced(new.leading)).patch_workload_status(
-                    wl, admission_of(wl, new))
-            except ApiException as error:
-                if error.status != 403:
-                    raise
-                return None
-
-        admitted = await eventually(admitted_by_the_new_leader, "the new leader's admission")
+        admitted = await admitted_by(new, wl)
+        assert admitted is not None
         assert admitted["status"]["admission"]["admittedBy"] == {
             "lease": f"{namespace}/{LEASE}", "holder": "replica-new", "term": 1}
