@@ -1,0 +1,39 @@
+"""The Helm chart in deploy/helm/admitter, rendered with Helm built from its Go module
+(hack/helm/build.sh), for the tests that compare it with deploy/ and install it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from admitter.webhook.names import NAMESPACE
+
+Obj = dict[str, Any]
+ROOT = Path(__file__).parents[2]
+CHART = ROOT / "deploy" / "helm" / "admitter"
+BUILD = ROOT / "hack" / "helm" / "build.sh"
+
+
+def helm() -> Path:
+    """The Helm binary, built first if needed (cached under hack/bin)."""
+    done = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=True)
+    return Path(done.stdout.strip())
+
+
+def render(values: Obj | None = None, namespace: str = NAMESPACE,
+           release: str = "admitter") -> list[Obj]:
+    """`helm template` of the chart with its CRDs, with `values` over the defaults."""
+    done = subprocess.run(
+        [str(helm()), "template", release, str(CHART), "--namespace", namespace,
+         "--include-crds", "--values", "-"],
+        input=yaml.safe_dump(values or {}), capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise ChartError(done.stderr.strip())
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+class ChartError(RuntimeError):
+    """Helm refused to render the chart (its message names the value)."""
