@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from admitter.api.settings import Settings
 from admitter.webhook.names import NAMESPACE
 
 Obj = dict[str, Any]
@@ -37,3 +39,17 @@ def render(values: Obj | None = None, namespace: str = NAMESPACE,
 
 class ChartError(RuntimeError):
     """Helm refused to render the chart (its message names the value)."""
+
+
+def comparable(docs: list[Obj]) -> dict[tuple[str, str], Obj]:
+    """Objects by kind and name, without what only the chart makes (the CA bundle), with the
+    settings as the controller reads them (Helm writes `1.0` as `1` and leaves out nulls)."""
+    found = {}
+    for doc in copy.deepcopy(docs):
+        for hook in doc.get("webhooks", []):
+            hook["clientConfig"].pop("caBundle", None)
+        if doc["kind"] == "ConfigMap":
+            doc["data"] = {name: Settings.model_validate(yaml.safe_load(text))
+                           for name, text in doc["data"].items()}
+        found[doc["kind"], doc["metadata"]["name"]] = doc
+    return found

@@ -5,7 +5,6 @@ admitter/webhook/registration.py for the same settings: the chart cannot drift f
 from __future__ import annotations
 
 import base64
-import copy
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from cryptography import x509
 from test_manifests import MANIFESTS
 
 from admitter.api.settings import Settings
-from admitter.testing.helm_chart import ChartError, render
+from admitter.testing.helm_chart import ChartError, comparable, render
 from admitter.webhook.names import SECRET, WEBHOOK_CONFIGURATION
 from admitter.webhook.registration import service_client_config, webhook_configurations
 
@@ -23,33 +22,18 @@ OPT_IN = {"namespaceSelector": {"matchLabels": {"admitter.dev/quota": "enforced"
           "localQueue": "shared"}
 
 
-def key(doc: Obj) -> tuple[str, str]:
-    return doc["kind"], doc["metadata"]["name"]
-
-
-def comparable(doc: Obj) -> Obj:
-    """The object without what only the chart makes (the CA bundle), with the settings as the
-    controller reads them (Helm writes `1.0` as `1` and leaves out nulls)."""
-    doc = copy.deepcopy(doc)
-    for hook in doc.get("webhooks", []):
-        hook["clientConfig"].pop("caBundle", None)
-    if doc["kind"] == "ConfigMap":
-        doc["data"] = {name: Settings.model_validate(yaml.safe_load(text))
-                       for name, text in doc["data"].items()}
-    return doc
-
-
 def kustomized() -> dict[tuple[str, str], Obj]:
-    """deploy/'s objects as `kubectl kustomize deploy/` writes them (its `images` tag applied);
-    the Namespace is left to `helm install --create-namespace`."""
-    docs = {key(d): comparable(d) for d in MANIFESTS if d["kind"] != "Namespace"}
+    """deploy/'s objects as `kubectl kustomize deploy/` writes them (its `images` tag applied;
+    tests/integration/test_helm_chart_on_cluster.py compares with kubectl's own output); the
+    Namespace is left to `helm install --create-namespace`."""
+    docs = comparable([d for d in MANIFESTS if d["kind"] != "Namespace"])
     for main in docs["Deployment", "admitter"]["spec"]["template"]["spec"]["containers"]:
         main["image"] += ":0.1.0"
     return docs
 
 
 def test_the_default_chart_renders_deploys_objects_plus_the_certificate_secret():
-    charted = {key(d): comparable(d) for d in render()}
+    charted = comparable(render())
     assert charted.pop(("Secret", SECRET))["type"] == "kubernetes.io/tls"
     assert sorted(charted) == sorted(kustomized())
     for name, doc in kustomized().items():
@@ -57,7 +41,7 @@ def test_the_default_chart_renders_deploys_objects_plus_the_certificate_secret()
 
 
 def webhooks(docs: list[Obj]) -> list[Obj]:
-    return [comparable(d) for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    return [d for d in comparable(docs).values() if d["kind"].endswith("WebhookConfiguration")]
 
 
 def test_the_opt_in_renders_the_settings_and_the_webhooks_registration_makes_for_them():
@@ -73,7 +57,7 @@ def test_the_opt_in_renders_the_settings_and_the_webhooks_registration_makes_for
 
 def test_the_generated_certificate_is_for_the_service_and_signed_by_the_bundle():
     docs = render(namespace="gpu-admission")
-    (secret,) = [d for d in docs if key(d) == ("Secret", SECRET)]
+    secret = comparable(docs)["Secret", SECRET]
     data = {name: base64.b64decode(value) for name, value in secret["data"].items()}
     authority = x509.load_pem_x509_certificate(data["ca.crt"])
     served = x509.load_pem_x509_certificate(data["tls.crt"])
@@ -97,7 +81,7 @@ def test_another_namespace_names_the_controller_so_its_unsuspends_pass_the_webho
 
 def test_cert_manager_issues_the_certificate_and_injects_the_bundle():
     docs = render({"certManager": {"enabled": True}})
-    kinds = {key(d) for d in docs}
+    kinds = set(comparable(docs))
     assert {("Issuer", "admitter-selfsigned"), ("Certificate", "admitter-webhook")} <= kinds
     assert ("Secret", SECRET) not in kinds
     for config in webhooks(docs):
@@ -112,7 +96,7 @@ def test_metrics_service_and_service_monitor_are_opt_in():
     docs = render({"metrics": {"service": {"enabled": True},
                                "serviceMonitor": {"enabled": True}}})
     (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
-    (metrics,) = [d for d in docs if key(d) == ("Service", "admitter-metrics")]
+    metrics = comparable(docs)["Service", "admitter-metrics"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= metrics["metadata"][
         "labels"].items()
 

@@ -35,10 +35,10 @@ from admitter.controller import kube
 from admitter.controller.kube import Kube
 from admitter.controller.translate import ADMISSION_GATE
 from admitter.testing import LocalCluster
-from admitter.testing.helm_chart import render
+from admitter.testing.helm_chart import comparable, render
 from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
-from admitter.webhook.names import NAMESPACE, SERVICE_ACCOUNT
+from admitter.webhook.names import NAMESPACE, SECRET, SERVICE_ACCOUNT
 
 from builders.kube import leaf_queue
 
@@ -93,11 +93,14 @@ def kustomized(cluster: LocalCluster) -> list[Obj]:
 def test_the_chart_and_the_kustomization_are_accepted_by_the_api_server(
         local_cluster: LocalCluster, namespace: str, apply: Any) -> None:
     suffix = secrets.token_hex(3)
-    for docs in (kustomized(local_cluster), render(namespace=NAMESPACE)):
+    kustomize, chart = kustomized(local_cluster), render(namespace=NAMESPACE)
+    # The same objects: the chart adds its certificate Secret, kustomize the Namespace.
+    assert {k: v for k, v in comparable(chart).items() if k != ("Secret", SECRET)} == {
+        k: v for k, v in comparable(kustomize).items() if k != ("Namespace", NAMESPACE)}
+    for docs in (kustomize, chart):
         moved = relocated(docs, namespace, suffix)
         out = apply(moved).splitlines()
         assert len(out) == len(moved), out  # one line per object applied
-    # Both made the same objects (the chart adds its certificate Secret): nothing left over.
     listed = local_cluster.kubectl("get", "deployment,service,configmap,pdb,role,rolebinding,"
                                    "serviceaccount,secret", "-n", namespace, "-o", "name").stdout
     assert {"deployment.apps/admitter", "service/admitter-webhook", "configmap/admitter-config",
