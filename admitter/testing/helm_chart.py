@@ -25,12 +25,16 @@ def helm() -> Path:
     return Path(done.stdout.strip())
 
 
-def render(values: Obj | None = None, namespace: str = NAMESPACE,
-           release: str = "admitter") -> list[Obj]:
-    """`helm template` of the chart with its CRDs, with `values` over the defaults."""
+def render(values: Obj | None = None, namespace: str = NAMESPACE, release: str = "admitter",
+           kubeconfig: Path | None = None) -> list[Obj]:
+    """`helm template` of the chart with its CRDs, with `values` over the defaults; with
+    `kubeconfig`, looking up what the cluster holds (as `helm upgrade` does), whoever applied
+    it (`--take-ownership`: objects applied with kubectl carry no Helm release labels)."""
+    cluster = [] if kubeconfig is None else [
+        "--dry-run=server", "--take-ownership", "--kubeconfig", str(kubeconfig)]
     done = subprocess.run(
         [str(helm()), "template", release, str(CHART), "--namespace", namespace,
-         "--include-crds", "--values", "-"],
+         "--include-crds", "--values", "-", *cluster],
         input=yaml.safe_dump(values or {}), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise ChartError(done.stderr.strip())

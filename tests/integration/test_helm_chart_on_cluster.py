@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,10 @@ def test_the_chart_and_the_kustomization_are_accepted_by_the_api_server(
         moved = relocated(docs, namespace, suffix)
         out = apply(moved).splitlines()
         assert len(out) == len(moved), out  # one line per object applied
+    # An upgrade keeps the certificate already installed (the webhooks' CA bundle with it).
+    installed = local_cluster.kubectl("get", "secret", SECRET, "-n", namespace, "-o", "json")
+    upgraded = comparable(render(namespace=namespace, kubeconfig=local_cluster.kubeconfig_path))
+    assert upgraded["Secret", SECRET]["data"] == json.loads(installed.stdout)["data"]
     listed = local_cluster.kubectl("get", "deployment,service,configmap,pdb,role,rolebinding,"
                                    "serviceaccount,secret", "-n", namespace, "-o", "name").stdout
     assert {"deployment.apps/admitter", "service/admitter-webhook", "configmap/admitter-config",
