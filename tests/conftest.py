@@ -31,6 +31,8 @@ def _edited_after_build() -> list[str]:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true",
                      help="run the fault soak (tests/integration/test_fault_soak.py) over 20 seeds")
+    parser.addoption("--soak-seed", type=int, action="append", default=[],
+                     help="run the fault soak with this seed (again for more seeds)")
 
 
 def pytest_report_header() -> str:

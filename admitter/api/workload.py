@@ -161,6 +161,19 @@ class NodeHint(ApiModel):
     """Pods assumed there."""
 
 
+class LeaderTerm(ApiModel):
+    """The leadership an admission was written under: the fencing token the API server
+    checks against the Lease (deploy/leader-fence.yaml), so a deposed leader's write that
+    was already on its way when another replica took over is refused."""
+
+    lease: str = Field(min_length=3, pattern=r"^[^/]+/[^/]+$")
+    """The Lease, as namespace/name."""
+    holder: str = Field(min_length=1)
+    """The Lease's holderIdentity when the admission was written."""
+    term: int = Field(ge=0)
+    """The Lease's leaseTransitions when the holder took it: one number per holding."""
+
+
 class Admission(ApiModel):
     """Where and when the workload was admitted."""
 
@@ -172,6 +185,8 @@ class Admission(ApiModel):
     """Per-node pod counts the gang-fit check assumed."""
     admitted_at: datetime
     """When the admission was recorded."""
+    admitted_by: LeaderTerm | None = None
+    """The leader's term it was written in; absent when the controller runs unelected."""
 
 
 class WorkloadStatus(ApiModel):

@@ -88,7 +88,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
                       args.lease_duration)
     # Hazard: every controller write asks the fence first; only Lease writes go without it.
     reconciler = Reconciler(client.fenced(elector.leading) if args.leader_elect else client,
-                            settings, args.identity)
+                            settings, args.identity,
+                            fencing_token=elector.fencing_token if args.leader_elect else None)
     host, _, port = args.metrics_address.rpartition(":")
     runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
                          host or "0.0.0.0", int(port))

@@ -59,8 +59,10 @@ def charged_seconds(wl: Obj, now: float) -> float:
     return gpus * max(0.0, now - started)
 
 
-def admission_status(wl: Obj, decision: Admission, now: float) -> dict[str, Any]:
-    """The Workload status fields an admission sets (the rest of its status is kept)."""
+def admission_status(wl: Obj, decision: Admission, now: float,
+                     admitted_by: Obj | None = None) -> dict[str, Any]:
+    """The Workload status fields an admission sets (the rest of its status is kept), with the
+    leader's term it is written in (`Elector.fencing_token`), if elected."""
     conditions = with_condition(_conditions(wl), CONDITION_QUOTA_RESERVED, "True",
                                 Reason.QUOTA_RESERVED,
                                 f"quota reserved in ClusterQueue {decision.queue}", now)
@@ -72,6 +74,8 @@ def admission_status(wl: Obj, decision: Admission, now: float) -> dict[str, Any]
              for node, count in sorted(counts.items())]
     admission = {"clusterQueue": decision.queue, "topologyDomain": dict(decision.affinity),
                  "nodeHints": hints, "admittedAt": format_time(now)}
+    if admitted_by is not None:
+        admission["admittedBy"] = admitted_by
     return {"admission": admission, "conditions": conditions, "requeueAt": None,
             "blockedUntil": None, "blockedBy": None}
 

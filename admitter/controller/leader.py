@@ -53,9 +53,20 @@ class Elector:
         """The holder and renewTime last read, and when they were first seen (`_seen_at`):
         another holder's Lease expires `lease_duration` after we saw it last change."""
         self._seen_at = -math.inf
+        self.term = 0
+        """The Lease's leaseTransitions while this replica holds it: with the identity, the
+        fencing token of its writes (`fencing_token`)."""
 
     def leading(self) -> bool:
         return self.clock() < self.proven_until
+
+    def fencing_token(self) -> Obj:
+        """What an admission written now records as its leader's term. The API server
+        refuses an admission whose token is not the Lease's current one (the policy in
+        deploy/leader-fence.yaml): the one write the fence cannot stop, a request already
+        past `leading()` when the process stalled, and sent after another replica took over."""
+        return {"lease": f"{self.namespace}/{self.name}", "holder": self.identity,
+                "term": self.term}
 
     async def run(self, work: Callable[[], Awaitable[None]]) -> None:
         """Forever: follow until the Lease is ours, run `work` while it stays ours."""
@@ -114,6 +125,7 @@ class Elector:
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(now, _micro_time(now), 0)})
+            self.term = 0
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
@@ -129,9 +141,10 @@ class Elector:
         acquired = spec.get("acquireTime") if ours else None
         # A PUT with the resourceVersion read: if another replica wrote the Lease meanwhile,
         # this conflicts (409) instead of both believing they hold it.
+        term = transitions if ours else transitions + 1
         await self.kube.replace(kube.LEASES, {
-            **lease, "spec": self._spec(now, acquired or _micro_time(now),
-                                        transitions if ours else transitions + 1)})
+            **lease, "spec": self._spec(now, acquired or _micro_time(now), term)})
+        self.term = term
         return True
 
     def _spec(self, now: float, acquired: str, transitions: int) -> Obj:

@@ -63,8 +63,11 @@ log = logging.getLogger(__name__)
 class Reconciler:
     def __init__(self, client: Kube, settings: Settings, identity: str,
                  clock: Callable[[], float] = time.time,
-                 decide: Callable[[Snapshot], CycleResult] = run_cycle) -> None:
+                 decide: Callable[[Snapshot], CycleResult] = run_cycle,
+                 fencing_token: Callable[[], Obj] | None = None) -> None:
         self.kube = client
+        self.fencing_token = fencing_token
+        """The leader's term each admission records (None: the controller runs unelected)."""
         self.decide = decide
         """The decision core (a benchmark passes one that also times it)."""
         self.settings = settings
@@ -412,7 +415,8 @@ class Reconciler:
                                    admissions)
         for admission in admissions:
             wl = view.workloads[admission.key]
-            status = admission_status(wl, admission, now)
+            token = None if self.fencing_token is None else self.fencing_token()
+            status = admission_status(wl, admission, now, token)
             meta = wl["metadata"]
             admitted = {**wl, "status": {**(wl.get("status") or {}), **status},
                         "metadata": {**meta, "resourceVersion":

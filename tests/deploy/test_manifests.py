@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from admitter.api.base import GROUP
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import core_queue
@@ -45,6 +46,8 @@ KNOWN_KINDS = NAMESPACED_KINDS | {
     "MutatingWebhookConfiguration",
     "Namespace",
     "Topology",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
     "ValidatingWebhookConfiguration",
 }
 
@@ -119,6 +122,21 @@ def test_both_roles_are_bound_to_the_controllers_service_account():
             {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
         ]
     assert only("Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
+
+
+def test_the_leader_fence_is_bound_to_the_lease_the_deployment_elects_with():
+    """deploy/leader-fence.yaml reads the Lease the controller runs with by default, in its
+    namespace, and checks Workloads of admitter's own API group."""
+    args = build_parser().parse_args(["run"])
+    deployment_args = container()["args"]
+    assert not any(a.split("=")[0] == "--lease-name" for a in deployment_args)
+    assert "--lease-namespace=$(POD_NAMESPACE)" in deployment_args
+    binding = only("ValidatingAdmissionPolicyBinding")["spec"]
+    assert binding["policyName"] == only("ValidatingAdmissionPolicy")["metadata"]["name"]
+    assert (binding["paramRef"]["name"], binding["paramRef"]["namespace"]) == (
+        args.lease_name, names.NAMESPACE)
+    (rule,) = only("ValidatingAdmissionPolicy")["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == [GROUP] and "workloads/status" in rule["resources"]
 
 
 def webhooks() -> list[dict[str, Any]]:

@@ -7,21 +7,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
+import yaml
 from admitter_world import ControllerProcess, jobs, running, workloads
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import kube_base_units
 from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
+from admitter.controller.kube import Kind, Kube, Obj
 from admitter.controller.translate import TERMINAL_POD_PHASES, is_true
 from admitter.testing import GPU_RESOURCE, LocalCluster
 from admitter.testing.partition import PartitionableRelay
 
 NODE_GPUS = 8
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+FAULTS_LEASE = "faults"
+LEADER_FENCE = Path(__file__).parents[2] / "deploy" / "leader-fence.yaml"
+POLICIES = Kind("admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False)
+POLICY_BINDINGS = Kind("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings",
+                       False)
+
+
+@contextlib.asynccontextmanager
+async def leader_fence(api: Kube, namespace: str, lease: str) -> AsyncIterator[None]:
+    """deploy/leader-fence.yaml's policy, bound to the test's own Lease for the block: the
+    API server refuses admissions written in a term of that Lease that is over."""
+    policy, binding = yaml.safe_load_all(LEADER_FENCE.read_text())
+    try:
+        await api.create(POLICIES, policy)
+    except ApiException as error:
+        if not kube.is_conflict(error):
+            raise
+        current = await api.get(POLICIES, policy["metadata"]["name"])
+        await api.replace(POLICIES, {**policy, "metadata": current["metadata"]})
+    name = f"{binding['metadata']['name']}-{namespace}"
+    spec = binding["spec"]
+    await api.create(POLICY_BINDINGS, {**binding, "metadata": {"name": name}, "spec": {
+        **spec, "paramRef": {**spec["paramRef"], "name": lease, "namespace": namespace}}})
+    try:
+        yield
+    finally:
+        await api.delete(POLICY_BINDINGS, name)
 
 
 class Replicas:
@@ -40,7 +68,7 @@ class Replicas:
         config = relay.kubeconfig(self.cluster.kubeconfig_path, self.logs / f"{identity}.kcfg")
         self.processes[identity] = ControllerProcess(
             config, self.logs / f"{identity}.log", "--leader-elect", "--identity", identity,
-            "--lease-namespace", self.namespace, "--lease-name", "faults",
+            "--lease-namespace", self.namespace, "--lease-name", FAULTS_LEASE,
             "--lease-duration", str(self.lease_seconds))
 
     def kill(self, identity: str) -> None:
@@ -75,23 +103,25 @@ def restored(cluster: LocalCluster) -> Iterator[None]:
             cluster.resume(name)
 
 
-@contextlib.contextmanager
-def two_replicas(cluster: LocalCluster, namespace: str, logs: Path,
-                 lease_seconds: int) -> Iterator[Replicas]:
-    """Two replicas electing a leader for the block; whatever was paused runs again after."""
+@contextlib.asynccontextmanager
+async def two_replicas(api: Kube, cluster: LocalCluster, namespace: str, logs: Path,
+                       lease_seconds: int) -> AsyncIterator[Replicas]:
+    """Two replicas electing a leader for the block, fenced as deploy/ fences them; whatever
+    was paused runs again after."""
     started = Replicas(cluster, namespace, logs, lease_seconds)
-    with restored(cluster):
-        try:
-            for identity in ("replica-0", "replica-1"):
-                started.start(identity)
-            yield started
-        finally:
-            started.stop()
+    async with leader_fence(api, namespace, FAULTS_LEASE):
+        with restored(cluster):
+            try:
+                for identity in ("replica-0", "replica-1"):
+                    started.start(identity)
+                yield started
+            finally:
+                started.stop()
 
 
 async def leader(api: Kube, namespace: str) -> str | None:
     try:
-        lease = await api.get(kube.LEASES, "faults", namespace)
+        lease = await api.get(kube.LEASES, FAULTS_LEASE, namespace)
     except ApiException as error:
         if kube.is_not_found(error):
             return None  # no replica took it yet

@@ -9,7 +9,7 @@ of every Workload holding an admission, less those that succeeded) fit in the GP
 can schedule, every queue stays within its limit, no Job runs without an admitted Workload,
 no Job starts twice. The queues allow more than the cluster holds, so the nodes bind.
 
-One seed runs by default; `--soak` runs SOAK_SEEDS seeds, each with a longer stream.
+One seed runs by default; `--soak` runs SOAK_SEEDS seeds, `--soak-seed N` the seed N.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ BACKLOG = 24
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "seed" in metafunc.fixturenames:
-        soak = metafunc.config.getoption("--soak")
-        seeds = list(range(1, SOAK_SEEDS + 1)) if soak else [secrets.randbelow(10_000)]
+        seeds = metafunc.config.getoption("--soak-seed") or (
+            list(range(1, SOAK_SEEDS + 1)) if metafunc.config.getoption("--soak")
+            else [secrets.randbelow(10_000)])
         metafunc.parametrize("seed", seeds)
 
 
@@ -166,9 +167,9 @@ async def cluster_queues(api: Kube, namespace: str) -> AsyncIterator[dict[str, i
 
 
 @pytest.fixture
-async def soak_replicas(namespace: str, local_cluster: LocalCluster,
+async def soak_replicas(api: Kube, namespace: str, local_cluster: LocalCluster,
                         tmp_path: Path) -> AsyncIterator[Replicas]:
-    with two_replicas(local_cluster, namespace, tmp_path, LEASE_SECONDS) as started:
+    async with two_replicas(api, local_cluster, namespace, tmp_path, LEASE_SECONDS) as started:
         yield started
 
 

@@ -41,7 +41,7 @@ async def replicas(api: Kube, namespace: str, local_cluster: LocalCluster,
                    tmp_path: Path) -> AsyncIterator[Replicas]:
     name = f"faults-{secrets.token_hex(3)}"
     await apply_all(api, *leaf_queue(name, QUEUE_GPUS, limit=QUEUE_GPUS, namespace=namespace))
-    with two_replicas(local_cluster, namespace, tmp_path, LEASE_SECONDS) as started:
+    async with two_replicas(api, local_cluster, namespace, tmp_path, LEASE_SECONDS) as started:
         yield started
 
 
