@@ -5,9 +5,9 @@ unlabelled GPU Job and gates a bare GPU Pod, admits them and evicts them for a h
 without one request refused.
 
 The session's other tests share the cluster, so each object goes to the test's namespace, the
-cluster-wide ones (roles, bindings, webhook configurations) get a suffix, and the webhook
-configurations applied for real select only objects with a label nothing carries; the CRDs are
-the session's own and stay."""
+cluster-wide ones (roles, bindings, webhook configurations, the leader fence) get a suffix,
+and the webhook configurations applied for real select only objects with a label nothing
+carries; the CRDs are the session's own and stay."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
 ROOT = Path(__file__).parents[2]
 RENAMED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
-           "ValidatingWebhookConfiguration"}
+           "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+           "ValidatingAdmissionPolicyBinding"}
 OPT_IN_LABEL = "admitter.dev/quota"
 
 
@@ -63,6 +64,8 @@ def relocated(docs: list[Obj], namespace: str, suffix: str) -> list[Obj]:
             doc["metadata"]["name"] += f"-{suffix}"
         if doc["kind"] == "ClusterRoleBinding":
             doc["roleRef"]["name"] += f"-{suffix}"
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            doc["spec"]["policyName"] += f"-{suffix}"
         for hook in doc.get("webhooks", []):
             hook["objectSelector"] = {"matchLabels": {"admitter.dev/chart-test": suffix}}
     return moved
