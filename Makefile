@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup control-plane operators browser demo test lint
+.PHONY: setup control-plane operators helm browser demo test lint
 
 # The install compiles admitter/core and the simulator's loop with mypyc (setup.py); a changed
 # source recompiles them, since the compiled modules shadow their sources.
@@ -22,6 +22,10 @@ control-plane:
 operators:
 	bash hack/jobset/build.sh >/dev/null
 
+# Helm, for the chart's tests (deploy/helm/admitter); built from its Go module, cached.
+helm:
+	bash hack/helm/build.sh >/dev/null
+
 # The dashboard's browser test drives Debian's `chromium` headless over the DevTools protocol;
 # installed once with apt-get (as root, or through sudo), skipped when already there.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -33,10 +37,14 @@ browser:
 demo: setup control-plane
 	$(BIN)/python -m admitter.testing.demo
 
-test: setup control-plane operators browser
+test: setup control-plane operators helm browser
 	$(BIN)/pytest
 
-lint: setup
+# The chart is checked against deploy/ and the webhook registration (drift fails here).
+lint: setup helm
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/admitter crds --check
+	$(BIN)/admitter crds --check --out deploy/helm/admitter/crds
+	"$$(bash hack/helm/build.sh)" lint --quiet --strict deploy/helm/admitter
+	$(BIN)/pytest -q -p no:cacheprovider tests/deploy/test_helm_chart.py

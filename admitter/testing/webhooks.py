@@ -23,7 +23,11 @@ from admitter.api.settings import Settings
 from admitter.commands.certs import mint, write
 from admitter.webhook.lookup import ApiLookup, SharedReads
 from admitter.webhook.names import NAMESPACE, SERVICE
-from admitter.webhook.registration import register_url_webhooks
+from admitter.webhook.registration import (
+    point_at_url,
+    register_url_webhooks,
+    register_webhook_configurations,
+)
 from admitter.webhook.server import start_webhook_server
 
 
@@ -97,9 +101,13 @@ def admission_response(
 
 @asynccontextmanager
 async def admitter_webhooks(api: Any, settings: Settings, cert_dir: Path,
-                            controller_usernames: Sequence[str]) -> AsyncIterator[int]:
+                            controller_usernames: Sequence[str],
+                            configurations: Sequence[dict[str, Any]] = (),
+                            ) -> AsyncIterator[int]:
     """admitter's own webhooks served on a free 127.0.0.1 port and registered with the API
-    server by URL, as `admitter run --webhook-url-host` does; yields the port."""
+    server by URL, as `admitter run --webhook-url-host` does; yields the port. With
+    `configurations` (Mutating, Validating, pointed at the Service, e.g. from the Helm chart),
+    those are registered instead, pointed at the port."""
     certs = mint(SERVICE, NAMESPACE, dt.timedelta(days=1))
     write(certs, cert_dir)
     runner = await start_webhook_server(settings, SharedReads(ApiLookup(api)), cert_dir, 0,
@@ -107,8 +115,13 @@ async def admitter_webhooks(api: Any, settings: Settings, cert_dir: Path,
                                         controller_usernames=controller_usernames)
     try:
         port: int = runner.addresses[0][1]
-        await register_url_webhooks(api, f"127.0.0.1:{port}", certs.ca.cert_pem,
-                                    settings.unlabelled_work)
+        if configurations:
+            mutating, validating = (point_at_url(c, f"127.0.0.1:{port}", certs.ca.cert_pem)
+                                    for c in configurations)
+            await register_webhook_configurations(api, mutating, validating)
+        else:
+            await register_url_webhooks(api, f"127.0.0.1:{port}", certs.ca.cert_pem,
+                                        settings.unlabelled_work)
         yield port
     finally:
         await runner.cleanup()

@@ -141,8 +141,22 @@ async def register_url_webhooks(api: client.ApiClient, host_port: str, ca_pem: b
                                 unlabelled: UnlabelledWork | None = None) -> None:
     """Create or replace both configurations, pointed at `https://HOST:PORT`; call it once the
     server answers there (fail-closed webhooks that cannot be reached block queued Jobs)."""
-    mutating, validating = webhook_configurations(url_client_config(host_port, ca_pem),
-                                                  unlabelled)
+    await register_webhook_configurations(
+        api, *webhook_configurations(url_client_config(host_port, ca_pem), unlabelled))
+
+
+def point_at_url(configuration: Obj, host_port: str, ca_pem: bytes) -> Obj:
+    """A configuration pointed at the in-cluster Service (deploy/, the Helm chart) with each
+    webhook's `clientConfig` turned into the URL of the same path, trusting `ca_pem`."""
+    client_config = url_client_config(host_port, ca_pem)
+    return {**configuration, "webhooks": [
+        {**hook, "clientConfig": client_config(hook["clientConfig"]["service"]["path"])}
+        for hook in configuration["webhooks"]]}
+
+
+async def register_webhook_configurations(api: client.ApiClient, mutating: Obj,
+                                          validating: Obj) -> None:
+    """Create or replace the Mutating- and the ValidatingWebhookConfiguration."""
     registration = client.AdmissionregistrationV1Api(api)
     for body, read, create, replace in (
         (mutating, registration.read_mutating_webhook_configuration,

@@ -58,6 +58,21 @@ async def get_pod(api: Kube, namespace: str, name: str) -> Obj:
     return await api.get(kube.PODS, name, namespace)
 
 
+async def unlabelled_webhooks_in_effect(api: Kube, namespace: str) -> None:
+    """Wait until an unlabelled Job created in `namespace` would be queued in `default`."""
+    async def in_effect() -> bool:
+        probe = await api.request("POST", kube.JOBS.path(namespace),
+                                  unlabelled_job(namespace, "probe", 1), query={"dryRun": "All"})
+        return (probe["metadata"].get("labels") or {}).get(QUEUE_LABEL) == "default"
+
+    await eventually(in_effect, "the unlabelled-work webhooks in effect")
+
+
+def delete_webhook_configurations(cluster: LocalCluster) -> None:
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found")
+
+
 @pytest.fixture
 async def other_namespace(api: Kube) -> AsyncIterator[str]:
     """A namespace the settings do not select."""
@@ -93,17 +108,10 @@ async def opted_in(local_cluster: LocalCluster, api: Kube, namespace: str,
     await apply_all(api, *leaf_queue(queue, 8, limit=8, namespace=namespace))
     try:
         async with admitter_webhooks(api.api, settings, tmp_path / "certs", [ADMIN_USERNAME]):
-            async def in_effect() -> bool:
-                probe = await api.request("POST", kube.JOBS.path(namespace),
-                                          unlabelled_job(namespace, "probe", 1),
-                                          query={"dryRun": "All"})
-                return (probe["metadata"].get("labels") or {}).get(QUEUE_LABEL) == "default"
-
-            await eventually(in_effect, "the unlabelled-work webhooks in effect")
+            await unlabelled_webhooks_in_effect(api, namespace)
             yield settings
     finally:
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            local_cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found")
+        delete_webhook_configurations(local_cluster)
         for pod in (await api.request("GET", kube.PODS.path(namespace)))["items"]:
             with contextlib.suppress(ApiException):  # gone already
                 await api.request("DELETE", kube.PODS.path(namespace, pod["metadata"]["name"]),

@@ -1,0 +1,216 @@
+"""The Helm chart and the kustomization on the real control plane: every object they make is
+accepted (server dry-run, then for real), and a chart install with `unlabelledWork`, its
+controller running with nothing but the chart's ServiceAccount token and RBAC, queues an
+unlabelled GPU Job and gates a bare GPU Pod, admits them and evicts them for a higher priority,
+without one request refused.
+
+The session's other tests share the cluster, so each object goes to the test's namespace, the
+cluster-wide ones (roles, bindings, webhook configurations, the leader fence) get a suffix,
+and the webhook configurations applied for real select only objects with a label nothing
+carries; the CRDs are the session's own and stay."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from admitter_world import ControllerProcess, apply_all, jobs, priority_class, running
+from test_unlabelled_work import (
+    delete_webhook_configurations,
+    get_pod,
+    gpu_pod,
+    unlabelled_job,
+    unlabelled_webhooks_in_effect,
+)
+
+from admitter.api.contract import QUEUE_LABEL
+from admitter.api.settings import Settings
+from admitter.controller import kube
+from admitter.controller.kube import Kube
+from admitter.controller.translate import ADMISSION_GATE
+from admitter.testing import LocalCluster
+from admitter.testing.helm_chart import comparable, render
+from admitter.testing.waiting import eventually
+from admitter.testing.webhooks import admitter_webhooks
+from admitter.webhook.names import NAMESPACE, SECRET, SERVICE_ACCOUNT
+
+from builders.kube import leaf_queue
+
+pytestmark = pytest.mark.integration
+Obj = dict[str, Any]
+ROOT = Path(__file__).parents[2]
+RENAMED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+           "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+           "ValidatingAdmissionPolicyBinding"}
+OPT_IN_LABEL = "admitter.dev/quota"
+
+
+def relocated(docs: list[Obj], namespace: str, suffix: str) -> list[Obj]:
+    """`docs` moved into `namespace` (admitter's namespace becomes it), cluster-wide names
+    suffixed, webhooks selecting nothing."""
+    text = yaml.safe_dump_all(docs).replace(f"namespace: {NAMESPACE}", f"namespace: {namespace}")
+    moved = [doc for doc in yaml.safe_load_all(text) if doc]
+    for doc in moved:
+        if doc["kind"] == "Namespace":
+            doc["metadata"]["name"] = namespace
+        if doc["kind"] in RENAMED:
+            doc["metadata"]["name"] += f"-{suffix}"
+        if doc["kind"] == "ClusterRoleBinding":
+            doc["roleRef"]["name"] += f"-{suffix}"
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            doc["spec"]["policyName"] += f"-{suffix}"
+        for hook in doc.get("webhooks", []):
+            hook["objectSelector"] = {"matchLabels": {"admitter.dev/chart-test": suffix}}
+    return moved
+
+
+@pytest.fixture
+def apply(local_cluster: LocalCluster, admitter_crds: None) -> Iterator[Any]:
+    """`kubectl apply` of objects, dry-run on the server first; the suffixed cluster-wide ones
+    are deleted afterwards (the namespaced ones go with the test's namespace)."""
+    applied: list[Obj] = []
+
+    def apply_objects(docs: list[Obj]) -> str:
+        text = yaml.safe_dump_all(docs)
+        local_cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=text)
+        applied.extend(d for d in docs if d["kind"] in RENAMED)
+        return local_cluster.kubectl("apply", "-f", "-", input=text).stdout
+
+    yield apply_objects
+    for doc in applied:
+        local_cluster.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"],
+                              "--ignore-not-found")
+
+
+def kustomized(cluster: LocalCluster) -> list[Obj]:
+    built = cluster.kubectl("kustomize", str(ROOT / "deploy")).stdout
+    return [doc for doc in yaml.safe_load_all(built) if doc]
+
+
+def test_the_chart_and_the_kustomization_are_accepted_by_the_api_server(
+        local_cluster: LocalCluster, namespace: str, apply: Any) -> None:
+    suffix = secrets.token_hex(3)
+    kustomize, chart = kustomized(local_cluster), render(namespace=NAMESPACE)
+    # The same objects: the chart adds its certificate Secret, kustomize the Namespace.
+    assert {k: v for k, v in comparable(chart).items() if k != ("Secret", SECRET)} == {
+        k: v for k, v in comparable(kustomize).items() if k != ("Namespace", NAMESPACE)}
+    for docs in (kustomize, chart):
+        moved = relocated(docs, namespace, suffix)
+        out = apply(moved).splitlines()
+        assert len(out) == len(moved), out  # one line per object applied
+    # An upgrade keeps the certificate already installed (the webhooks' CA bundle with it).
+    installed = local_cluster.kubectl("get", "secret", SECRET, "-n", namespace, "-o", "json")
+    upgraded = comparable(render(namespace=namespace, kubeconfig=local_cluster.kubeconfig_path))
+    assert upgraded["Secret", SECRET]["data"] == json.loads(installed.stdout)["data"]
+    listed = local_cluster.kubectl("get", "deployment,service,configmap,pdb,role,rolebinding,"
+                                   "serviceaccount,secret", "-n", namespace, "-o", "name").stdout
+    assert {"deployment.apps/admitter", "service/admitter-webhook", "configmap/admitter-config",
+            "poddisruptionbudget.policy/admitter", "secret/admitter-webhook-tls",
+            "serviceaccount/admitter"} <= set(listed.split())
+
+
+def service_account_kubeconfig(cluster: LocalCluster, namespace: str, path: Path) -> Path:
+    """A kubeconfig that authenticates with only the ServiceAccount's token."""
+    token = cluster.kubectl("create", "token", SERVICE_ACCOUNT, "-n", namespace,
+                            "--duration=1h").stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig_path.read_text())
+    config["users"] = [{"name": config["users"][0]["name"], "user": {"token": token}}]
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_a_chart_install_with_unlabelled_work_runs_on_its_own_account_without_a_403(
+        local_cluster: LocalCluster, api: Kube, namespace: str, apply: Any,
+        tmp_path: Path) -> None:
+    token = secrets.token_hex(3)
+    values = {"settings": {"cycle": "1s", "unlabelledWork": {
+        "namespaceSelector": {"matchLabels": {OPT_IN_LABEL: token}}}}}
+    docs = render(values, namespace=namespace)
+    apply(relocated(docs, namespace, token))
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    settings_yaml = config["data"]["config.yaml"]
+    settings = Settings.model_validate(yaml.safe_load(settings_yaml))
+    webhooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+
+    await api.request("PATCH", f"/api/v1/namespaces/{namespace}",
+                      {"metadata": {"labels": {OPT_IN_LABEL: token}}},
+                      content_type=kube.MERGE_PATCH)
+    await apply_all(api, *leaf_queue(f"chart-{token}", 8, limit=8, namespace=namespace))
+    await priority_class(api, "chart-test-low", 10)
+    await priority_class(api, "chart-test-high", 50)
+    account = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
+    try:
+        async with admitter_webhooks(api.api, settings, tmp_path / "certs", [account],
+                                     configurations=webhooks):
+            await unlabelled_webhooks_in_effect(api, namespace)
+            await run_the_cycle(local_cluster, api, namespace, settings_yaml, tmp_path)
+    finally:
+        delete_webhook_configurations(local_cluster)
+        local_cluster.kubectl("delete", "pods,jobs", "--all", "-n", namespace,
+                              "--grace-period=0")
+
+
+def low_priority(obj: Obj) -> Obj:
+    """Preemptible two seconds after it starts."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["annotations"].update({"admitter.dev/min-runtime": "2s",
+                                           "admitter.dev/resumable": "true"})
+    spec = obj["spec"]["template"]["spec"] if obj["kind"] == "Job" else obj["spec"]
+    spec["priorityClassName"] = "chart-test-low"
+    return obj
+
+
+async def evicted(api: Kube, namespace: str, urgent: str, evictions: int) -> bool:
+    """`urgent` runs, and `evictions` of the Job `train` (suspended) and the Pod `notebook`
+    (deleted) happened."""
+    current = await jobs(api, namespace)
+    pods = (await api.request("GET", kube.PODS.path(namespace)))["items"]
+    gone = "notebook" not in {p["metadata"]["name"] for p in pods}
+    return (running(current[urgent])
+            and int(current["train"]["spec"]["suspend"]) + int(gone) == evictions)
+
+
+def high_priority(job: Obj) -> Obj:
+    """Funded (a min runtime), so it may preempt."""
+    job["metadata"]["annotations"]["admitter.dev/min-runtime"] = "2s"
+    job["spec"]["template"]["spec"]["priorityClassName"] = "chart-test-high"
+    return job
+
+
+async def run_the_cycle(cluster: LocalCluster, api: Kube, namespace: str, settings_yaml: str,
+                        tmp_path: Path) -> None:
+    """Queue and gate, admit, then evict both for Jobs of higher priority."""
+    held = await api.create(kube.JOBS, low_priority(unlabelled_job(namespace, "train", 4)))
+    assert held["spec"]["suspend"] is True
+    assert held["metadata"]["labels"][QUEUE_LABEL] == "default"
+    pod = await api.create(kube.PODS, low_priority(gpu_pod(namespace, "notebook", 4)))
+    assert pod["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]
+
+    controller = ControllerProcess(
+        service_account_kubeconfig(cluster, namespace, tmp_path / "account.kubeconfig"),
+        tmp_path / "controller.log", "--lease-namespace", namespace,
+        settings_yaml=settings_yaml)
+    try:
+        async def admitted() -> bool:
+            current = await get_pod(api, namespace, "notebook")
+            return (running((await jobs(api, namespace))["train"])
+                    and not current["spec"].get("schedulingGates"))
+
+        await eventually(admitted, "the Job running and the Pod ungated", 90)
+        # Each urgent Job takes the place of one: the Job is suspended, the Pod deleted.
+        for urgent, evictions in (("urgent", 1), ("urgent-2", 2)):
+            await api.create(kube.JOBS, high_priority(unlabelled_job(namespace, urgent, 4)))
+            await eventually(functools.partial(evicted, api, namespace, urgent, evictions),
+                             f"{urgent} running after {evictions} eviction(s)", 90)
+        assert controller.alive()
+    finally:
+        controller.kill()
+    log = controller.log.read_text()
+    assert "403" not in log and "forbidden" not in log.lower(), log[-3000:]
