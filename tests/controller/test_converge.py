@@ -20,12 +20,12 @@ async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> Non
     caches = controller.caches
     await submitted_jobs(api, controller, 8, gpus=1, node_a=8)
     api.open.clear()
-    for stored in caches.jobs.items():
+    for stored in caches.jobs["Job"].items():
         assert not stored["spec"]["suspend"], "all eight admitted and started"
         done = {**stored, "status": {"conditions": [
             {"type": "Complete", "status": "True", "lastTransitionTime": format_time(0)}]}}
-        add(api, caches.jobs, kube.JOBS, done)
-    converging = asyncio.create_task(controller.converge_jobs(0.0, caches.jobs.items()))
+        add(api, caches.jobs["Job"], kube.JOBS, done)
+    converging = asyncio.create_task(controller.converge_jobs(0.0, caches.jobs["Job"].items()))
     for _ in range(1000):  # let every write that can start start
         if api.waiting >= 8 or converging.done():
             break
@@ -47,7 +47,7 @@ async def test_a_pass_checks_the_jobs_that_changed_and_every_job_once_per_sweep(
     caches = controller.caches
     await submitted_jobs(api, controller, 3, gpus=1, node_a=8)
     assert controller.jobs_to_check(now[0]) == [], "nothing changed since the last pass"
-    changed = caches.jobs.get("ns", "j1")
+    changed = caches.jobs["Job"].get("ns", "j1")
     assert changed is not None
     wl = caches.workloads.get("ns", workload_name(changed))
     assert wl is not None

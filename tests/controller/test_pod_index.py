@@ -40,8 +40,8 @@ def fresh_count(caches: Caches) -> tuple[dict[Any, Any], dict[Any, Any]]:
         if not node or obj["status"]["phase"] in TERMINAL_POD_PHASES:
             continue
         owners = [o["name"] for o in obj["metadata"].get("ownerReferences", [])]
-        owner = ("ns", owners[0]) if owners else None
-        if owner is not None and owner in caches.jobs.store:
+        owner = ("Job", "ns", owners[0]) if owners else None
+        if owner is not None and owner[1:] in caches.jobs["Job"].store:
             bound.setdefault(owner, {})
             bound[owner][node] = bound[owner].get(node, 0) + 1
         else:
@@ -76,13 +76,13 @@ def test_the_index_matches_a_fresh_count_after_any_events(events: list[tuple[Any
             replay.put(caches.pods, pod(name, node, phase, owner, gpus))
         elif kind == "delete-pod":
             replay.delete(caches.pods, args[0])
-        elif kind == "job" and caches.jobs.get("ns", args[0]) is None:
-            add(api, caches.jobs, kube.JOBS,
+        elif kind == "job" and caches.jobs["Job"].get("ns", args[0]) is None:
+            add(api, caches.jobs["Job"], kube.JOBS,
                 JobWrapper(args[0], "ns").gpus(1).min_runtime(None).obj())
         elif kind == "delete-job":
-            replay.delete(caches.jobs, args[0])
+            replay.delete(caches.jobs["Job"], args[0])
         elif kind in ("relist-pods", "relist-jobs"):
-            replay.relist(caches.pods if kind == "relist-pods" else caches.jobs, args[0])
+            replay.relist(caches.pods if kind == "relist-pods" else caches.jobs["Job"], args[0])
         assert (caches.bound_pods(), caches.foreign_usage()) == fresh_count(caches)
 
 
@@ -91,10 +91,10 @@ def test_a_job_that_appears_after_its_pod_takes_the_pod_out_of_foreign_usage() -
     caches = reconciler(api).caches
     caches.pods.observe(pod("p", "n1", "Running", "j0", 2))
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
-    created = add(api, caches.jobs, kube.JOBS,
+    created = add(api, caches.jobs["Job"], kube.JOBS,
                   JobWrapper("j0", "ns").gpus(2).min_runtime(None).obj())
-    assert caches.foreign_usage() == {} and caches.bound_pods() == {("ns", "j0"): {"n1": 1}}
-    caches.jobs._apply({"type": "DELETED", "object": created})
+    assert caches.foreign_usage() == {} and caches.bound_pods() == {("Job", "ns", "j0"): {"n1": 1}}
+    caches.jobs["Job"]._apply({"type": "DELETED", "object": created})
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
 
 
