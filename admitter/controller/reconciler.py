@@ -112,12 +112,14 @@ class Reconciler:
     def jobs_to_check(self, now: float) -> list[Obj]:
         """The jobs whose job or Workload changed since they were last checked, or every job
         once per SWEEP_EVERY: checking all of thousands of finished Jobs on every pass cost
-        more than the cycle itself."""
+        more than the cycle itself. A child of a queued job (a JobSet's Job, labelled through
+        its template) is left to its parent's Workload."""
         if now - self._swept_at >= SWEEP_EVERY:
             self._swept_at = now
-            return self.caches.all_jobs()
-        found = (self.caches.job(key) for key in self.touched)
-        return [job for job in found if job is not None]
+            found = self.caches.all_jobs()
+        else:
+            found = [job for key in self.touched if (job := self.caches.job(key)) is not None]
+        return [job for job in found if job_owner(job) is None]
 
     async def run_informers(self) -> None:
         await asyncio.gather(*(informer.run() for informer in self.caches.all()))

@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.controller import kube
+from admitter.controller.actions import resource_of
 from admitter.controller.cache import Caches
 from admitter.controller.kube import Obj
 from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.core.model import GPU
+from admitter.jobs.jobset import JobSet
 
 from builders.kube import JobWrapper
 
@@ -103,3 +105,18 @@ def test_pods_not_bound_or_finished_count_nowhere() -> None:
     caches.pods.observe(pod("waiting", None, "Pending", None, 1))
     caches.pods.observe(pod("done", "n1", "Succeeded", None, 1))
     assert caches.foreign_usage() == {} and caches.bound_pods() == {}
+
+
+def test_a_jobsets_pods_count_for_the_jobset_its_label_names() -> None:
+    api = FakeApi()
+    caches = reconciler(api).caches
+    worker = pod("train-workers-0-0", "n1", "Running", "train-workers-0", 2)
+    worker["metadata"]["labels"] = {"jobset.sigs.k8s.io/jobset-name": "train"}
+    caches.pods.observe(worker)
+    assert caches.foreign_usage() == {"n1": {GPU: 2}}
+    jobsets = resource_of(JobSet())
+    add(api, caches.jobs["JobSet"], jobsets,
+        {"apiVersion": jobsets.group_version, "kind": "JobSet",
+         "metadata": {"name": "train", "namespace": "ns", "uid": "u-1"}, "spec": {}})
+    assert caches.foreign_usage() == {}
+    assert caches.bound_pods() == {("JobSet", "ns", "train"): {"n1": 1}}

@@ -146,3 +146,13 @@ def test_only_a_job_clears_its_start_time_and_kinds_are_found_by_their_kind():
     assert not isinstance(job_of(jobset()), ClearsStartTime)
     assert reader_of({"kind": "Pod"}).workload_prefix == "pod"
     assert job_of({}).kind == "Job"
+
+
+def test_a_jobsets_ready_pods_are_its_ready_or_done_jobs_times_their_pods():
+    js = jobset()
+    js["status"] = {"replicatedJobsStatus": [
+        {"name": "leader", "ready": 1, "succeeded": 0},
+        {"name": "workers", "ready": 1, "succeeded": 1},
+    ]}
+    assert JobSet().pods_ready(js) == 1 + 2 * 4
+    assert BatchJob().pods_ready({"status": {"ready": 2, "succeeded": 1}}) == 3
