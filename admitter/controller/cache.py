@@ -118,8 +118,8 @@ class Caches:
             for t in self.topologies.items()})
         return None if levels is None else list(levels)
 
-    def all_jobs(self) -> list[Obj]:
-        return [job for informer in self.jobs.values() for job in informer.items()]
+    def job_keys(self) -> list[JobKey]:
+        return [(kind, *key) for kind, informer in self.jobs.items() for key in informer.store]
 
     def job(self, key: JobKey) -> Obj | None:
         kind, namespace, name = key

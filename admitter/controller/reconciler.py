@@ -12,7 +12,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -57,6 +57,7 @@ from admitter.core.decisions import (
     Snapshot,
 )
 from admitter.core.queue_tree import QueueTree
+from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import SUSPENDABLE, reader_of
 
 log = logging.getLogger(__name__)
@@ -109,17 +110,26 @@ class Reconciler:
         if self.waiting or matters_when_idle(event, obj):
             self.wakeup.set()
 
-    def jobs_to_check(self, now: float) -> list[Obj]:
+    def jobs_to_check(self, now: float) -> dict[JobKey, Obj]:
         """The jobs whose job or Workload changed since they were last checked, or every job
         once per SWEEP_EVERY: checking all of thousands of finished Jobs on every pass cost
-        more than the cycle itself. A child of a queued job (a JobSet's Job, labelled through
-        its template) is left to its parent's Workload."""
+        more than the cycle itself. Keyed by the kind of the informer holding them (what the
+        object says may be anything). A child of a queued job (a JobSet's Job, labelled
+        through its template) is left to its parent's Workload."""
         if now - self._swept_at >= SWEEP_EVERY:
             self._swept_at = now
-            found = self.caches.all_jobs()
+            keys: Iterable[JobKey] = self.caches.job_keys()
         else:
-            found = [job for key in self.touched if (job := self.caches.job(key)) is not None]
-        return [job for job in found if job_owner(job) is None]
+            keys = self.touched
+        found = {key: job for key in keys if (job := self.caches.job(key)) is not None}
+        return {key: job for key, job in found.items() if not self._is_child(key, job)}
+
+    def _is_child(self, key: JobKey, job: Obj) -> bool:
+        try:
+            return job_owner(job) is not None
+        except UNREADABLE_ERRORS as error:
+            self.unreadable.add(key[0], job, error)
+            return True
 
     async def run_informers(self) -> None:
         await asyncio.gather(*(informer.run() for informer in self.caches.all()))
@@ -170,7 +180,7 @@ class Reconciler:
                               lambda key, version: self.actions.settle_admission(
                                   key, version, self.clock()))
         jobs = self.jobs_to_check(now)
-        checked = {job_key(job) for job in jobs}
+        checked = set(jobs)
         if self.ensure_workloads(now, jobs):
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
@@ -190,35 +200,36 @@ class Reconciler:
 
     # Jobs and their Workloads -----------------------------------------------------------
 
-    def ensure_workloads(self, now: float, jobs: list[Obj]) -> bool:
+    def ensure_workloads(self, now: float, jobs: Mapping[JobKey, Obj]) -> bool:
         """Start creating the Workload of every one of `jobs` that has none yet, in the
         background and one batch at a time: the pass goes on with the Workloads that exist,
         and the new ones (their watch events wake the loop) join a later pass. False when the
         previous batch is still going and nothing was looked at."""
         if self.creations is not None and not self.creations.done():
             return False
-        missing = [job for job in jobs if self._lacks_workload(job)]
-        missing += self.plain_pods.lacking_workloads()
+        missing = [(kind, job) for (kind, *_), job in jobs.items()
+                   if self._lacks_workload(kind, job)]
+        missing += [(PlainPod.kind, pod) for pod in self.plain_pods.lacking_workloads()]
         if not missing:
             return True
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
         tree = QueueTree(core_queues(by_name))
         self.creations = asyncio.create_task(
-            kube.each([self._create_workload(job, tree, now) for job in missing]))
+            kube.each([self._create_workload(kind, job, tree, now) for kind, job in missing]))
         self.creations.add_done_callback(_log_failure)
         return True
 
-    def _lacks_workload(self, job: Obj) -> bool:
+    def _lacks_workload(self, kind: str, job: Obj) -> bool:
         try:
             return (self.caches.workloads.get(job["metadata"]["namespace"],
                                               workload_name(job)) is None
                     and not job_ended(job))
         except UNREADABLE_ERRORS as error:
-            self.unreadable.add(reader_of(job).kind, job, error)
+            self.unreadable.add(kind, job, error)
             return False
 
-    async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
-        kind = reader_of(job).kind
+    async def _create_workload(self, kind: str, job: Obj, tree: QueueTree,
+                               now: float) -> None:
         try:
             workload = self._workload_for(job, tree)
         except ContractError as error:
@@ -248,13 +259,13 @@ class Reconciler:
         priority = self.caches.priority_of(priority_class_of(job))
         return workload_for(job, contract, priority)
 
-    async def converge_jobs(self, now: float, jobs: list[Obj]) -> None:
+    async def converge_jobs(self, now: float, jobs: Mapping[JobKey, Obj]) -> None:
         """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
         writes for different Jobs go out concurrently (a burst of finishes is common). A Job
         whose write fails is logged and retried by a later pass; the others go on. Queued
         plain Pods converge alongside (`plain_pods.py`)."""
         writes = []
-        for job in jobs:
+        for (kind, *_), job in jobs.items():
             try:
                 namespace, name = job["metadata"]["namespace"], workload_name(job)
                 wl = self.caches.workloads.get(namespace, name)
@@ -262,7 +273,7 @@ class Reconciler:
                     continue
                 step = converge_step(job, wl)
             except UNREADABLE_ERRORS as error:
-                self.unreadable.add(reader_of(job).kind, job, error)
+                self.unreadable.add(kind, job, error)
                 continue
             converge = self._converge(step, job, wl, now)
             if converge is not None:

@@ -102,7 +102,8 @@ async def test_an_evicted_job_loses_its_admitted_mark_and_start_time() -> None:
     job_now = stored_job(api, "train")
     assert not job_now["status"].get("startTime"), "cleared through jobs/status"
     assert api.count("PATCH", "jobs/status") == 1
-    await controller.converge_jobs(0.0, [controller.caches.jobs["Job"].get("ns", "train")])
+    await controller.converge_jobs(
+        0.0, {("Job", "ns", "train"): controller.caches.jobs["Job"].get("ns", "train")})
     annotations = stored_job(api, "train")["metadata"].get("annotations") or {}
     assert ORIGINAL_AFFINITY_ANNOTATION not in annotations, "its own template is back"
     assert "affinity" not in stored_job(api, "train")["spec"]["template"]["spec"]
