@@ -14,7 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from admitter_world import apply_all, cluster_topology, in_process_controller, workloads
+from admitter_world import (
+    apply_all,
+    cluster_topology,
+    in_process_controller,
+    jobs,
+    priority_class,
+    running,
+    workloads,
+)
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
@@ -37,7 +45,7 @@ from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.waiting import eventually
 
-from builders.kube import leaf_queue
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 JOBSETS = resource_of(JobSet())
@@ -265,3 +273,33 @@ async def test_the_webhook_suspends_a_users_jobset_and_denies_a_forged_unsuspend
     message = json.loads(error.value.body)["message"]
     assert "spec.suspend: alice may not unsuspend a JobSet that admitter has not admitted" in (
         message)
+
+
+async def test_a_jobset_preempted_by_a_gang_needing_its_rack_runs_again_in_another(
+        jobset_operator: None, api: Kube, namespace: str, team_queue: str,
+        kubeconfig: Path) -> None:
+    nodes = await api.request("GET", kube.NODES.path())
+    racks = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes["items"]}
+    await priority_class(api, "jobset-low", 10)
+    await priority_class(api, "jobset-high", 100)
+    low = queued_jobset(namespace, "low", 4)
+    for replicated in low["spec"]["replicatedJobs"]:
+        replicated["template"]["spec"]["template"]["spec"]["priorityClassName"] = "jobset-low"
+    js = await api.create(JOBSETS, low)
+    async with in_process_controller(kubeconfig):
+        placed = await eventually(lambda: bound_pods(api, js), "9 pods bound", timeout=90.0)
+        (rack,) = {racks[node] for node in placed.values()}
+        # Funded (a min runtime) and of higher priority: it may preempt the unfunded JobSet.
+        await apply_all(api, JobWrapper("high", namespace).pods(2).gpus(8).min_runtime("1h")
+                        .priority_class("jobset-high").node_selector(RACK_LABEL, rack).obj())
+
+        async def elsewhere() -> dict[str, str] | None:
+            found = await bound_pods(api, js)
+            return found if found and rack not in {racks[n] for n in found.values()} else None
+
+        moved = await eventually(elsewhere, "the JobSet's 9 pods in another rack", timeout=120.0)
+        assert len({racks[node] for node in moved.values()}) == 1
+        assert running((await jobs(api, namespace))["high"])
+    events = await api.request("GET", kube.EVENTS.path(namespace))
+    assert any(e["reason"] == EvictionReason.PREEMPTED.value
+               and e["involvedObject"]["kind"] == "JobSet" for e in events["items"])
