@@ -116,13 +116,11 @@ class Reconciler:
         more than the cycle itself. Keyed by the kind of the informer holding them (what the
         object says may be anything). A child of a queued job (a JobSet's Job, labelled
         through its template) is left to its parent's Workload."""
+        keys: Iterable[JobKey] = self.touched
         if now - self._swept_at >= SWEEP_EVERY:
-            self._swept_at = now
-            keys: Iterable[JobKey] = self.caches.job_keys()
-        else:
-            keys = self.touched
-        found = {key: job for key in keys if (job := self.caches.job(key)) is not None}
-        return {key: job for key, job in found.items() if not self._is_child(key, job)}
+            self._swept_at, keys = now, self.caches.job_keys()
+        return {key: job for key in keys
+                if (job := self.caches.job(key)) is not None and not self._is_child(key, job)}
 
     def _is_child(self, key: JobKey, job: Obj) -> bool:
         try:
