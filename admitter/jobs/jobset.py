@@ -21,7 +21,7 @@ class JobSet(TemplatedJob):
     kind = "JobSet"
     workload_prefix = "jobset"
     plural = "jobsets"
-    name_label = False
+    name_label = True
     pin_field = "nodeSelector"
     pod_label = "jobset.sigs.k8s.io/jobset-name"
 

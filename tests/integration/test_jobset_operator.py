@@ -314,3 +314,25 @@ async def test_a_jobset_preempted_by_a_gang_needing_its_rack_runs_again_in_anoth
     events = await api.request("GET", kube.EVENTS.path(namespace))
     assert any(e["reason"] == EvictionReason.PREEMPTED.value
                and e["involvedObject"]["kind"] == "JobSet" for e in events["items"])
+
+
+async def test_the_workload_of_a_jobset_deleted_with_orphan_propagation_is_finished(
+        jobset_operator: None, api: Kube, namespace: str, team_queue: str,
+        kubeconfig: Path) -> None:
+    js = await api.create(JOBSETS, queued_jobset(namespace, "train", 4))
+    async with in_process_controller(kubeconfig):
+        await eventually(lambda: bound_pods(api, js), "9 pods bound", timeout=90.0)
+        admitted = await workload_of(api, js)
+        assert admitted is not None
+        await api.request("DELETE", JOBSETS.path(namespace, js["metadata"]["name"]),
+                          {"propagationPolicy": "Orphan"})
+
+        async def finished() -> Obj | None:
+            wl = await api.get(kube.WORKLOADS, admitted["metadata"]["name"], namespace)
+            return wl if is_true(wl, CONDITION_FINISHED) else None
+
+        # Worst case: the garbage collector's orphan finalizer, then a lookup that still found
+        # the JobSet (the cache lagging) and is not repeated for a sweep (30 s).
+        wl = await eventually(finished, "the orphaned Workload finished", timeout=120.0)
+    assert not (wl.get("status") or {}).get("admission"), "its quota released"
+    assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.JOB_GONE
