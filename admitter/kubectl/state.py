@@ -165,6 +165,13 @@ def job_name(wl: Obj) -> str:
     return str((wl["metadata"].get("labels") or {}).get(JOB_NAME_LABEL, ""))
 
 
+def job_kind(wl: Obj) -> str:
+    """The kind of the job the Workload was made for (`Job`, `JobSet`); `job` when its owner
+    is gone."""
+    owner = job_owner(wl)
+    return str(owner["kind"]) if owner is not None else "job"
+
+
 def protected_until(wl: Obj) -> float | None:
     """When an admitted Workload's min-runtime protection ends (None: unfunded or waiting)."""
     admission = (wl.get("status") or {}).get("admission")
