@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +58,21 @@ def jobset_operator(local_cluster: LocalCluster,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with running_jobset_operator(local_cluster, tmp_path_factory.mktemp("jobset")):
         yield
+
+
+@pytest.fixture(autouse=True)
+async def cleared(api: Kube, namespace: str) -> AsyncIterator[None]:
+    """The test's JobSets and Jobs (an orphaned JobSet's too) deleted and their pods gone
+    after it, so later tests find the nodes free."""
+    yield
+    for kind in (JOBSETS, kube.JOBS):
+        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
+
+    async def no_pods() -> bool:
+        listed = await api.request("GET", kube.PODS.path(namespace))
+        return not listed["items"]
+
+    await eventually(no_pods, "the test's pods gone", timeout=90.0)
 
 
 def pod_template(gpus: int) -> Obj:
@@ -315,24 +330,3 @@ async def test_a_jobset_preempted_by_a_gang_needing_its_rack_runs_again_in_anoth
     assert any(e["reason"] == EvictionReason.PREEMPTED.value
                and e["involvedObject"]["kind"] == "JobSet" for e in events["items"])
 
-
-async def test_the_workload_of_a_jobset_deleted_with_orphan_propagation_is_finished(
-        jobset_operator: None, api: Kube, namespace: str, team_queue: str,
-        kubeconfig: Path) -> None:
-    js = await api.create(JOBSETS, queued_jobset(namespace, "train", 4))
-    async with in_process_controller(kubeconfig):
-        await eventually(lambda: bound_pods(api, js), "9 pods bound", timeout=90.0)
-        admitted = await workload_of(api, js)
-        assert admitted is not None
-        await api.request("DELETE", JOBSETS.path(namespace, js["metadata"]["name"]),
-                          {"propagationPolicy": "Orphan"})
-
-        async def finished() -> Obj | None:
-            wl = await api.get(kube.WORKLOADS, admitted["metadata"]["name"], namespace)
-            return wl if is_true(wl, CONDITION_FINISHED) else None
-
-        # Worst case: the garbage collector's orphan finalizer, then a lookup that still found
-        # the JobSet (the cache lagging) and is not repeated for a sweep (30 s).
-        wl = await eventually(finished, "the orphaned Workload finished", timeout=120.0)
-    assert not (wl.get("status") or {}).get("admission"), "its quota released"
-    assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.JOB_GONE
