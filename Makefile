@@ -34,7 +34,7 @@ browser:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		chromium >/dev/null; }
 
-demo: setup control-plane
+demo: setup control-plane operators
 	$(BIN)/python -m admitter.testing.demo
 
 test: setup control-plane operators helm browser

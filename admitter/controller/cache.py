@@ -10,10 +10,17 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import cluster_levels
 from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller import kube
+from admitter.controller.actions import resource_of
 from admitter.controller.informer import Informer, Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.pod_index import PodIndex, StartedPod
+from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
 from admitter.controller.translate import is_true, job_owner
+from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.registry import SUSPENDABLE, job_of, reader_of
+
+
+def job_key(job: Obj) -> JobKey:
+    return reader_of(job).kind, *key_of(job)
 
 
 class LiveWorkloads:
@@ -43,7 +50,9 @@ class LiveWorkloads:
 class Caches:
     nodes: Informer
     pods: Informer
-    jobs: Informer
+    jobs: dict[str, Informer]
+    """One informer per kind admitter suspends (`SUSPENDABLE`), of the objects carrying the
+    queue label; a kind other than Job may lack its CRD (`Informer.optional`)."""
     workloads: Informer
     cluster_queues: Informer
     local_queues: Informer
@@ -58,9 +67,13 @@ class Caches:
             return Informer(client, kind, on_change, query)
 
         pod_index, live = PodIndex(), LiveWorkloads()
-        pods, jobs = informer(kube.PODS), informer(kube.JOBS, {"labelSelector": QUEUE_LABEL})
+        pods = informer(kube.PODS)
         pods.watchers.append(pod_index.pods)
-        jobs.watchers.append(pod_index.jobs)
+        jobs = {}
+        for name, kind in SUSPENDABLE.items():
+            jobs[name] = Informer(client, resource_of(kind), on_change,
+                                  {"labelSelector": QUEUE_LABEL}, optional=name != BatchJob.kind)
+            jobs[name].watchers.append(pod_index.jobs(name))
         workloads = informer(kube.WORKLOADS)
         workloads.watchers.append(live.watcher)
         return cls(
@@ -77,8 +90,8 @@ class Caches:
         )
 
     def all(self) -> list[Informer]:
-        return [self.nodes, self.pods, self.jobs, self.workloads, self.cluster_queues,
-                self.local_queues, self.topologies, self.priority_classes]
+        return [self.nodes, self.pods, *self.jobs.values(), self.workloads,
+                self.cluster_queues, self.local_queues, self.topologies, self.priority_classes]
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.all()))
@@ -105,16 +118,27 @@ class Caches:
             for t in self.topologies.items()})
         return None if levels is None else list(levels)
 
+    def job_keys(self) -> list[JobKey]:
+        return [(kind, *key) for kind, informer in self.jobs.items() for key in informer.store]
+
+    def job(self, key: JobKey) -> Obj | None:
+        kind, namespace, name = key
+        return self.jobs[kind].get(namespace, name)
+
+    def observe_job(self, job: Obj) -> None:
+        """Record a job the controller just wrote, in the informer of its kind."""
+        self.jobs[job_of(job).kind].observe(job)
+
     def job_of(self, workload: Obj) -> Obj | None:
-        """The Job that owns the Workload, if the cache holds it (the same Job: a Job
+        """The job that owns the Workload, if the cache holds it (the same job: a job
         recreated under the same name owns a Workload of its own)."""
         return self.owned_job(workload["metadata"]["namespace"], job_owner(workload))
 
     def owned_job(self, namespace: str, owner: Obj | None) -> Obj | None:
-        """The Job an ownerReference (`job_owner`) names, if the cache holds that very Job."""
+        """The job an ownerReference (`job_owner`) names, if the cache holds that very job."""
         if owner is None:
             return None
-        job = self.jobs.get(namespace, owner["name"])
+        job = self.jobs[owner["kind"]].get(namespace, owner["name"])
         if job is None or owner.get("uid") not in (None, job["metadata"].get("uid")):
             return None
         return job
@@ -130,10 +154,10 @@ class Caches:
         return None
 
     def event_target(self, workload: Obj, job: Obj | None) -> tuple[Obj, str]:
-        """Where Events about the Workload go (and their kind): on its Job, or the plain Pod
+        """Where Events about the Workload go (and their kind): on its job, or the plain Pod
         that owns it, where `kubectl describe` shows them; else on the Workload itself."""
         if job is not None:
-            return job, "Job"
+            return job, reader_of(job).kind
         pod = self.pod_of(workload)
         return (pod, "Pod") if pod is not None else (workload, "Workload")
 
@@ -149,8 +173,8 @@ class Caches:
         found += [wl for key, wl in overlay.items() if key not in live and key in store]
         return found
 
-    def bound_pods(self) -> dict[tuple[str, str], dict[str, int]]:
-        """(namespace, job name) → pods per node, for admitter's Jobs' running pods."""
+    def bound_pods(self) -> dict[JobKey, dict[str, int]]:
+        """(kind, namespace, job name) → pods per node, for admitter's jobs' running pods."""
         return self.pod_index.bound
 
     def foreign_usage(self) -> dict[str, dict[str, int]]:

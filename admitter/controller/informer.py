@@ -25,6 +25,8 @@ from admitter.controller.kube import CONNECTION_ERRORS, Kind, Kube, Obj
 log = logging.getLogger(__name__)
 READ_ERRORS: tuple[type[BaseException], ...] = (ApiException, *CONNECTION_ERRORS)
 """What a read raises when the API server cannot answer it (stopped, restarting)."""
+ABSENT_RETRY = 60.0
+"""Seconds between looks for an optional kind the API server does not serve."""
 Key = tuple[str, str]
 """(namespace or "", name)."""
 _DELETED = "(deleted)"
@@ -53,9 +55,14 @@ class Informer:
     """The store of one kind, kept current by a background task."""
 
     def __init__(self, kube: Kube, kind: Kind, on_change: Callable[[str, Obj], None],
-                 query: dict[str, str] | None = None) -> None:
+                 query: dict[str, str] | None = None, optional: bool = False) -> None:
         self.kube = kube
         self.kind = kind
+        self.optional = optional
+        """A kind whose CRD may not be installed (a job kind other than Job): while the API
+        does not serve it, the store stays empty and synced, and it is looked for again every
+        ABSENT_RETRY, told once in the log rather than as a failing watch."""
+        self._absent = False
         self.query = query or {}
         self.on_change = on_change
         self.store: dict[Key, Obj] = {}
@@ -89,6 +96,9 @@ class Informer:
                     self._apply(event)
                     backoff = 0.5
             except ApiException as error:
+                if self.optional and error.status == 404 and not self.store:
+                    await self._wait_absent()
+                    continue
                 if error.status == 410:
                     log.info("%s: resourceVersion %s expired, re-listing",
                              self.kind.plural, self.resource_version)
@@ -102,6 +112,16 @@ class Informer:
                 self.relisting()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
+
+    async def _wait_absent(self) -> None:
+        """The API does not serve the kind: empty and synced until it does."""
+        if not self._absent:
+            log.info("%s: not served by the API server (its CRD is not installed); not "
+                     "queued until it is", self.kind.plural)
+        self._absent = True
+        self.resource_version = ""
+        self.synced.set()
+        await asyncio.sleep(ABSENT_RETRY)
 
     def relisting(self) -> None:
         """The watch cannot go on from the version held: list afresh. Until the list is in,
@@ -163,6 +183,9 @@ class Informer:
 
     async def _list(self) -> None:
         items, version = await self._read()
+        if self._absent:
+            self._absent = False
+            log.info("%s: served by the API server now; queued from here on", self.kind.plural)
         fresh = {key_of(item): item for item in items}
         gone = [obj for key, obj in self.store.items() if key not in fresh]
         self._touch([*fresh, *self.store])

@@ -12,6 +12,7 @@ from admitter.controller.kube import Obj
 from admitter.controller.plain_pods import wakes_when_idle
 from admitter.controller.translate import job_ended
 from admitter.core.decisions import CycleResult
+from admitter.jobs.registry import SUSPENDABLE
 
 DEBOUNCE = 0.2
 SWEEP_EVERY = 30.0
@@ -39,6 +40,6 @@ def matters_when_idle(event: str, obj: Obj) -> bool:
     kind = obj.get("kind")
     if kind == "Pod":
         return wakes_when_idle(event, obj)
-    if kind == "Job" and event == "MODIFIED":
+    if kind in SUSPENDABLE and event == "MODIFIED":
         return job_ended(obj)
     return True

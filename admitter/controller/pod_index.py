@@ -5,8 +5,9 @@ pods run, and (b) per node the requests of running pods admitter does not manage
 node model subtracts. Summing both walked every pod on every pass (a third of building a
 4,000-Job view); this index follows the pod and Job informers instead, so a pass reads sums
 that cost in proportion to what changed. A pod counts while it is bound to a node and not
-terminated; it is admitter's while a Job with the queue label owns it (the Job informer holds
-exactly those), and moves between the two sums when such a Job appears or goes. A plain Pod
+terminated; it is admitter's while a job with the queue label owns it (the job informers hold
+exactly those): its owning Job, or the job its kind's label names (`LabelsPods`, a JobSet's
+pods), and moves between the two sums when such a job appears or goes. A plain Pod
 admitter started (`unlabelledWork`, marked with its Workload) is kept apart, in `started`:
 while that Workload is admitted its admission counts the Pod, else it is foreign usage
 (`Caches.foreign_usage`), so a forged mark hides no Pod.
@@ -23,14 +24,21 @@ from admitter.controller.informer import Key, StoreWatcher, key_of
 from admitter.controller.kube import Obj
 from admitter.controller.translate import TERMINAL_POD_PHASES, job_owner, pod_requests
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
+from admitter.jobs.interface import LabelsPods
+from admitter.jobs.registry import SUSPENDABLE
+
+JobKey = tuple[str, str, str]
+"""(kind, namespace, name) of a job."""
+_POD_LABELS = [(kind.kind, kind.pod_label) for kind in SUSPENDABLE.values()
+               if isinstance(kind, LabelsPods)]
 
 
 class _Running(NamedTuple):
-    """What one counted pod adds: its node, its owning Job (namespace, name) if any, and
-    its requests in base units."""
+    """What one counted pod adds: its node, its job if any, and its requests in base
+    units."""
 
     node: str
-    job: Key | None
+    job: JobKey | None
     requests: dict[str, int]
 
 
@@ -44,22 +52,26 @@ class StartedPod(NamedTuple):
 
 
 class PodIndex:
-    """`bound`: (namespace, Job) → pods per node, admitter's Jobs only; `foreign`: node →
+    """`bound`: job → pods per node, admitter's jobs only; `foreign`: node →
     requests of every other running pod. Both are read, never written, by passes."""
 
     def __init__(self, unreadable: Unreadable | None = None) -> None:
         self.unreadable = unreadable or Unreadable()
         """Pods whose requests cannot be read: not counted (kube-scheduler would not place
         them either), reported by the passes."""
-        self.bound: dict[Key, dict[str, int]] = {}
+        self.bound: dict[JobKey, dict[str, int]] = {}
         self.foreign: dict[str, dict[str, int]] = {}
-        self._managed: set[Key] = set()
+        self._managed: set[JobKey] = set()
         self._running: dict[Key, _Running] = {}
-        self._by_job: dict[Key, set[Key]] = {}
+        self._by_job: dict[JobKey, set[Key]] = {}
         self.started: dict[Key, StartedPod] = {}
         """Counted pods per owning Job, managed or not, to move when the Job comes or goes."""
         self.pods = StoreWatcher(self._pod_changed, self._pods_replaced)
-        self.jobs = StoreWatcher(self._job_changed, self._jobs_replaced)
+
+    def jobs(self, kind: str) -> StoreWatcher:
+        """The watcher of the informer of one job kind."""
+        return StoreWatcher(lambda old, new: self._job_changed(kind, old, new),
+                            lambda jobs: self._jobs_replaced(kind, jobs))
 
     # Pods -------------------------------------------------------------------------------
 
@@ -85,7 +97,7 @@ class PodIndex:
         try:
             meta = pod["metadata"]
             owner = job_owner(pod)
-            job = None if owner is None else (meta["namespace"], str(owner["name"]))
+            job = _job_of(pod, owner)
             requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
             mark = (meta.get("annotations") or {}).get(ADMITTED_WORKLOAD_ANNOTATION)
         except UNREADABLE_ERRORS as error:
@@ -120,21 +132,21 @@ class PodIndex:
 
     # Jobs -------------------------------------------------------------------------------
 
-    def _job_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _job_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         if old is None and new is not None:
-            self._manage(key_of(new), True)
+            self._manage((kind, *key_of(new)), True)
         elif new is None and old is not None:
-            self._manage(key_of(old), False)
-        # an update of a Job already known moves nothing
+            self._manage((kind, *key_of(old)), False)
+        # an update of a job already known moves nothing
 
-    def _jobs_replaced(self, jobs: Iterable[Obj]) -> None:
-        keep = {key_of(job) for job in jobs}
-        for job in self._managed - keep:
+    def _jobs_replaced(self, kind: str, jobs: Iterable[Obj]) -> None:
+        keep = {(kind, *key_of(job)) for job in jobs}
+        for job in {key for key in self._managed if key[0] == kind} - keep:
             self._manage(job, False)
         for job in keep - self._managed:
             self._manage(job, True)
 
-    def _manage(self, job: Key, managed: bool) -> None:
+    def _manage(self, job: JobKey, managed: bool) -> None:
         counted = [self._running[key] for key in self._by_job.get(job, ())]
         for running in counted:
             self._apply(running, -1)
@@ -144,6 +156,16 @@ class PodIndex:
             self._managed.discard(job)
         for running in counted:
             self._apply(running, 1)
+
+
+def _job_of(pod: Obj, owner: Obj | None) -> JobKey | None:
+    """The job a pod counts for: the one its kind's label names, else its owning Job."""
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    for kind, label in _POD_LABELS:
+        if label in labels:
+            return kind, meta["namespace"], str(labels[label])
+    return None if owner is None else (str(owner["kind"]), meta["namespace"], str(owner["name"]))
 
 
 _K = TypeVar("_K")

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -24,15 +24,16 @@ from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting, NotWritten
-from admitter.controller.cache import Caches
+from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.frozen_heap import decide_frozen
-from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
+from admitter.controller.orphans import Orphans
 from admitter.controller.pacing import DEBOUNCE, SWEEP_EVERY, matters_when_idle, periodic_wait
 from admitter.controller.plain_pods import PlainPods
+from admitter.controller.pod_index import JobKey
 from admitter.controller.queue_holds import QueueClosing, QueueFinalizers, holdings
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import QueueUsage, StatusWriter
@@ -56,6 +57,8 @@ from admitter.core.decisions import (
     Snapshot,
 )
 from admitter.core.queue_tree import QueueTree
+from admitter.jobs.plain_pod import PlainPod
+from admitter.jobs.registry import SUSPENDABLE, reader_of
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +87,7 @@ class Reconciler:
         self.translations = Translations()
         self.unreadable = self.caches.pod_index.unreadable
         """Objects skipped because they cannot be understood, reported after every pass."""
-        self._orphans_checked: dict[str, float] = {}
-        """Orphan candidates whose Job was looked up (uid → when), at most once a sweep."""
+        self.orphans = Orphans(client)
         self.creations: asyncio.Task[None] | None = None
         """The batch of Workload creations in flight, if any."""
         self.reports: asyncio.Task[None] | None = None
@@ -98,28 +100,37 @@ class Reconciler:
         self.waiting = True
         """Whether the last pass left a Workload pending or evicted one: then any change may
         make room, and every change wakes the loop."""
-        self.touched: set[Key] = set()
-        """Jobs whose Job or Workload changed since a pass last checked them."""
+        self.touched: set[JobKey] = set()
+        """Jobs whose job or Workload changed since a pass last checked them."""
         self._swept_at = -math.inf
 
     def _changed(self, event: str, obj: Obj) -> None:
         kind = obj.get("kind")
-        if kind == "Job":
-            self.touched.add(key_of(obj))
+        if kind in SUSPENDABLE:
+            self.touched.add(job_key(obj))
         elif kind == "Workload" and (owner := job_owner(obj)) is not None:
-            self.touched.add((obj["metadata"]["namespace"], owner["name"]))
+            self.touched.add((owner["kind"], obj["metadata"]["namespace"], owner["name"]))
         if self.waiting or matters_when_idle(event, obj):
             self.wakeup.set()
 
-    def jobs_to_check(self, now: float) -> list[Obj]:
-        """The Jobs whose Job or Workload changed since they were last checked, or every Job
+    def jobs_to_check(self, now: float) -> dict[JobKey, Obj]:
+        """The jobs whose job or Workload changed since they were last checked, or every job
         once per SWEEP_EVERY: checking all of thousands of finished Jobs on every pass cost
-        more than the cycle itself."""
+        more than the cycle itself. Keyed by the kind of the informer holding them (what the
+        object says may be anything). A child of a queued job (a JobSet's Job, labelled
+        through its template) is left to its parent's Workload."""
+        keys: Iterable[JobKey] = self.touched
         if now - self._swept_at >= SWEEP_EVERY:
-            self._swept_at = now
-            return self.caches.jobs.items()
-        found = (self.caches.jobs.get(*key) for key in self.touched)
-        return [job for job in found if job is not None]
+            self._swept_at, keys = now, self.caches.job_keys()
+        return {key: job for key in keys
+                if (job := self.caches.job(key)) is not None and not self._is_child(key, job)}
+
+    def _is_child(self, key: JobKey, job: Obj) -> bool:
+        try:
+            return job_owner(job) is not None
+        except UNREADABLE_ERRORS as error:
+            self.unreadable.add(key[0], job, error)
+            return True
 
     async def run_informers(self) -> None:
         await asyncio.gather(*(informer.run() for informer in self.caches.all()))
@@ -170,13 +181,13 @@ class Reconciler:
                               lambda key, version: self.actions.settle_admission(
                                   key, version, self.clock()))
         jobs = self.jobs_to_check(now)
-        checked = {key_of(job) for job in jobs}
+        checked = set(jobs)
         if self.ensure_workloads(now, jobs):
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
         view = build_view(self.caches, self.settings, now, self.translations,
                           self.admitting.overlay, self.unreadable, self.usage)
-        await self.finish_orphans(view.orphans, now)
+        await self.orphans.finish(view.orphans, now, self._isolated, self._finish)
         began = time.perf_counter()
         result = await asyncio.to_thread(decide_frozen, self.decide, view.snapshot)
         elapsed = time.perf_counter() - began
@@ -190,35 +201,36 @@ class Reconciler:
 
     # Jobs and their Workloads -----------------------------------------------------------
 
-    def ensure_workloads(self, now: float, jobs: list[Obj]) -> bool:
+    def ensure_workloads(self, now: float, jobs: Mapping[JobKey, Obj]) -> bool:
         """Start creating the Workload of every one of `jobs` that has none yet, in the
         background and one batch at a time: the pass goes on with the Workloads that exist,
         and the new ones (their watch events wake the loop) join a later pass. False when the
         previous batch is still going and nothing was looked at."""
         if self.creations is not None and not self.creations.done():
             return False
-        missing = [job for job in jobs if self._lacks_workload(job)]
-        missing += self.plain_pods.lacking_workloads()
+        missing = [(kind, job) for (kind, *_), job in jobs.items()
+                   if self._lacks_workload(kind, job)]
+        missing += [(PlainPod.kind, pod) for pod in self.plain_pods.lacking_workloads()]
         if not missing:
             return True
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
         tree = QueueTree(core_queues(by_name))
         self.creations = asyncio.create_task(
-            kube.each([self._create_workload(job, tree, now) for job in missing]))
+            kube.each([self._create_workload(kind, job, tree, now) for kind, job in missing]))
         self.creations.add_done_callback(_log_failure)
         return True
 
-    def _lacks_workload(self, job: Obj) -> bool:
+    def _lacks_workload(self, kind: str, job: Obj) -> bool:
         try:
             return (self.caches.workloads.get(job["metadata"]["namespace"],
                                               workload_name(job)) is None
                     and not job_ended(job))
         except UNREADABLE_ERRORS as error:
-            self.unreadable.add("Job", job, error)
+            self.unreadable.add(kind, job, error)
             return False
 
-    async def _create_workload(self, job: Obj, tree: QueueTree, now: float) -> None:
-        kind = "Pod" if job.get("kind") == "Pod" else "Job"  # a plain Pod admitter queued
+    async def _create_workload(self, kind: str, job: Obj, tree: QueueTree,
+                               now: float) -> None:
         try:
             workload = self._workload_for(job, tree)
         except ContractError as error:
@@ -248,13 +260,13 @@ class Reconciler:
         priority = self.caches.priority_of(priority_class_of(job))
         return workload_for(job, contract, priority)
 
-    async def converge_jobs(self, now: float, jobs: list[Obj]) -> None:
+    async def converge_jobs(self, now: float, jobs: Mapping[JobKey, Obj]) -> None:
         """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
         writes for different Jobs go out concurrently (a burst of finishes is common). A Job
         whose write fails is logged and retried by a later pass; the others go on. Queued
         plain Pods converge alongside (`plain_pods.py`)."""
         writes = []
-        for job in jobs:
+        for (kind, *_), job in jobs.items():
             try:
                 namespace, name = job["metadata"]["namespace"], workload_name(job)
                 wl = self.caches.workloads.get(namespace, name)
@@ -262,7 +274,7 @@ class Reconciler:
                     continue
                 step = converge_step(job, wl)
             except UNREADABLE_ERRORS as error:
-                self.unreadable.add("Job", job, error)
+                self.unreadable.add(kind, job, error)
                 continue
             converge = self._converge(step, job, wl, now)
             if converge is not None:
@@ -319,8 +331,9 @@ class Reconciler:
         updated, suspended = await self.actions.evict(wl, job, Reason.JOB_CHANGED, message, now)
         self.caches.workloads.observe(updated)
         if suspended is not None:
-            self.caches.jobs.observe(suspended)
-        self.events.record(job, "Job", "Warning", Reason.JOB_CHANGED, message, now)
+            self.caches.observe_job(suspended)
+        self.events.record(job, reader_of(job).kind, "Warning", Reason.JOB_CHANGED, message,
+                           now)
         await self._delete_workload(updated)
 
     async def _delete_workload(self, wl: Obj) -> None:
@@ -336,7 +349,7 @@ class Reconciler:
         informer.observe(queue)
 
     async def _observe_job(self, write: Coroutine[Any, Any, Obj]) -> None:
-        self.caches.jobs.observe(await write)
+        self.caches.observe_job(await write)
 
     async def _observe_workload(self, write: Coroutine[Any, Any, Obj]) -> None:
         try:
@@ -345,41 +358,11 @@ class Reconciler:
             if not kube.is_conflict(error):
                 raise  # changed meanwhile: the next pass looks again
 
-    async def finish_orphans(self, orphans: list[Obj], now: float) -> None:
-        """Finish the Workloads whose Job is gone, releasing their quota: a Job deleted with
-        `--cascade=orphan` leaves its Workload behind (the garbage collector only drops the
-        owner reference), admitted and charged forever otherwise (Kueue #1789). A Job
-        missing from the cache is looked up first: it may only be lagging."""
-        self._orphans_checked = {uid: at for uid, at in self._orphans_checked.items()
-                                 if now - at < SWEEP_EVERY}
-        writes = []
-        for wl in orphans:
-            uid = wl["metadata"].get("uid", "")
-            if uid in self._orphans_checked:
-                continue
-            self._orphans_checked[uid] = now
-            writes.append(self._isolated("finish-orphan", wl, self._finish_orphan(wl, now)))
-        await kube.each(writes)
-
-    async def _finish_orphan(self, wl: Obj, now: float) -> None:
-        owner = job_owner(wl)
-        if owner is not None:
-            try:
-                job = await self.kube.get(kube.JOBS, owner["name"], wl["metadata"]["namespace"])
-            except ApiException as error:
-                if not kube.is_not_found(error):
-                    raise
-            else:
-                if job["metadata"].get("uid") == owner.get("uid"):
-                    return  # the Job is there: the cache lags, or it left the queue
-        await self._finish(wl, None, Reason.JOB_GONE,
-                           "its Job was deleted, leaving this Workload behind", now)
-
     def report_unreadable(self, now: float) -> None:
         """A Warning Event on every object skipped as unreadable (at most once per
         REPEAT_AFTER each), and their number per kind as a metric."""
         caches = self.caches
-        by_kind = {"Pod": caches.pods, "Job": caches.jobs, "Workload": caches.workloads,
+        by_kind = {"Pod": caches.pods, **caches.jobs, "Workload": caches.workloads,
                    "Node": caches.nodes, "ClusterQueue": caches.cluster_queues}
         self.unreadable.prune(lambda kind, key: by_kind[kind].get(*key))
         counts = self.unreadable.counts()
@@ -469,7 +452,7 @@ class Reconciler:
         self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
         self.caches.workloads.observe(updated)
         if suspended is not None:
-            self.caches.jobs.observe(suspended)
+            self.caches.observe_job(suspended)
         by = f" for {eviction.preemptor}" if eviction.preemptor else ""
         message = f"{eviction.reason.value}{by}: {eviction.message}"
         self._record(wl, job, eviction.reason.value, message, now)
@@ -491,7 +474,7 @@ class Reconciler:
         await self.plain_pods.start_owner(updated, self._isolated)
         if job is not None and not await self._isolated(
                 Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):
-            self.touched.add(key_of(job))
+            self.touched.add(job_key(job))
 
     async def _explain(self, wl: Obj, pending: Pending, now: float) -> None:
         """Write why the Workload waits; an Event only when the reason changed and was not

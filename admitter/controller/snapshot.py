@@ -15,6 +15,7 @@ from admitter.api.workload import WorkloadSpec
 from admitter.controller.cache import Caches
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
+from admitter.controller.pod_index import JobKey
 from admitter.controller.queue_holds import closed_reason
 from admitter.controller.status import QueueUsage
 from admitter.controller.translate import (
@@ -34,6 +35,7 @@ from admitter.core.model import (
 )
 from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
+from admitter.jobs.registry import job_of
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +96,14 @@ class Translation:
         return self.settled
 
     def admitted_pods(self, wl: Obj, job: Obj | None, core: Workload,
-                      bound: Mapping[Key, Mapping[str, int]]) -> AdmittedPods:
+                      bound: Mapping[JobKey, Mapping[str, int]]) -> AdmittedPods:
         """An admitted workload's hinted and bound pods; a Job has one pod set, and a Workload
         created directly has no pods, so its hints are all there is."""
         pods: tuple[dict[str, int], ...] = tuple({} for _ in core.pod_sets)
         done: tuple[int, ...] = ()
         if job is not None and len(core.pod_sets) == 1:
             meta = job["metadata"]
-            pods = (dict(bound.get((meta["namespace"], meta["name"]), {})),)
+            pods = (dict(bound.get((job_of(job).kind, meta["namespace"], meta["name"]), {})),)
             done = (int((job.get("status") or {}).get("succeeded", 0)),)
         seen = (core, pods, done)
         if self.pods is None or self.pods_seen != seen:
@@ -269,12 +271,11 @@ def _rooted(queues: list[Queue]) -> list[Queue]:
 
 
 def _pods_ready(wl: Obj, job: Obj | None, expected: int) -> bool:
-    """An admitted gang is ready once its Job reports all its `expected` pods ready (or
-    done); a Workload without a Job (created directly) is ready as soon as it is admitted."""
+    """An admitted gang is ready once its job reports all its `expected` pods ready (or
+    done); a Workload without a job (created directly) is ready as soon as it is admitted."""
     if job is None or not (wl.get("status") or {}).get("admission"):
         return True
-    status = job.get("status") or {}
-    return int(status.get("ready", 0)) + int(status.get("succeeded", 0)) >= expected
+    return job_of(job).pods_ready(job) >= expected
 
 
 def _plain_pod_ready(wl: Obj, pod: Obj | None) -> bool:

@@ -27,7 +27,7 @@ from admitter.core.model import (
     Workload,
 )
 from admitter.jobs.plain_pod import PlainPod
-from admitter.jobs.registry import reader_of
+from admitter.jobs.registry import SUSPENDABLE, reader_of
 
 Obj = dict[str, Any]
 JOB_NAME_LABEL = "admitter.dev/job-name"
@@ -55,9 +55,9 @@ def _unique_name(prefix: str, owner: Obj) -> str:
 
 
 def job_owner(obj: Obj) -> Obj | None:
-    """The ownerReference naming the object's Job, if it has one."""
+    """The ownerReference naming the object's job (of a kind admitter suspends), if any."""
     for owner in obj["metadata"].get("ownerReferences", ()):
-        if owner.get("kind") == "Job":
+        if owner.get("kind") in SUSPENDABLE:
             found: Obj = owner
             return found
     return None

@@ -23,7 +23,7 @@ async def explained(client: Kube, state: QueueReading, namespace: str,
 
 def section(found: dict[str, Any], now: float) -> str:
     facts = [
-        ("Job", found["job"] or "—"),
+        (found["jobKind"] if found["job"] else "job", found["job"] or "—"),
         ("queue", f"{found['localQueue']} → ClusterQueue {found['clusterQueue'] or '?'}"),
         ("GPUs", str(found["gpus"])),
         ("min runtime", span(found["minRuntimeSeconds"]) if found["minRuntimeSeconds"]

@@ -36,6 +36,13 @@ class BatchJob(TemplatedJob):
     def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
         return [(MAIN_POD_SET, pod_count(obj["spec"]), ("spec", "template", "spec"))]
 
+    def size_field(self, path: tuple[str, ...]) -> str:
+        return "spec.parallelism"
+
+    def pods_ready(self, obj: Obj) -> int:
+        status = obj.get("status") or {}
+        return int(status.get("ready", 0)) + int(status.get("succeeded", 0))
+
     def encode_affinities(self, affinities: list[Any]) -> str:
         """The one template's affinity itself (the annotation's format since Jobs came first)."""
         return json.dumps(affinities[0])

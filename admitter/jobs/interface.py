@@ -23,6 +23,8 @@ class PodSetInfo:
     pod_spec: Obj
     path: tuple[str, ...]
     """Where the pod spec sits in the job object, for the patches that pin it."""
+    size_field: str = ""
+    """The field a user edits to change `count` (`spec.parallelism`), as denials name it."""
 
 
 class JobReader(Protocol):
@@ -68,6 +70,11 @@ class GenericJob(JobReader, Protocol):
         """A JSON patch putting the user's own affinity back and dropping admitter's marks."""
         ...
 
+    def pods_ready(self, obj: Obj) -> int:
+        """Pods it reports ready or done, as Kueue's `PodsReady` counts them: an admitted
+        gang is ready once all its pods are."""
+        ...
+
 
 @runtime_checkable
 class ClearsStartTime(Protocol):
@@ -77,6 +84,19 @@ class ClearsStartTime(Protocol):
     def start_time_patch(self, obj: Obj) -> Obj | None:
         """The status merge patch that makes its templates mutable, if one is needed."""
         ...
+
+
+@runtime_checkable
+class LabelsPods(Protocol):
+    """A kind whose pods are made by child objects (a JobSet's Jobs) and carry a label naming
+    it: its running pods are told apart by that label, not by their owner."""
+
+    pod_label: str
+
+
+def dotted(path: Sequence[str]) -> str:
+    """A path as denials name fields: `spec.replicatedJobs[1].template`."""
+    return "".join(f"[{step}]" if step.isdigit() else f".{step}" for step in path).lstrip(".")
 
 
 def nested(obj: Obj, path: Sequence[str]) -> Any:

@@ -21,8 +21,9 @@ class JobSet(TemplatedJob):
     kind = "JobSet"
     workload_prefix = "jobset"
     plural = "jobsets"
-    name_label = False
+    name_label = True
     pin_field = "nodeSelector"
+    pod_label = "jobset.sigs.k8s.io/jobset-name"
 
     def pin(self, own: Any, domain: Mapping[str, str]) -> Any:
         return {**(own or {}), **domain} or None
@@ -32,6 +33,15 @@ class JobSet(TemplatedJob):
                  int(replicated.get("replicas", 1)) * pod_count(replicated["template"]["spec"]),
                  ("spec", "replicatedJobs", str(index), "template", "spec", "template", "spec"))
                 for index, replicated in enumerate(obj["spec"]["replicatedJobs"])]
+
+    def pods_ready(self, obj: Obj) -> int:
+        """Its status counts child Jobs per replicated job; each ready or succeeded Job has
+        all its pods ready or done."""
+        per_job = {replicated["name"]: pod_count(replicated["template"]["spec"])
+                   for replicated in obj["spec"]["replicatedJobs"]}
+        return sum((int(status.get("ready", 0)) + int(status.get("succeeded", 0)))
+                   * per_job.get(status.get("name"), 0)
+                   for status in (obj.get("status") or {}).get("replicatedJobsStatus") or ())
 
     def finished(self, obj: Obj) -> tuple[bool, str] | None:
         conditions = {c.get("type"): c.get("status")

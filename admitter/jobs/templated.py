@@ -9,7 +9,15 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
-from admitter.jobs.interface import Obj, PodSetInfo, escape, nested, pin_to_domain, pointer
+from admitter.jobs.interface import (
+    Obj,
+    PodSetInfo,
+    dotted,
+    escape,
+    nested,
+    pin_to_domain,
+    pointer,
+)
 
 
 class TemplatedJob:
@@ -33,6 +41,10 @@ class TemplatedJob:
     def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
         """Each pod set's name, pod count and the path of its pod spec in `obj`."""
         raise NotImplementedError
+
+    def size_field(self, path: tuple[str, ...]) -> str:
+        """The field that sizes the pod set whose pod spec is at `path`."""
+        return dotted(path[:-4])
 
     def encode_affinities(self, affinities: list[Any]) -> str:
         """The user's own pin fields, one per pod set, as the annotation keeps them."""
@@ -60,7 +72,7 @@ class TemplatedJob:
             spec.pop(self.pin_field, None)
             if affinity is not None:
                 spec[self.pin_field] = affinity
-            found.append(PodSetInfo(name, count, spec, path))
+            found.append(PodSetInfo(name, count, spec, path, self.size_field(path)))
         return found
 
     def is_suspended(self, obj: Obj) -> bool:

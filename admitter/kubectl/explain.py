@@ -23,6 +23,7 @@ from admitter.kubectl.queues import ranked_behind
 from admitter.kubectl.state import (
     QueueReading,
     gpus,
+    job_kind,
     job_name,
     phase,
     protected_until,
@@ -129,6 +130,7 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
     found: dict[str, Any] = {
         "workload": f"{meta['namespace']}/{meta['name']}",
         "job": job_name(wl) or None,
+        "jobKind": job_kind(wl),
         "localQueue": spec["queueName"],
         "clusterQueue": queue,
         "gpus": gpus(wl),
@@ -174,7 +176,7 @@ def _evictions(count: int) -> str:
 def render(found: dict[str, Any], now: float) -> RenderableType:
     head = Text(f"{found['workload']}", style="bold")
     if found["job"]:
-        head.append(f"  (Job {found['job']})")
+        head.append(f"  ({found['jobKind']} {found['job']})")
     lines: list[RenderableType] = [head, Text(
         f"queue {found['localQueue']} → ClusterQueue {found['clusterQueue'] or '?'}; "
         f"{found['gpus']} GPUs, priority {found['priority']}, min runtime "

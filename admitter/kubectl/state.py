@@ -13,6 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.duration import parse_duration
 from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
+from admitter.controller.actions import resource_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import (
     JOB_NAME_LABEL,
@@ -24,6 +25,7 @@ from admitter.controller.translate import (
 )
 from admitter.core.model import GPU, Workload
 from admitter.core.queue_order import workload_key
+from admitter.jobs.registry import SUSPENDABLE
 
 FORBIDDEN = 403
 
@@ -163,6 +165,13 @@ def job_name(wl: Obj) -> str:
     return str((wl["metadata"].get("labels") or {}).get(JOB_NAME_LABEL, ""))
 
 
+def job_kind(wl: Obj) -> str:
+    """The kind of the job the Workload was made for (`Job`, `JobSet`); `job` when its owner
+    is gone."""
+    owner = job_owner(wl)
+    return str(owner["kind"]) if owner is not None else "job"
+
+
 def protected_until(wl: Obj) -> float | None:
     """When an admitted Workload's min-runtime protection ends (None: unfunded or waiting)."""
     admission = (wl.get("status") or {}).get("admission")
@@ -175,19 +184,21 @@ def protected_until(wl: Obj) -> float | None:
 
 async def find_workload(client: Kube, state: QueueReading, namespace: str,
                         name: str) -> Obj | None:
-    """The Workload named `name`, or the one made for the Job named `name`."""
+    """The Workload named `name`, or the one made for the job (of any queued kind) named
+    `name`."""
     for wl in state.workloads:
         if wl["metadata"]["namespace"] == namespace and wl["metadata"]["name"] == name:
             return wl
-    try:
-        job = await client.get(kube.JOBS, name, namespace)
-    except ApiException as error:
-        if kube.is_not_found(error):
-            return None
-        raise
-    uid = job["metadata"].get("uid")
-    for wl in state.workloads:
-        owner = job_owner(wl)
-        if wl["metadata"]["namespace"] == namespace and owner and owner.get("uid") == uid:
-            return wl
+    for job_kind in SUSPENDABLE.values():
+        try:
+            job = await client.get(resource_of(job_kind), name, namespace)
+        except ApiException as error:
+            if kube.is_not_found(error) or error.status == 403:
+                continue  # not of this kind, its CRD missing, or not readable by the user
+            raise
+        uid = job["metadata"].get("uid")
+        for wl in state.workloads:
+            owner = job_owner(wl)
+            if wl["metadata"]["namespace"] == namespace and owner and owner.get("uid") == uid:
+                return wl
     return None

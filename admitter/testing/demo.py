@@ -2,8 +2,9 @@
 
 Starts the local control plane (8 KWOK nodes × 8 GPUs in 4 racks and 2 blocks), installs the
 CRDs and the sample queue tree, runs the admitter controller with its webhooks registered in
-the API server (by URL, as `admitter run --webhook-url-host` does), submits a mix of Jobs from two
-teams (a rack-pinned gang, training jobs, an unfunded job, more demand than capacity), serves
+the API server (by URL, as `admitter run --webhook-url-host` does) and JobSet's controller, submits
+a mix of Jobs from two teams (a rack-pinned gang, training jobs, an unfunded job, more demand than
+capacity) and a leader-and-workers JobSet (examples/manifests/jobset.yaml), serves
 `admitter dashboard` on it (its URL printed first) and tells how many Jobs run and wait as
 they start, finish and get reclaimed; it ends with `kubectl admitter queues` and one
 `kubectl admitter explain`.
@@ -22,15 +23,19 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.rule import Rule
 
 from admitter.api.settings import Settings
 from admitter.commands.dashboard import DEFAULT_PORT, dashboard
+from admitter.controller.actions import resource_of
 from admitter.controller.kube import JOBS, WORKLOADS, Kube, Obj
+from admitter.jobs.jobset import JobSet
 from admitter.kubectl.state import job_name, phase
 from admitter.testing.cluster import LocalCluster
 from admitter.testing.in_process import in_process_controller
+from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.nodes import GPU_RESOURCE, RACK_LABEL, SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.webhooks import admitter_webhooks
 
@@ -74,6 +79,8 @@ JOBS_TO_SUBMIT = [
     demo_job("team-b", "notebook", pods=1, gpus=2, runtime="90s", min_runtime="0"),
     demo_job("team-a", "eval", pods=3, gpus=8, runtime="20s", min_runtime="10s"),
 ]
+JOBSET = yaml.safe_load((ROOT / "examples" / "manifests" / "jobset.yaml").read_text())
+"""Submitted beside the Jobs, as written (not suspended): the webhook suspends it."""
 
 
 def kubectl(cluster: LocalCluster, *args: str) -> str:
@@ -127,7 +134,10 @@ async def submit_and_watch(cluster: LocalCluster, client: Kube, seconds: float,
                            console: Console) -> None:
     for job in JOBS_TO_SUBMIT:
         await client.create(JOBS, job)
-    console.print(f"submitted {len(JOBS_TO_SUBMIT)} Jobs (team-a, team-b); admitter decides")
+    await client.create(resource_of(JobSet()), JOBSET)
+    console.print(f"submitted {len(JOBS_TO_SUBMIT)} Jobs (team-a, team-b) and JobSet "
+                  f"{JOBSET['metadata']['name']} (team-a, 1 leader + 2 x 4 workers); "
+                  "admitter decides")
     began = time.monotonic()
     while time.monotonic() - began < seconds:
         await asyncio.sleep(10)
@@ -158,7 +168,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="admitter-demo-") as state, LocalCluster.start(
             Path(state)) as cluster:
         install(cluster)
-        asyncio.run(run(cluster, args.seconds, console))
+        with running_jobset_operator(cluster, Path(state) / "jobset"):
+            asyncio.run(run(cluster, args.seconds, console))
     return 0
 
 

@@ -1,5 +1,7 @@
-"""The Job webhooks: queued Jobs start suspended, and users cannot run them, move them or
-declare a contract admitter cannot honour.
+"""The job webhooks: queued jobs of every kind admitter suspends (`SUSPENDABLE`: Jobs,
+JobSets) start suspended, and users cannot run them, resize them while admitted, move them or
+declare a contract admitter cannot honour. Kinds differ only in their pod sets, read through
+the job interface.
 
 Jobs carrying the queue label reach these handlers (the webhooks' objectSelector), and on
 UPDATE only what changed is re-checked, so a queue or cap edited later never blocks the
@@ -31,9 +33,16 @@ from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
 from admitter.api.settings import UnlabelledWork
 from admitter.api.workload import MAX_POD_COUNT
-from admitter.controller.translate import pod_requests, workload_name
+from admitter.controller.translate import (
+    job_owner,
+    pod_requests,
+    priority_class_of,
+    workload_name,
+)
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
+from admitter.jobs.interface import PodSetInfo, dotted
+from admitter.jobs.registry import reader_of
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
 
@@ -71,7 +80,7 @@ async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolic
     its queue's `defaultMinRuntime` onto it when it declares no min runtime (so the user sees
     the contract the Job runs under). An unlabelled Job in a namespace `unlabelledWork`
     selects is labelled with the default LocalQueue first."""
-    if request.operation != "CREATE":
+    if request.operation != "CREATE" or _part_of_queued_job(request.object):
         return allow()
     queue, patch = _queue(request.object), []
     if queue is None:
@@ -164,12 +173,14 @@ def add_to_metadata(obj: Job, section: str, key: str, value: str) -> JsonPatch:
 async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
     """Every rule's problems at once, each naming the field and the fix."""
     new, old = request.object, request.old_object
+    if _part_of_queued_job(new):
+        return allow()
     is_controller = request.username in policy.controller_usernames
     problems = [*_queue_label_problems(new, old)]
     if not is_controller:
         problems += admitted_mark_problems(new, old)
         problems += _suspend_problems(request)
-        problems += _admitted_size_problems(new, old)
+        problems += _admitted_size_problems(request.kind, new, old)
     problems += _size_problems(new, old)
     queue = _queue(new)
     joining = queue is not None and (old is None or _queue(old) != queue)
@@ -187,8 +198,8 @@ async def _never_preempted_warning(job: Job, lookup: Lookup, policy: JobPolicy) 
     """A Kueue-style priority (1000, 10000) at or above the threshold turns preemption off
     for the Job: say so when it is created rather than let it happen silently."""
     threshold = policy.non_preemptible_priority
-    template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    name = template.get("priorityClassName")
+    pod_sets = _pod_sets(job)
+    name = priority_class_of(dict(job)) if pod_sets else None
     if threshold is None or not name:
         return None
     value = await lookup.priority_value(name)
@@ -228,46 +239,67 @@ def _queue_label_problems(new: Job, old: Job | None) -> Iterator[Problem]:
         )
 
 
-def _admitted_size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
-    """Quota is charged for the pods and requests the Job had when admitted: more parallelism
-    or bigger pods while admitted would run what nobody was charged for."""
+def _admitted_size_problems(kind: str, new: Job, old: Job | None) -> Iterator[Problem]:
+    """Quota is charged for the pods and requests the job had when admitted: more pods or
+    bigger pods while admitted would run what nobody was charged for."""
     if old is None or not is_admitted(old):
         return
-    before, after = old.get("spec") or {}, new.get("spec") or {}
-    fix = "delete the Job and create it again with the new size to queue it for that"
-    if before.get("parallelism", 1) != after.get("parallelism", 1):
-        yield "spec.parallelism", (
-            f"the Job is admitted with parallelism {before.get('parallelism', 1)}; it cannot "
-            f"change to {after.get('parallelism', 1)} while admitted; {fix}"
-        )
-    if _template_requests(before) != _template_requests(after):
-        yield "spec.template.spec", (
-            f"the Job is admitted for pods requesting {_template_requests(before)}; their "
-            f"requests cannot change to {_template_requests(after)} while admitted; {fix}"
-        )
+    fix = f"delete the {kind} and create it again with the new size to queue it for that"
+    for before, after in _matching_pod_sets(old, new):
+        if before.count != after.count:
+            yield after.size_field, (
+                f"the {kind} is admitted with {before.count} pods in pod set {before.name!r}; "
+                f"it cannot change to {after.count} while admitted; {fix}"
+            )
+        if _requests(before.pod_spec) != _requests(after.pod_spec):
+            yield dotted(after.path), (
+                f"the {kind} is admitted for pods requesting {_requests(before.pod_spec)}; "
+                f"their requests cannot change to {_requests(after.pod_spec)} while admitted; "
+                f"{fix}"
+            )
 
 
 def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
     """A size a Workload can carry: whole units except cpu (Kubernetes accepts memory `500m`
-    with a warning; admitter counts whole bytes) and at most MAX_POD_COUNT pods, so the Job
-    never waits silently. Checked when set, so older Jobs stay manageable."""
-    before, after = (old or {}).get("spec") or {}, new.get("spec") or {}
-    if old is None or _template_requests(before) != _template_requests(after):
-        pod = (after.get("template") or {}).get("spec") or {}
-        try:
-            check_requests(pod_requests(pod))
-        except ValueError as error:
-            yield "spec.template.spec.containers[].resources", str(error)
-    pods = after.get("parallelism", 1)
-    if (old is None or before.get("parallelism", 1) != pods) and pods > MAX_POD_COUNT:
-        yield "spec.parallelism", (
-            f"{pods} pods is more than a Workload holds ({MAX_POD_COUNT}); split the Job"
-        )
+    with a warning; admitter counts whole bytes) and at most MAX_POD_COUNT pods per pod set,
+    so the job never waits silently. Checked when set, so older jobs stay manageable."""
+    found = _pod_sets(new)
+    if found is None:
+        yield "spec", "the pod templates cannot be read; give every pod set a pod template"
+        return
+    before = {pod_set.name: pod_set
+              for pod_set in (_pod_sets(old) if old is not None else None) or ()}
+    for pod_set in found:
+        was = before.get(pod_set.name)
+        if was is None or _requests(was.pod_spec) != _requests(pod_set.pod_spec):
+            try:
+                check_requests(pod_requests(pod_set.pod_spec))
+            except ValueError as error:
+                yield f"{dotted(pod_set.path)}.containers[].resources", str(error)
+        if (was is None or was.count != pod_set.count) and pod_set.count > MAX_POD_COUNT:
+            yield pod_set.size_field, (
+                f"{pod_set.count} pods is more than a Workload holds ({MAX_POD_COUNT}); "
+                "split the job"
+            )
 
 
-def _template_requests(spec: Mapping[str, Any]) -> dict[str, str]:
+def _pod_sets(job: Job) -> list[PodSetInfo] | None:
+    """The job's pod sets, None when they cannot be read."""
+    try:
+        return reader_of(dict(job)).pod_sets(dict(job))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _matching_pod_sets(old: Job, new: Job) -> Iterator[tuple[PodSetInfo, PodSetInfo]]:
+    before = {pod_set.name: pod_set for pod_set in _pod_sets(old) or ()}
+    for pod_set in _pod_sets(new) or ():
+        if pod_set.name in before:
+            yield before[pod_set.name], pod_set
+
+
+def _requests(pod: Mapping[str, Any]) -> dict[str, str]:
     """One pod's requests as the controller charges them (text when a quantity is garbage)."""
-    pod = (spec.get("template") or {}).get("spec") or {}
     try:
         return {name: str(amount) for name, amount in sorted(pod_requests(pod).items())}
     except ValueError:
@@ -304,9 +336,11 @@ def admitted_mark_problems(new: Job, old: Job | None) -> Iterator[Problem]:
 def _suspend_problems(request: AdmissionRequest) -> Iterator[Problem]:
     if _suspended(request.object) or is_admitted(request.old_object):
         return
+    kind = request.kind
     yield "spec.suspend", (
-        f"{request.username or 'you'} may not unsuspend a Job that admitter has not admitted; "
-        "keep spec.suspend true and admitter resumes the Job once its Workload is admitted "
+        f"{request.username or 'you'} may not unsuspend a {kind} that admitter has not "
+        f"admitted; keep spec.suspend true and admitter resumes the {kind} once its Workload "
+        "is admitted "
         f"(see `kubectl get workloads -n {request.namespace}`)"
     )
 
@@ -399,6 +433,12 @@ def _effective_cap(cluster_queues: list[ClusterQueue], leaf: str, default: float
 def _contract_changed(new: Job, old: Job) -> bool:
     before, after = _annotations(old), _annotations(new)
     return any(before.get(key) != after.get(key) for key in CONTRACT_ANNOTATIONS)
+
+
+def _part_of_queued_job(job: Job) -> bool:
+    """A child of a job admitter queues (a JobSet's Jobs, made by its controller with the
+    labels of its templates): queued and admitted as part of that job, not by itself."""
+    return job_owner({"metadata": job.get("metadata") or {}}) is not None
 
 
 def _queue(job: Job) -> str | None:

@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import UnlabelledWork
+from admitter.jobs.registry import SUSPENDABLE
 from admitter.webhook.names import (
     MUTATE_JOBS_PATH,
     MUTATE_PODS_PATH,
@@ -78,16 +79,13 @@ def webhook_configurations(client_config: ClientConfig,
     queued = {"objectSelector": {"matchExpressions": [
         {"key": QUEUE_LABEL, "operator": "Exists"}]}}
 
-    def jobs(*operations: str) -> Obj:
-        return core("batch", "jobs", *operations)
-
     metadata = {"name": WEBHOOK_CONFIGURATION, "labels": {"app.kubernetes.io/name": "admitter"}}
     mutating: Obj = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": metadata,
         "webhooks": [_hook("mutate-jobs.admitter.dev", MUTATE_JOBS_PATH, client_config,
-                           [jobs("CREATE")], **queued)],
+                           job_rules("CREATE"), **queued)],
     }
     resources = {"apiGroups": ["admitter.dev"], "apiVersions": ["v1alpha1"],
                  "operations": ["CREATE", "UPDATE"],
@@ -101,7 +99,7 @@ def webhook_configurations(client_config: ClientConfig,
         "metadata": metadata,
         "webhooks": [
             _hook("validate-jobs.admitter.dev", VALIDATE_JOBS_PATH, client_config,
-                  [jobs("CREATE", "UPDATE")], **queued),
+                  job_rules("CREATE", "UPDATE"), **queued),
             _hook("validate-resources.admitter.dev", VALIDATE_RESOURCES_PATH, client_config,
                   [resources, deletions]),
         ],
@@ -129,6 +127,18 @@ def unlabelled_hooks(client_config: ClientConfig, unlabelled: UnlabelledWork) ->
         _hook("validate-pods.admitter.dev", VALIDATE_PODS_PATH, client_config,
               [core("", "pods", "UPDATE")], **selected, **queued_pods),
     ]
+
+
+def job_rules(*operations: str) -> list[Obj]:
+    """A rule per kind admitter suspends (a JobSet's is inert while its CRD is not
+    installed)."""
+    rules = []
+    for kind in SUSPENDABLE.values():
+        group, _, version = kind.api_version.rpartition("/")
+        rules.append({"apiGroups": [group], "apiVersions": [version],
+                      "operations": list(operations), "resources": [kind.plural],
+                      "scope": "Namespaced"})
+    return rules
 
 
 def core(group: str, resource: str, *operations: str) -> Obj:

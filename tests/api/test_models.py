@@ -1,4 +1,5 @@
-"""Every kind round-trips YAML → model → YAML, and bad values fail naming field and value."""
+"""Every kind round-trips YAML → model → YAML, and bad values fail naming field and value;
+the example jobs of other kinds are ones admitter queues."""
 
 from pathlib import Path
 
@@ -12,15 +13,18 @@ from admitter.api.errors import InputError
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
+from admitter.jobs.registry import SUSPENDABLE, job_of
 
 MANIFESTS = Path(__file__).parents[2] / "examples" / "manifests"
 BY_KIND = {kind.kind_name: kind for kind in KINDS}
 
 
-def _documents():
+def _documents(ours: bool = True):
+    """The examples of admitter's own kinds, or (`ours` False) of the jobs it queues."""
     for path in sorted(MANIFESTS.glob("*.yaml")):
         for index, document in enumerate(yaml.safe_load_all(path.read_text())):
-            yield pytest.param(document, id=f"{path.name}[{index}]-{document['kind']}")
+            if document["apiVersion"].startswith("admitter.dev/") == ours:
+                yield pytest.param(document, id=f"{path.name}[{index}]-{document['kind']}")
 
 
 @pytest.mark.parametrize("document", list(_documents()))
@@ -28,6 +32,13 @@ def test_examples_round_trip(document):
     model = BY_KIND[document["kind"]].model_validate(document)
     dumped = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
     assert yaml.safe_load(yaml.safe_dump(dumped)) == document
+
+
+@pytest.mark.parametrize("document", list(_documents(ours=False)))
+def test_example_jobs_are_of_kinds_admitter_queues(document):
+    kind = job_of(document)
+    assert document["apiVersion"] == kind.api_version and kind.kind in SUSPENDABLE
+    assert all(pod_set.count > 0 for pod_set in kind.pod_sets(document))
 
 
 def test_every_kind_has_an_example():

@@ -225,7 +225,7 @@ async def submitted_jobs(api: FakeApi, controller: Reconciler, count: int, gpus:
     `gpus` GPUs each, and two passes: the Jobs that fit are admitted."""
     team(api, controller, 8, **node_gpus)
     for i in range(count):
-        add(api, controller.caches.jobs, kube.JOBS,
+        add(api, controller.caches.jobs["Job"], kube.JOBS,
             JobWrapper(f"j{i}", "ns").gpus(gpus).min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)

@@ -26,7 +26,7 @@ def stored_job(api: FakeApi, name: str) -> Obj:
 
 
 def stored_workload(api: FakeApi, controller: Reconciler, name: str) -> Obj | None:
-    found = controller.caches.jobs.get("ns", name)
+    found = controller.caches.jobs["Job"].get("ns", name)
     assert found is not None
     return api.objects.get(kube.WORKLOADS.path("ns", workload_name(found)))
 
@@ -36,11 +36,11 @@ def changed(api: FakeApi, controller: Reconciler, name: str, **spec: Any) -> Non
     edited = copy.deepcopy(stored_job(api, name))
     edited["spec"].update(spec.pop("spec", {}))
     edited.setdefault("status", {}).update(spec.pop("status", {}))
-    add(api, controller.caches.jobs, kube.JOBS, edited)
+    add(api, controller.caches.jobs["Job"], kube.JOBS, edited)
 
 
 async def admitted_job(api: FakeApi, controller: Reconciler, name: str, gpus: int = 1) -> Obj:
-    add(api, controller.caches.jobs, kube.JOBS,
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
         JobWrapper(name, "ns").gpus(gpus).min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)
@@ -81,7 +81,7 @@ async def evicted_after_running(api: FakeApi) -> tuple[Reconciler, Obj, Obj]:
     team(api, controller, 8, node_a=8)
     wl = await admitted_job(api, controller, "train")
     changed(api, controller, "train", status={"startTime": "2027-01-15T08:00:00Z"})
-    running = controller.caches.jobs.get("ns", "train")
+    running = controller.caches.jobs["Job"].get("ns", "train")
     assert running is not None
     updated, suspended = await controller.actions.evict(wl, running, EvictionReason.PREEMPTED.value,
                                                         "test", 0.0)
@@ -96,13 +96,14 @@ async def test_an_evicted_job_loses_its_admitted_mark_and_start_time() -> None:
     controller, updated, suspended = await evicted_after_running(api)
     assert ADMITTED_WORKLOAD_ANNOTATION not in suspended["metadata"]["annotations"]
     controller.caches.workloads.observe(updated)
-    controller.caches.jobs.observe(suspended)
-    controller.touched.add(("ns", "train"))
+    controller.caches.jobs["Job"].observe(suspended)
+    controller.touched.add(("Job", "ns", "train"))
     await controller.converge_jobs(0.0, controller.jobs_to_check(0.0))
     job_now = stored_job(api, "train")
     assert not job_now["status"].get("startTime"), "cleared through jobs/status"
     assert api.count("PATCH", "jobs/status") == 1
-    await controller.converge_jobs(0.0, [controller.caches.jobs.get("ns", "train")])
+    await controller.converge_jobs(
+        0.0, {("Job", "ns", "train"): controller.caches.jobs["Job"].get("ns", "train")})
     annotations = stored_job(api, "train")["metadata"].get("annotations") or {}
     assert ORIGINAL_AFFINITY_ANNOTATION not in annotations, "its own template is back"
     assert "affinity" not in stored_job(api, "train")["spec"]["template"]["spec"]
@@ -172,7 +173,7 @@ async def test_one_job_whose_writes_fail_never_aborts_a_pass() -> None:
     await admitted_job(api, controller, "broken")
     changed(api, controller, "broken", spec={"suspend": True})  # admitted, to be started
     api.failing = "broken"
-    add(api, controller.caches.jobs, kube.JOBS,
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
         JobWrapper("fine", "ns").gpus(1).min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)  # raises if the failing write aborts the pass

@@ -20,12 +20,13 @@ async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> Non
     caches = controller.caches
     await submitted_jobs(api, controller, 8, gpus=1, node_a=8)
     api.open.clear()
-    for stored in caches.jobs.items():
+    for stored in caches.jobs["Job"].items():
         assert not stored["spec"]["suspend"], "all eight admitted and started"
         done = {**stored, "status": {"conditions": [
             {"type": "Complete", "status": "True", "lastTransitionTime": format_time(0)}]}}
-        add(api, caches.jobs, kube.JOBS, done)
-    converging = asyncio.create_task(controller.converge_jobs(0.0, caches.jobs.items()))
+        add(api, caches.jobs["Job"], kube.JOBS, done)
+    every = {("Job", *key): job for key, job in caches.jobs["Job"].store.items()}
+    converging = asyncio.create_task(controller.converge_jobs(0.0, every))
     for _ in range(1000):  # let every write that can start start
         if api.waiting >= 8 or converging.done():
             break
@@ -46,13 +47,13 @@ async def test_a_pass_checks_the_jobs_that_changed_and_every_job_once_per_sweep(
     controller = reconciler(api, lambda: now[0])
     caches = controller.caches
     await submitted_jobs(api, controller, 3, gpus=1, node_a=8)
-    assert controller.jobs_to_check(now[0]) == [], "nothing changed since the last pass"
-    changed = caches.jobs.get("ns", "j1")
+    assert controller.jobs_to_check(now[0]) == {}, "nothing changed since the last pass"
+    changed = caches.jobs["Job"].get("ns", "j1")
     assert changed is not None
     wl = caches.workloads.get("ns", workload_name(changed))
     assert wl is not None
     controller._changed("MODIFIED", wl)
-    assert [j["metadata"]["name"] for j in controller.jobs_to_check(now[0])] == ["j1"], \
+    assert [name for _, _, name in controller.jobs_to_check(now[0])] == ["j1"], \
         "a Workload's change checks its Job"
     now[0] += SWEEP_EVERY
     assert len(controller.jobs_to_check(now[0])) == 3, "the sweep checks every Job"

@@ -117,3 +117,44 @@ async def test_a_read_the_watch_overtook_is_not_recorded() -> None:
     informer.observe_read(read, touched)
     informer._apply({"type": "MODIFIED", "object": node("a", 7)})
     assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7"
+
+
+class UnservedApi:
+    """An API server without the kind's CRD: every list answers 404, until `served`."""
+
+    def __init__(self) -> None:
+        self.lists = 0
+        self.served = False
+
+    async def list(self, kind: Kind, query: dict[str, str] | None = None) -> dict[str, Any]:
+        self.lists += 1
+        if not self.served:
+            raise ApiException(status=404, reason="the server could not find the resource")
+        return {"items": [node("w", 3)], "metadata": {"resourceVersion": "3"}}
+
+    async def watch(self, kind: Kind, resource_version: str,
+                    query: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+        await asyncio.sleep(3600)
+        yield {}
+
+
+async def test_a_kind_whose_crd_is_missing_is_empty_and_synced_told_once_and_found_later(
+        monkeypatch: Any, caplog: Any) -> None:
+    monkeypatch.setattr("admitter.controller.informer.ABSENT_RETRY", 0.001)
+    api = UnservedApi()
+    informer = Informer(api, Kind("example.dev/v1", "widgets", True),  # type: ignore[arg-type]
+                        lambda event, obj: None, optional=True)
+    caplog.set_level("INFO", logger="admitter.controller.informer")
+    running = asyncio.create_task(informer.run())
+    while api.lists < 5:
+        await asyncio.sleep(0.001)
+    assert informer.synced.is_set() and informer.items() == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "widgets: not served by the API server (its CRD is not installed); not queued until "
+        "it is"]
+    api.served = True
+    while not informer.items():
+        await asyncio.sleep(0.001)
+    running.cancel()
+    assert [obj["metadata"]["name"] for obj in informer.items()] == ["w"]
+    assert "widgets: served by the API server now" in caplog.records[-1].getMessage()

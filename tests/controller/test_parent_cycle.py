@@ -29,7 +29,8 @@ def active(api, name: str) -> tuple[str, str, str]:
 async def test_a_cycle_holds_its_queues_admissions_with_a_condition_until_it_is_broken():
     api, controller = world()
     reparent(api, controller, "org", "team")  # team → org was there: org → team closes it
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
     await settle(controller)
     train = workload_name(stored(api, kube.JOBS, "train", "ns"))
     assert not stored(api, kube.WORKLOADS, train, "ns")["status"].get("admission")

@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.controller import kube
+from admitter.controller.actions import resource_of
 from admitter.controller.cache import Caches
 from admitter.controller.kube import Obj
 from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.core.model import GPU
+from admitter.jobs.jobset import JobSet
 
 from builders.kube import JobWrapper
 
@@ -40,8 +42,8 @@ def fresh_count(caches: Caches) -> tuple[dict[Any, Any], dict[Any, Any]]:
         if not node or obj["status"]["phase"] in TERMINAL_POD_PHASES:
             continue
         owners = [o["name"] for o in obj["metadata"].get("ownerReferences", [])]
-        owner = ("ns", owners[0]) if owners else None
-        if owner is not None and owner in caches.jobs.store:
+        owner = ("Job", "ns", owners[0]) if owners else None
+        if owner is not None and owner[1:] in caches.jobs["Job"].store:
             bound.setdefault(owner, {})
             bound[owner][node] = bound[owner].get(node, 0) + 1
         else:
@@ -76,13 +78,13 @@ def test_the_index_matches_a_fresh_count_after_any_events(events: list[tuple[Any
             replay.put(caches.pods, pod(name, node, phase, owner, gpus))
         elif kind == "delete-pod":
             replay.delete(caches.pods, args[0])
-        elif kind == "job" and caches.jobs.get("ns", args[0]) is None:
-            add(api, caches.jobs, kube.JOBS,
+        elif kind == "job" and caches.jobs["Job"].get("ns", args[0]) is None:
+            add(api, caches.jobs["Job"], kube.JOBS,
                 JobWrapper(args[0], "ns").gpus(1).min_runtime(None).obj())
         elif kind == "delete-job":
-            replay.delete(caches.jobs, args[0])
+            replay.delete(caches.jobs["Job"], args[0])
         elif kind in ("relist-pods", "relist-jobs"):
-            replay.relist(caches.pods if kind == "relist-pods" else caches.jobs, args[0])
+            replay.relist(caches.pods if kind == "relist-pods" else caches.jobs["Job"], args[0])
         assert (caches.bound_pods(), caches.foreign_usage()) == fresh_count(caches)
 
 
@@ -91,10 +93,10 @@ def test_a_job_that_appears_after_its_pod_takes_the_pod_out_of_foreign_usage() -
     caches = reconciler(api).caches
     caches.pods.observe(pod("p", "n1", "Running", "j0", 2))
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
-    created = add(api, caches.jobs, kube.JOBS,
+    created = add(api, caches.jobs["Job"], kube.JOBS,
                   JobWrapper("j0", "ns").gpus(2).min_runtime(None).obj())
-    assert caches.foreign_usage() == {} and caches.bound_pods() == {("ns", "j0"): {"n1": 1}}
-    caches.jobs._apply({"type": "DELETED", "object": created})
+    assert caches.foreign_usage() == {} and caches.bound_pods() == {("Job", "ns", "j0"): {"n1": 1}}
+    caches.jobs["Job"]._apply({"type": "DELETED", "object": created})
     assert caches.foreign_usage() == {"n1": {GPU: 2}} and caches.bound_pods() == {}
 
 
@@ -103,3 +105,18 @@ def test_pods_not_bound_or_finished_count_nowhere() -> None:
     caches.pods.observe(pod("waiting", None, "Pending", None, 1))
     caches.pods.observe(pod("done", "n1", "Succeeded", None, 1))
     assert caches.foreign_usage() == {} and caches.bound_pods() == {}
+
+
+def test_a_jobsets_pods_count_for_the_jobset_its_label_names() -> None:
+    api = FakeApi()
+    caches = reconciler(api).caches
+    worker = pod("train-workers-0-0", "n1", "Running", "train-workers-0", 2)
+    worker["metadata"]["labels"] = {"jobset.sigs.k8s.io/jobset-name": "train"}
+    caches.pods.observe(worker)
+    assert caches.foreign_usage() == {"n1": {GPU: 2}}
+    jobsets = resource_of(JobSet())
+    add(api, caches.jobs["JobSet"], jobsets,
+        {"apiVersion": jobsets.group_version, "kind": "JobSet",
+         "metadata": {"name": "train", "namespace": "ns", "uid": "u-1"}, "spec": {}})
+    assert caches.foreign_usage() == {}
+    assert caches.bound_pods() == {("JobSet", "ns", "train"): {"n1": 1}}

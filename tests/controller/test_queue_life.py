@@ -95,23 +95,25 @@ async def settle(controller: Reconciler, passes: int = 3) -> None:
 
 async def test_queues_holding_admitted_workloads_carry_the_finalizer_until_none_are_left():
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
     await settle(controller)
     holding = {name for name, found in finalizers(api).items() if IN_USE_FINALIZER in found}
     assert holding == {"org", "team", "default"}, "the leaf, its ancestors and the LocalQueue"
     finished = {**stored(api, kube.JOBS, "train", "ns"), "status": {"conditions": [
         {"type": "Complete", "status": "True"}]}}
-    add(api, controller.caches.jobs, kube.JOBS, finished)
+    add(api, controller.caches.jobs["Job"], kube.JOBS, finished)
     await settle(controller)
     assert not any(finalizers(api).values())
 
 
 async def test_a_cluster_queue_being_deleted_admits_nothing_new_and_says_what_it_waits_for():
     api, controller = world(quota=8)
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("running", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("running", "ns").min_runtime(None).obj())
     await settle(controller)
     delete(api, controller, kube.CLUSTER_QUEUES, "team")
-    add(api, controller.caches.jobs, kube.JOBS,
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
         JobWrapper("late", "ns").gpus(1).min_runtime(None).obj())
     await settle(controller)
     late = stored(api, kube.WORKLOADS, workload_name(stored(api, kube.JOBS, "late", "ns")), "ns")
@@ -129,7 +131,8 @@ async def test_a_cluster_queue_being_deleted_admits_nothing_new_and_says_what_it
 
 async def test_an_admission_into_a_queue_whose_deletion_just_began_is_not_written():
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
     await one_pass(controller)  # creates the Workload
     # Deleted between the cache's view and the finalizer: the API server refuses the new
     # finalizer (the fake, by a version the cache never saw and a read showing deletion).
@@ -152,15 +155,17 @@ async def test_an_admission_into_a_queue_whose_deletion_just_began_is_not_writte
 
 async def test_a_pending_workload_follows_its_job_to_another_local_queue():
     api, controller = world(quota=8)
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("first", "ns").min_runtime(None).obj())
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("second", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("first", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("second", "ns").min_runtime(None).obj())
     await settle(controller)
     names = {n: workload_name(stored(api, kube.JOBS, n, "ns")) for n in ("first", "second")}
     waiting = next(n for n, w in names.items()
                    if not stored(api, kube.WORKLOADS, w, "ns")["status"].get("admission"))
     moved = stored(api, kube.JOBS, waiting, "ns")
     moved["metadata"]["labels"] = {QUEUE_LABEL: "spare"}
-    add(api, controller.caches.jobs, kube.JOBS, moved)
+    add(api, controller.caches.jobs["Job"], kube.JOBS, moved)
     await settle(controller)
     wl = stored(api, kube.WORKLOADS, names[waiting], "ns")
     assert wl["spec"]["queueName"] == "spare"
@@ -173,11 +178,12 @@ async def test_a_pending_workload_follows_its_job_to_another_local_queue():
 
 async def test_an_admitted_workload_keeps_its_queue_when_its_job_is_relabelled():
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
     await settle(controller)
     relabelled = stored(api, kube.JOBS, "train", "ns")
     relabelled["metadata"]["labels"] = {QUEUE_LABEL: "spare"}  # webhooks bypassed
-    add(api, controller.caches.jobs, kube.JOBS, relabelled)
+    add(api, controller.caches.jobs["Job"], kube.JOBS, relabelled)
     await settle(controller)
     wl = stored(api, kube.WORKLOADS, workload_name(relabelled), "ns")
     assert wl["spec"]["queueName"] == "default" and wl["status"]["admission"]
@@ -268,7 +274,7 @@ async def test_allocation_shows_zero_and_a_change_held_back_by_the_interval_is_s
 
     idle = await settled_result(controller)
     assert await show(idle, CLOCK) == {"nvidia.com/gpu": 0}, "0, not blank"
-    add(api, controller.caches.jobs, kube.JOBS,
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
         JobWrapper("a", "ns").gpus(4).min_runtime(None).obj())
     await settled_result(controller)  # creates its Workload
     busy = await settled_result(controller)  # admits it
@@ -282,7 +288,8 @@ async def test_a_report_left_to_the_running_batch_wakes_the_loop_when_that_batch
     api = SlowApi()
     controller = reconciler(api)
     team(api, controller, 8, node_a=8)
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
     await controller.reconcile()  # creates the Workload; its report's writes wait
     assert controller.reports is not None and not controller.reports.done()
     controller.status.next_due = CLOCK  # something held back earlier

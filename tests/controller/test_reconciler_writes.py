@@ -50,7 +50,8 @@ def reserved(wl: Obj) -> Obj:
 
 async def test_a_job_is_admitted_with_one_event_on_it_and_none_for_its_workload() -> None:
     api, controller = world()
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
     await settled_pass(controller)
     assert api.count("POST", "workloads") == 1
     await settled_pass(controller)
@@ -120,7 +121,8 @@ async def test_pending_reasons_are_bounded_per_pass_heads_first() -> None:
 async def test_a_workload_whose_job_is_gone_is_left_out() -> None:
     api, controller = world()
     caches = controller.caches
-    present = add(api, caches.jobs, kube.JOBS, JobWrapper("present", "ns").min_runtime(None).obj())
+    present = add(api, caches.jobs["Job"], kube.JOBS,
+                  JobWrapper("present", "ns").min_runtime(None).obj())
     gone = {"metadata": {"name": "gone", "uid": "uid-gone"}}
     replaced = {"metadata": {"name": "present", "uid": "uid-of-an-earlier-job"}}
     for name, owner in (("orphan", gone), ("stale", replaced), ("owned", present)):

@@ -44,7 +44,7 @@ async def four_jobs_on_two_nodes() -> tuple[FakeApi, Reconciler, dict[str, str]]
 
 async def fill(api: FakeApi, controller: Reconciler, names: list[str]) -> None:
     for name in names:
-        add(api, controller.caches.jobs, kube.JOBS,
+        add(api, controller.caches.jobs["Job"], kube.JOBS,
             JobWrapper(name, "ns").gpus(2).min_runtime(None).obj())
     for _ in range(3):  # Workloads are created in the background, then admitted
         await settled_pass(controller)
@@ -68,7 +68,8 @@ async def test_pods_bound_away_from_their_hints_leave_no_phantom_room() -> None:
     translations = Translations()
     first = build_view(caches, controller.settings, 0.0, translations).snapshot.workloads
     again = build_view(caches, controller.settings, 1.0, translations).snapshot.workloads
-    moved = [w for w in first if w.key == f"ns/{workload_name(caches.jobs.get('ns', on_a[0]))}"]
+    jobs = caches.jobs["Job"]
+    moved = [w for w in first if w.key == f"ns/{workload_name(jobs.get('ns', on_a[0]))}"]
     assert moved and moved[0].placement == {"node-b": 1}
     assert all(a is b for a, b in zip(first, again, strict=True)), "nothing translated twice"
 
@@ -81,7 +82,8 @@ async def test_a_pass_counts_the_admissions_still_being_written() -> None:
     caches = controller.caches
     team(api, controller, 16, node_a=4)
     for name in ("j1", "j2", "j3"):
-        add(api, caches.jobs, kube.JOBS, JobWrapper(name, "ns").gpus(2).min_runtime(None).obj())
+        add(api, caches.jobs["Job"], kube.JOBS,
+            JobWrapper(name, "ns").gpus(2).min_runtime(None).obj())
     await controller.reconcile()  # creates the Workloads in the background
     assert controller.creations is not None
     await controller.creations
@@ -104,7 +106,7 @@ async def test_a_pod_bound_between_passes_moves_its_workload_in_the_next_view() 
     api, controller, hints = await four_jobs_on_two_nodes()
     caches = controller.caches
     on_a = sorted(name for name, hinted in hints.items() if hinted == "node-a")
-    key = f"ns/{workload_name(caches.jobs.get('ns', on_a[0]))}"
+    key = f"ns/{workload_name(caches.jobs['Job'].get('ns', on_a[0]))}"
     translations = Translations()
     before = build_view(caches, controller.settings, 0.0, translations).snapshot
     assert [w.placement for w in before.workloads if w.key == key] == [{"node-a": 1}]

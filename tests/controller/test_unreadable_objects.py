@@ -35,7 +35,7 @@ def bare_pod(name: str, requests: dict[str, object], node: str = "node-a") -> Ob
 
 
 def admitted(controller: Reconciler, name: str) -> bool:
-    found = controller.caches.jobs.get("ns", name)
+    found = controller.caches.jobs["Job"].get("ns", name)
     assert found is not None
     wl = controller.caches.workloads.get("ns", workload_name(found))
     return wl is not None and bool((wl.get("status") or {}).get("admission"))
@@ -87,7 +87,8 @@ async def test_a_bare_pod_with_a_fractional_memory_request_is_counted_not_fatal(
     team(api, controller, 8, node_a=8)
     add(api, controller.caches.pods, kube.PODS, bare_pod("odd", {"memory": "500m"}))
     assert controller.caches.foreign_usage() == {"node-a": {"memory": 1}}
-    add(api, controller.caches.jobs, kube.JOBS, JobWrapper("train", "ns").min_runtime(None).obj())
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "train")
@@ -100,12 +101,13 @@ async def test_a_labelled_job_with_a_fractional_memory_request_is_admitted() -> 
     with_memory = node("node-a", 8)
     with_memory["status"]["allocatable"]["memory"] = "64Gi"
     add(api, controller.caches.nodes, kube.NODES, with_memory)
-    add(api, controller.caches.jobs, kube.JOBS,
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
         JobWrapper("odd", "ns").gpus(1).min_runtime(None).request("memory", "500m").obj())
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "odd")
-    wl = controller.caches.workloads.get("ns", workload_name(controller.caches.jobs.items()[0]))
+    job = controller.caches.jobs["Job"].items()[0]
+    wl = controller.caches.workloads.get("ns", workload_name(job))
     assert wl is not None and wl["spec"]["podSets"][0]["requests"]["memory"] == 1
 
 
@@ -120,7 +122,7 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
                                       "spec": {"nodeName": "node-a", "containers": "x"}})
     bad_job = JobWrapper("bad", "ns").gpus(1).min_runtime(None).obj()
     bad_job["spec"]["parallelism"] = "many"
-    add(api, caches.jobs, kube.JOBS, bad_job)
+    add(api, caches.jobs["Job"], kube.JOBS, bad_job)
     bad_wl = workload("ns", "bad-wl", 1)
     bad_wl["spec"]["podSets"][0]["count"] = "lots"
     add(api, caches.workloads, kube.WORKLOADS, bad_wl)
@@ -128,7 +130,7 @@ async def test_objects_that_cannot_be_read_are_skipped_reported_and_hold_up_noth
                                         "status": {"allocatable": {GPU: "1e40"}}})
     add(api, caches.cluster_queues, kube.CLUSTER_QUEUES,
         {**cluster_queue("broken", 8, limit=8), "spec": {"resources": "none"}})
-    add(api, caches.jobs, kube.JOBS, JobWrapper("good", "ns").min_runtime(None).obj())
+    add(api, caches.jobs["Job"], kube.JOBS, JobWrapper("good", "ns").min_runtime(None).obj())
     for _ in range(2):
         await settled_pass(controller)
     assert admitted(controller, "good"), "the good Job is admitted all the same"
@@ -228,7 +230,7 @@ def test_no_mutated_object_stops_a_pass_or_the_good_jobs(
         controller = reconciler(api)
         caches = controller.caches
         team(api, controller, 8, node_a=8)
-        informers = {"pod": (caches.pods, kube.PODS), "job": (caches.jobs, kube.JOBS),
+        informers = {"pod": (caches.pods, kube.PODS), "job": (caches.jobs["Job"], kube.JOBS),
                      "workload": (caches.workloads, kube.WORKLOADS),
                      "node": (caches.nodes, kube.NODES)}
         objects = dict(_kinds())
@@ -240,7 +242,8 @@ def test_no_mutated_object_stops_a_pass_or_the_good_jobs(
                 add(api, informer, resource, obj)
             except (KeyError, TypeError, AttributeError):
                 continue  # no name left: the API server would not have stored it
-        add(api, caches.jobs, kube.JOBS, JobWrapper("good", "ns").gpus(4).min_runtime(None).obj())
+        add(api, caches.jobs["Job"], kube.JOBS,
+            JobWrapper("good", "ns").gpus(4).min_runtime(None).obj())
         for _ in range(2):
             await settled_pass(controller)
         assert admitted(controller, "good")

@@ -40,7 +40,7 @@ async def test_with_nothing_waiting_pod_and_job_status_changes_wait_for_the_peri
     assert not controller.waiting, "both Jobs admitted"
     controller._changed("MODIFIED", pod())
     controller._changed("ADDED", pod())
-    running = {**controller.caches.jobs.get("ns", "j0"), "kind": "Job"}  # type: ignore[dict-item]
+    running = {**controller.caches.jobs["Job"].get("ns", "j0"), "kind": "Job"}  # type: ignore[dict-item]
     controller._changed("MODIFIED", running)
     assert not controller.wakeup.is_set()
     controller._changed("MODIFIED", finished(running))

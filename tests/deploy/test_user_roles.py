@@ -31,7 +31,7 @@ def test_batch_user_reads_queues_and_submits_jobs_but_writes_no_queue():
     rules = [rule for d in aggregated_into(label) for rule in d["rules"]]
     writes = {(group, resource) for rule in rules if set(rule["verbs"]) - READ
               for group in rule["apiGroups"] for resource in rule["resources"]}
-    assert writes == {("batch", "jobs")}
+    assert writes == {("batch", "jobs"), ("jobset.x-k8s.io", "jobsets")}
 
 
 def test_batch_admin_manages_queues_and_topologies_but_no_status():

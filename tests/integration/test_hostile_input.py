@@ -145,8 +145,9 @@ def _table(w: World, admitted_job: str, admitted_workload: str, queued_job: str)
         patch("forging the admitted mark", queued_path,
               {"metadata": {"annotations": {"admitter.dev/admitted-workload": "x"}}},
               "admitter.dev/admitted-workload"),
+        # An Indexed Job may grow (parallelism and completions together): more pods at once.
         patch("raising an admitted Job's parallelism", admitted_path,
-              {"spec": {"parallelism": 5}}, "spec.parallelism"),
+              {"spec": {"parallelism": 5, "completions": 5}}, "spec.parallelism"),
         patch("moving an admitted Job", admitted_path,
               {"metadata": {"labels": {QUEUE: "other"}}}, QUEUE),
         patch("unlabelling an admitted Job", admitted_path,
@@ -346,6 +347,7 @@ def test_every_hostile_input_is_refused_naming_its_field_and_admission_goes_on(
     jobs = kube.JOBS.path(w.namespace)
     for name, gpus in (("good-before", 1), ("queued", 64)):  # 64 GPUs: no node has them
         job = JobWrapper(name, w.namespace).gpus(gpus).obj()
+        job["spec"]["completionMode"] = "Indexed"
         status, answer = w.mallory.send("POST", jobs, job)
         assert status == 201, answer
     wait_for(lambda: w.admitted("good-before"), 60, "the first good Job to be admitted")

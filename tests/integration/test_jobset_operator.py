@@ -1,22 +1,51 @@
-"""JobSet through admitter's job interface against the real JobSet controller: the writes the
-controller makes for an admission (pin every pod set to the admitted domain, unsuspend), an
-eviction (suspend) and the return to pending (restore the user's own placement), and what JobSet's
-controller and kube-scheduler then do with the pods."""
+"""JobSet queued by admitter against the real JobSet controller: the writes the controller
+makes for an admission (pin every pod set to the admitted domain, unsuspend), an eviction
+(suspend) and the return to pending (restore the user's own placement), and what JobSet's
+controller and kube-scheduler then do with the pods; then end to end, with admitter's controller
+and webhooks running: created suspended, admitted as one gang inside a rack, drained and
+admitted again in another rack, finished with its quota released, a forged unsuspend denied,
+and a gang too big for any rack waiting with a reason naming the rack level."""
 
 from __future__ import annotations
 
+import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from admitter_world import (
+    apply_all,
+    cluster_topology,
+    in_process_controller,
+    jobs,
+    priority_class,
+    running,
+    workloads,
+)
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
+from admitter.api.contract import (
+    ADMITTED_WORKLOAD_ANNOTATION,
+    ORIGINAL_AFFINITY_ANNOTATION,
+    QUEUE_LABEL,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+)
+from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, Reason
+from admitter.controller import kube
 from admitter.controller.actions import Actions, resource_of
 from admitter.controller.kube import Kube, Obj
+from admitter.controller.translate import condition, is_true
+from admitter.core.decisions import EvictionReason
 from admitter.jobs.jobset import JobSet
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
+from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.waiting import eventually
+
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 JOBSETS = resource_of(JobSet())
@@ -29,6 +58,21 @@ def jobset_operator(local_cluster: LocalCluster,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with running_jobset_operator(local_cluster, tmp_path_factory.mktemp("jobset")):
         yield
+
+
+@pytest.fixture(autouse=True)
+async def cleared(api: Kube, namespace: str) -> AsyncIterator[None]:
+    """The test's JobSets and Jobs (an orphaned JobSet's too) deleted and their pods gone
+    after it, so later tests find the nodes free."""
+    yield
+    for kind in (JOBSETS, kube.JOBS):
+        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
+
+    async def no_pods() -> bool:
+        listed = await api.request("GET", kube.PODS.path(namespace))
+        return not listed["items"]
+
+    await eventually(no_pods, "the test's pods gone", timeout=90.0)
 
 
 def pod_template(gpus: int) -> Obj:
@@ -77,6 +121,17 @@ async def read(api: Kube, js: Obj) -> Obj:
     return await api.get(JOBSETS, js["metadata"]["name"], js["metadata"]["namespace"])
 
 
+async def start(actions: Actions, api: Kube, js: Obj, rack: str) -> Obj | None:
+    """Start the JobSet as read now; None when JobSet's controller changed it meanwhile (the
+    start is conditional on the version read, as the controller's is)."""
+    try:
+        return await actions.start_job(await read(api, js), admitted_to(rack))
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        return None
+
+
 async def test_a_jobset_runs_in_the_admitted_rack_and_again_in_another_after_an_eviction(
         jobset_operator: None, api: Kube, namespace: str, local_cluster: LocalCluster) -> None:
     racks = {node: rack for rack in ("rack-1", "rack-2")
@@ -95,7 +150,7 @@ async def test_a_jobset_runs_in_the_admitted_rack_and_again_in_another_after_an_
     await eventually(child_jobs_suspended, "JobSet's controller makes 3 suspended child Jobs")
     assert await live_pods(api, js) == 0
 
-    await actions.start_job(await read(api, js), admitted_to("rack-1"))
+    await eventually(lambda: start(actions, api, js, "rack-1"), "the JobSet started")
     placed = await eventually(lambda: bound_pods(api, js), "9 pods bound", timeout=60.0)
     assert {racks.get(node) for node in placed.values()} == {"rack-1"}
 
@@ -113,6 +168,165 @@ async def test_a_jobset_runs_in_the_admitted_rack_and_again_in_another_after_an_
     marks = restored["metadata"].get("annotations") or {}
     assert ADMITTED_WORKLOAD_ANNOTATION not in marks and ORIGINAL_AFFINITY_ANNOTATION not in marks
 
-    await actions.start_job(await read(api, js), admitted_to("rack-2"))
+    await eventually(lambda: start(actions, api, js, "rack-2"), "the JobSet started again")
     placed = await eventually(lambda: bound_pods(api, js), "9 pods bound again", timeout=60.0)
     assert {racks.get(node) for node in placed.values()} == {"rack-2"}
+
+
+# End to end, with admitter's controller (and, for users' requests, its webhooks) running ---
+
+
+def queued_jobset(namespace: str, name: str, workers: int, runtime: str | None = None) -> Obj:
+    """1 leader + 2 × `workers` workers of 1 GPU each in LocalQueue `default`, needing one
+    rack; its pods run for `runtime` (KWOK), or until deleted."""
+    js = leader_and_workers(namespace)
+    js["metadata"].update(name=name, labels={QUEUE_LABEL: "default"},
+                          annotations={TOPOLOGY_REQUIRED_ANNOTATION: RACK_LABEL})
+    leader, workers_job = js["spec"]["replicatedJobs"]
+    workers_job["template"]["spec"].update(parallelism=workers, completions=workers)
+    if runtime is not None:
+        for replicated in (leader, workers_job):
+            replicated["template"]["spec"]["template"]["metadata"] = {
+                "annotations": {SIMULATED_RUNTIME_ANNOTATION: runtime}}
+    return js
+
+
+async def workload_of(api: Kube, js: Obj) -> Obj | None:
+    listed = await workloads(api, js["metadata"]["namespace"])
+    return next((wl for wl in listed
+                 if any(owner.get("uid") == js["metadata"]["uid"]
+                        for owner in wl["metadata"].get("ownerReferences") or ())), None)
+
+
+@pytest.fixture
+async def team_queue(api: Kube, namespace: str) -> str:
+    """A ClusterQueue of 64 GPUs fed by LocalQueue `default` in the test's namespace."""
+    name = f"jobsets-{secrets.token_hex(3)}"
+    await cluster_topology(api)
+    await apply_all(api, *leaf_queue(name, 64, namespace=namespace))
+    return name
+
+
+async def test_a_queued_jobset_runs_as_one_gang_in_a_rack_and_in_another_after_a_drain(
+        jobset_operator: None, api: Kube, namespace: str, team_queue: str,
+        kubeconfig: Path) -> None:
+    nodes = await api.request("GET", kube.NODES.path())
+    racks = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes["items"]}
+    js = await api.create(JOBSETS, queued_jobset(namespace, "train", 4))
+    async with in_process_controller(kubeconfig) as controller:
+        placed = await eventually(lambda: bound_pods(api, js), "9 pods bound", timeout=90.0)
+        (first_rack,) = {racks[node] for node in placed.values()}
+        wl = await workload_of(api, js)
+        assert wl is not None and len(wl["spec"]["podSets"]) == 2
+        assert wl["status"]["admission"]["topologyDomain"][RACK_LABEL] == first_rack
+        started = await read(api, js)
+        for replicated in started["spec"]["replicatedJobs"]:
+            selector = replicated["template"]["spec"]["template"]["spec"]["nodeSelector"]
+            assert selector[RACK_LABEL] == first_rack
+        # The JobSet's pods are counted as its admission, not as foreign usage.
+        assert not set(controller.caches.foreign_usage()) & set(placed.values())
+
+        drained = sorted(placed.values())[0]
+        await api.patch(kube.NODES, drained, {"spec": {"unschedulable": True}})
+        try:
+            async def elsewhere() -> dict[str, str] | None:
+                found = await bound_pods(api, js)
+                return found if found and racks[drained] not in {
+                    racks[node] for node in found.values()} else None
+
+            moved = await eventually(elsewhere, "9 pods bound in another rack", timeout=120.0)
+        finally:
+            await api.patch(kube.NODES, drained, {"spec": {"unschedulable": None}})
+        assert len({racks[node] for node in moved.values()}) == 1
+        wl = await workload_of(api, js)
+        assert wl is not None and wl["status"].get("evictionCount") == 1
+        events = await api.request("GET", kube.EVENTS.path(namespace))
+        assert any(e["reason"] == EvictionReason.DRAINED.value
+                   and e["involvedObject"]["kind"] == "JobSet" for e in events["items"])
+
+
+async def test_a_jobset_finishes_and_releases_its_quota_and_one_too_big_for_a_rack_waits(
+        jobset_operator: None, api: Kube, namespace: str, team_queue: str,
+        kubeconfig: Path) -> None:
+    short = await api.create(JOBSETS, queued_jobset(namespace, "short", 4, runtime="3s"))
+    too_big = await api.create(JOBSETS, queued_jobset(namespace, "too-big", 8))
+    async with in_process_controller(kubeconfig):
+        async def finished() -> Obj | None:
+            wl = await workload_of(api, short)
+            return wl if wl is not None and is_true(wl, CONDITION_FINISHED) else None
+
+        wl = await eventually(finished, "the short JobSet's Workload finished", timeout=120.0)
+        assert not wl["status"].get("admission"), "its quota released"
+        assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED
+
+        async def waiting() -> Obj | None:
+            found = await workload_of(api, too_big)
+            shown = condition(found, CONDITION_QUOTA_RESERVED) if found else None
+            return shown if shown and shown["status"] == "False" else None
+
+        why = await eventually(waiting, "the 17-GPU gang's pending reason", timeout=60.0)
+        assert RACK_LABEL in why["message"], why
+        assert (await read(api, too_big))["spec"]["suspend"] is True
+        assert await live_pods(api, too_big) == 0
+
+
+async def test_the_webhook_suspends_a_users_jobset_and_denies_a_forged_unsuspend(
+        jobset_operator: None, api: Kube, kube_client: ApiClient, namespace: str,
+        webhooks: None, user_client: ApiClient) -> None:  # noqa: F811 (fixtures)
+    await cluster_topology(api)
+    rbac = RbacAuthorizationV1Api(kube_client)
+    await rbac.create_namespaced_role(namespace, {
+        "metadata": {"name": "jobset-editor"},
+        "rules": [{"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["*"]}]})
+    await rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "alice-edits-jobsets"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "jobset-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": "alice"}]})
+    as_user = CustomObjectsApi(user_client)
+    group, version = JOBSETS.group_version.split("/")
+    wanted = queued_jobset(namespace, "train", 4)
+    wanted["spec"]["suspend"] = False
+    created = await as_user.create_namespaced_custom_object(group, version, namespace,
+                                                            "jobsets", wanted)
+    assert created["spec"]["suspend"] is True
+    with pytest.raises(ApiException) as error:
+        await as_user.patch_namespaced_custom_object(group, version, namespace, "jobsets",
+                                                     "train", [{"op": "replace",
+                                                               "path": "/spec/suspend",
+                                                               "value": False}])
+    message = json.loads(error.value.body)["message"]
+    assert "spec.suspend: alice may not unsuspend a JobSet that admitter has not admitted" in (
+        message)
+
+
+async def test_a_jobset_preempted_by_a_gang_needing_its_rack_runs_again_in_another(
+        jobset_operator: None, api: Kube, namespace: str, team_queue: str,
+        kubeconfig: Path) -> None:
+    nodes = await api.request("GET", kube.NODES.path())
+    racks = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes["items"]}
+    await priority_class(api, "jobset-low", 10)
+    await priority_class(api, "jobset-high", 100)
+    low = queued_jobset(namespace, "low", 4)
+    for replicated in low["spec"]["replicatedJobs"]:
+        replicated["template"]["spec"]["template"]["spec"]["priorityClassName"] = "jobset-low"
+    js = await api.create(JOBSETS, low)
+    async with in_process_controller(kubeconfig):
+        placed = await eventually(lambda: bound_pods(api, js), "9 pods bound", timeout=90.0)
+        (rack,) = {racks[node] for node in placed.values()}
+        # Funded (a min runtime) and of higher priority: it may preempt the unfunded JobSet.
+        await apply_all(api, JobWrapper("high", namespace).pods(2).gpus(8).min_runtime("1h")
+                        .priority_class("jobset-high").node_selector(RACK_LABEL, rack).obj())
+
+        async def elsewhere() -> dict[str, str] | None:
+            found = await bound_pods(api, js)
+            return found if found and rack not in {racks[n] for n in found.values()} else None
+
+        moved = await eventually(elsewhere, "the JobSet's 9 pods in another rack", timeout=120.0)
+        assert len({racks[node] for node in moved.values()}) == 1
+        assert running((await jobs(api, namespace))["high"])
+    events = await api.request("GET", kube.EVENTS.path(namespace))
+    assert any(e["reason"] == EvictionReason.PREEMPTED.value
+               and e["involvedObject"]["kind"] == "JobSet" for e in events["items"])
+

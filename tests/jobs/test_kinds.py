@@ -14,7 +14,7 @@ from admitter.api.contract import (
 )
 from admitter.api.quantity import kube_base_units
 from admitter.controller.converge import equivalent
-from admitter.controller.translate import pod_requests, workload_for
+from admitter.controller.translate import JOB_NAME_LABEL, pod_requests, workload_for
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.interface import ClearsStartTime, nested
 from admitter.jobs.jobset import JobSet
@@ -80,7 +80,7 @@ def test_a_jobset_has_one_pod_set_per_replicated_job_of_replicas_times_paralleli
 def test_a_jobsets_workload_holds_every_pod_set_and_is_owned_by_the_jobset():
     made = workload_for(jobset(), JobContract(3600.0, True, "rack", None), priority=0)
     assert made["metadata"]["name"].startswith("jobset-train-")
-    assert made["metadata"]["labels"] == {}
+    assert made["metadata"]["labels"] == {JOB_NAME_LABEL: "train"}  # found if orphaned
     assert made["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
     assert made["metadata"]["ownerReferences"][0]["apiVersion"] == "jobset.x-k8s.io/v1alpha2"
     leader, workers = made["spec"]["podSets"]
@@ -146,3 +146,13 @@ def test_only_a_job_clears_its_start_time_and_kinds_are_found_by_their_kind():
     assert not isinstance(job_of(jobset()), ClearsStartTime)
     assert reader_of({"kind": "Pod"}).workload_prefix == "pod"
     assert job_of({}).kind == "Job"
+
+
+def test_a_jobsets_ready_pods_are_its_ready_or_done_jobs_times_their_pods():
+    js = jobset()
+    js["status"] = {"replicatedJobsStatus": [
+        {"name": "leader", "ready": 1, "succeeded": 0},
+        {"name": "workers", "ready": 1, "succeeded": 1},
+    ]}
+    assert JobSet().pods_ready(js) == 1 + 2 * 4
+    assert BatchJob().pods_ready({"status": {"ready": 2, "succeeded": 1}}) == 3

@@ -9,7 +9,7 @@ from admitter.controller.translate import format_time
 from admitter.core.decisions import PendingReason
 from admitter.kubectl.explain import would_start
 from admitter.kubectl.queues import explain_queue, queue_rows, ranked_behind
-from admitter.kubectl.state import QueueReading
+from admitter.kubectl.state import QueueReading, job_kind, job_name
 from admitter.kubectl.times import moment
 
 NOW = 1_796_000_000.0
@@ -112,3 +112,13 @@ def test_a_queue_ranked_behind_a_sibling_is_told_with_both_uses_of_budget() -> N
     assert ranked_behind(state, "a") == []
     assert ranked_behind(state, "b") == [
         "b (rank 2, 7.4% of its owed GPU-hours used) comes after a (rank 1, 0.93%)"]
+
+
+def test_a_workload_names_the_kind_and_name_of_the_job_it_was_made_for() -> None:
+    def made_for(*owners: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": "w", "namespace": "ns", "ownerReferences": list(owners),
+                             "labels": {"admitter.dev/job-name": "train"}}}
+
+    jobset = made_for({"kind": "JobSet", "name": "train", "uid": "u"})
+    assert (job_kind(jobset), job_name(jobset)) == ("JobSet", "train")
+    assert (job_kind(made_for()), job_name(made_for())) == ("job", "train")  # owner gone

@@ -297,8 +297,8 @@ async def test_a_min_runtime_the_workload_could_not_carry_is_denied(raw):
 
 def resized(obj, parallelism=None, gpus=None):
     new = json.loads(json.dumps(obj))
-    if parallelism is not None:
-        new["spec"]["parallelism"] = parallelism
+    if parallelism is not None:  # as many completions: each of them runs at once
+        new["spec"]["parallelism"] = new["spec"]["completions"] = parallelism
     if gpus is not None:
         container = new["spec"]["template"]["spec"]["containers"][0]
         container["resources"] = {"requests": {"nvidia.com/gpu": gpus}}
@@ -309,7 +309,7 @@ def resized(obj, parallelism=None, gpus=None):
     "edit, field, said",
     [
         ({"parallelism": 10}, "spec.parallelism",
-         "admitted with parallelism 2; it cannot change to 10 while admitted"),
+         "admitted with 2 pods in pod set 'main'; it cannot change to 10 while admitted"),
         ({"gpus": 8}, "spec.template.spec",
          "their requests cannot change to {'nvidia.com/gpu': '8'} while admitted"),
     ],
@@ -340,6 +340,6 @@ async def test_fractional_bytes_are_accepted_as_kubernetes_accepts_them(memory):
 
 async def test_more_pods_than_a_workload_holds_are_denied():
     huge = job(suspend=True)
-    huge["spec"]["parallelism"] = 100_001
+    huge["spec"]["parallelism"] = huge["spec"]["completions"] = 100_001
     assert "spec.parallelism: 100001 pods is more than a Workload holds (100000)" in (
         await denial(huge))

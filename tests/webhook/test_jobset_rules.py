@@ -1,0 +1,78 @@
+"""The job webhooks on a JobSet: the same rules as a Job's, read through its pod sets, and
+the child Jobs its controller makes left to the JobSet."""
+
+import copy
+
+from review_fixtures import NAMESPACE, POLICY, changed, request, standard_lookup
+
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
+from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job, validate_job
+
+
+def jobset(workers: int = 4, gpus: int = 1) -> dict:
+    """1 leader + 2 replicas of `workers` workers, as a user writes it."""
+    def replicated(name: str, replicas: int, pods: int) -> dict:
+        return {"name": name, "replicas": replicas, "template": {"spec": {
+            "parallelism": pods, "completions": pods, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{
+                    "name": "main", "image": "trainer",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}}
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": NAMESPACE, "uid": "u-1",
+                         "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"replicatedJobs": [replicated("leader", 1, 1),
+                                        replicated("workers", 2, workers)]}}
+
+
+def admitted(obj: dict) -> dict:
+    return changed(obj, suspend=False, annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"})
+
+
+async def verdict(obj: dict, old: dict | None = None, user: str = "alice"):
+    return await validate_job(request(obj, old, user), standard_lookup(), POLICY)
+
+
+async def test_a_queued_jobset_is_created_suspended():
+    made = await mutate_job(request(jobset()), standard_lookup(), POLICY)
+    assert made.allowed and made.patch[-len(SUSPEND_PATCH):] == SUSPEND_PATCH
+
+
+async def test_a_pending_jobset_cannot_be_unsuspended_by_its_owner():
+    pending = changed(jobset(), suspend=True)
+    denied = await verdict(changed(pending, suspend=False), pending)
+    assert not denied.allowed
+    assert "spec.suspend: alice may not unsuspend a JobSet that admitter has not admitted" in (
+        denied.message)
+
+
+async def test_an_admitted_jobset_cannot_grow_a_replicated_job_or_its_pods():
+    running = admitted(jobset())
+    more_workers = await verdict(admitted(jobset(workers=8)), running)
+    assert not more_workers.allowed
+    assert ("spec.replicatedJobs[1]: the JobSet is admitted with 8 pods in pod set 'workers'; "
+            "it cannot change to 16 while admitted") in more_workers.message
+    bigger = await verdict(admitted(jobset(gpus=8)), running)
+    assert "spec.replicatedJobs[0].template.spec.template.spec: the JobSet is admitted for " \
+           "pods requesting {'nvidia.com/gpu': '1'}" in bigger.message
+    pending = changed(jobset(), suspend=True)
+    assert (await verdict(changed(jobset(workers=8), suspend=True), pending)).allowed
+
+
+async def test_a_jobset_may_change_queue_only_while_pending():
+    running = admitted(jobset())
+    moved = copy.deepcopy(running)
+    moved["metadata"]["labels"][QUEUE_LABEL] = "other"
+    denied = await verdict(moved, running)
+    assert not denied.allowed and f"metadata.labels[{QUEUE_LABEL}]" in denied.message
+
+
+async def test_the_child_jobs_a_jobsets_controller_makes_are_left_to_the_jobset():
+    child = {"apiVersion": "batch/v1", "kind": "Job",
+             "metadata": {"name": "train-workers-0", "namespace": NAMESPACE,
+                          "labels": {QUEUE_LABEL: "default"},
+                          "ownerReferences": [{"kind": "JobSet", "name": "train", "uid": "u-1"}]},
+             "spec": {"suspend": True, "template": jobset()["spec"]["replicatedJobs"][0][
+                 "template"]["spec"]["template"]}}
+    assert (await mutate_job(request(child), standard_lookup(), POLICY)).patch == []
+    assert (await verdict(changed(child, suspend=False), child, "jobset-controller")).allowed
