@@ -9,19 +9,20 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from operator_runs import GPU, admitted_to, read
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
 from admitter.controller.actions import Actions, resource_of
 from admitter.controller.kube import Kube, Obj
 from admitter.jobs.jobset import JobSet
-from admitter.testing import RACK_LABEL, LocalCluster
+from admitter.testing import LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.waiting import eventually
 
 pytestmark = pytest.mark.integration
 JOBSETS = resource_of(JobSet())
 NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-GPU = "nvidia.com/gpu"
+WORKLOAD = "jobset-train-0a1b2"
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +53,6 @@ def leader_and_workers(namespace: str) -> Obj:
     }
 
 
-def admitted_to(rack: str) -> Obj:
-    """The Workload fields the writes read: its name and the admitted domain."""
-    return {"metadata": {"name": "jobset-train-0a1b2"},
-            "status": {"admission": {"topologyDomain": {RACK_LABEL: rack}}}}
-
-
 async def bound_pods(api: Kube, js: Obj) -> dict[str, str] | None:
     """Pod → node of the JobSet's live pods, once all 9 are bound."""
     listed = await api.request("GET", f"/api/v1/namespaces/{js['metadata']['namespace']}/pods",
@@ -71,10 +66,6 @@ async def live_pods(api: Kube, js: Obj) -> int:
     listed = await api.request("GET", f"/api/v1/namespaces/{js['metadata']['namespace']}/pods",
                                query={"labelSelector": f"{NAME_LABEL}={js['metadata']['name']}"})
     return sum(1 for p in listed["items"] if not p["metadata"].get("deletionTimestamp"))
-
-
-async def read(api: Kube, js: Obj) -> Obj:
-    return await api.get(JOBSETS, js["metadata"]["name"], js["metadata"]["namespace"])
 
 
 async def test_a_jobset_runs_in_the_admitted_rack_and_again_in_another_after_an_eviction(
@@ -95,7 +86,7 @@ async def test_a_jobset_runs_in_the_admitted_rack_and_again_in_another_after_an_
     await eventually(child_jobs_suspended, "JobSet's controller makes 3 suspended child Jobs")
     assert await live_pods(api, js) == 0
 
-    await actions.start_job(await read(api, js), admitted_to("rack-1"))
+    await actions.start_job(await read(api, js), admitted_to("rack-1", WORKLOAD))
     placed = await eventually(lambda: bound_pods(api, js), "9 pods bound", timeout=60.0)
     assert {racks.get(node) for node in placed.values()} == {"rack-1"}
 
@@ -113,6 +104,6 @@ async def test_a_jobset_runs_in_the_admitted_rack_and_again_in_another_after_an_
     marks = restored["metadata"].get("annotations") or {}
     assert ADMITTED_WORKLOAD_ANNOTATION not in marks and ORIGINAL_AFFINITY_ANNOTATION not in marks
 
-    await actions.start_job(await read(api, js), admitted_to("rack-2"))
+    await actions.start_job(await read(api, js), admitted_to("rack-2", WORKLOAD))
     placed = await eventually(lambda: bound_pods(api, js), "9 pods bound again", timeout=60.0)
     assert {racks.get(node) for node in placed.values()} == {"rack-2"}
