@@ -18,11 +18,13 @@ setup: $(BIN)/admitter
 control-plane:
 	bash hack/build.sh
 
-# The job operators the integration tests run (JobSet's controller, KubeRay's operator), each
-# built from its Go module by hack/go-operator.sh; cached like the above.
+# The job operators the integration tests run (JobSet's controller, KubeRay's operator,
+# Kubeflow Trainer's controller manager), each built from its Go module by
+# hack/go-operator.sh; cached like the above.
 operators:
 	bash hack/jobset/build.sh >/dev/null
 	bash hack/kuberay/build.sh >/dev/null
+	bash hack/trainer/build.sh >/dev/null
 
 # The dashboard's browser test drives Debian's `chromium` headless over the DevTools protocol;
 # installed once with apt-get (as root, or through sudo), skipped when already there.

@@ -24,7 +24,7 @@ from admitter.testing.operators import Operator, free_port, running_manager, wai
 
 Obj = dict[str, Any]
 JOBSET = Operator(name="jobset", module="sigs.k8s.io/jobset",
-                  crd_dirs=("config/components/crd/bases",), crds=("jobsets.jobset.x-k8s.io",))
+                  crd_paths=("config/components/crd/bases",), crds=("jobsets.jobset.x-k8s.io",))
 
 
 def _jobset_webhooks(module: Path, base_url: str, ca_pem: bytes) -> list[Obj]:

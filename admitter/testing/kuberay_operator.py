@@ -13,7 +13,7 @@ from admitter.testing.cluster import LocalCluster
 from admitter.testing.operators import Operator, free_port, running_manager, wait_serving
 
 KUBERAY = Operator(name="kuberay", module="github.com/ray-project/kuberay/ray-operator",
-                   crd_dirs=("config/crd/bases",),
+                   crd_paths=("config/crd/bases",),
                    crds=("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +25,9 @@ class Operator:
     name: str
     module: str
     """The Go module pinned in the wrapper's go.mod (its version names the binary)."""
-    crd_dirs: tuple[str, ...]
-    """Directories of CRD manifests inside the module, applied before the manager starts."""
+    crd_paths: tuple[str, ...]
+    """CRD manifests (files or directories) inside the module, applied before the manager
+    starts."""
     crds: tuple[str, ...]
     """The CRDs (`<plural>.<group>`) waited for until Established."""
 
@@ -45,8 +46,8 @@ class Operator:
     def install(self, cluster: LocalCluster) -> Path:
         """Build it and apply its CRDs; the module's directory."""
         module = self.build()
-        for crd_dir in self.crd_dirs:
-            cluster.kubectl("apply", "--server-side", "-f", str(module / crd_dir))
+        for crd_path in self.crd_paths:
+            cluster.kubectl("apply", "--server-side", "-f", str(module / crd_path))
         for crd in self.crds:
             _wait_established(cluster, crd)
         return module
@@ -83,14 +84,19 @@ def serving(port: int) -> bool:
         return False
 
 
-def wait_serving(process: subprocess.Popen[bytes], port: int, what: str) -> None:
-    """Wait until the manager listens on `port`; fail at once if it exits meanwhile."""
+def still_running(process: subprocess.Popen[bytes], what: str) -> Callable[[], None]:
+    """A `wait_for` poll hook that fails at once if the manager exited."""
 
-    def alive() -> None:
+    def check() -> None:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode}; see its log")
 
-    wait_for(lambda: serving(port), 60.0, what, on_poll=alive)
+    return check
+
+
+def wait_serving(process: subprocess.Popen[bytes], port: int, what: str) -> None:
+    """Wait until the manager listens on `port`."""
+    wait_for(lambda: serving(port), 60.0, what, on_poll=still_running(process, what))
 
 
 def free_port() -> int:
