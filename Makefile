@@ -18,9 +18,13 @@ setup: $(BIN)/admitter
 control-plane:
 	bash hack/build.sh
 
-# The job operators the integration tests run (JobSet's controller); cached like the above.
+# The job operators the integration tests run (JobSet's controller, KubeRay's operator,
+# Kubeflow Trainer's controller manager), each built from its Go module by
+# hack/go-operator.sh; cached like the above.
 operators:
 	bash hack/jobset/build.sh >/dev/null
+	bash hack/kuberay/build.sh >/dev/null
+	bash hack/trainer/build.sh >/dev/null
 
 # Helm, for the chart's tests (deploy/helm/admitter); built from its Go module, cached.
 helm:

@@ -7,8 +7,9 @@ from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.interface import GenericJob, JobReader, Obj
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.plain_pod import PlainPod
+from admitter.jobs.rayjob import RayJob
 
-SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind for kind in (BatchJob(), JobSet())}
+SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind for kind in (BatchJob(), JobSet(), RayJob())}
 READERS: dict[str, JobReader] = {**SUSPENDABLE, PlainPod.kind: PlainPod()}
 
 

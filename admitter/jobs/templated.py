@@ -20,7 +20,40 @@ from admitter.jobs.interface import (
 )
 
 
-class TemplatedJob:
+class SuspendsBySpec:
+    """A kind suspended through `spec.suspend`, admitter's admitted mark going with it."""
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return bool(obj["spec"].get("suspend"))
+
+    def suspend_patch(self, obj: Obj) -> Obj:
+        return {"metadata": {"annotations": {ADMITTED_WORKLOAD_ANNOTATION: None}},
+                "spec": {"suspend": True}}
+
+
+def mark_ops(obj: Obj, workload_name: str, users_own: str) -> list[Obj]:
+    """JSON patch ops conditional on the version read (the API server refuses them, 409, if
+    the job changed meanwhile) that mark it admitted as `workload_name`, keeping the user's
+    own placement `users_own` in ORIGINAL_AFFINITY_ANNOTATION."""
+    meta = obj["metadata"]
+    marks = {ADMITTED_WORKLOAD_ANNOTATION: workload_name, ORIGINAL_AFFINITY_ANNOTATION: users_own}
+    ops: list[Obj] = [{"op": "add", "path": "/metadata/resourceVersion",
+                       "value": meta["resourceVersion"]}]
+    if meta.get("annotations") is None:
+        return [*ops, {"op": "add", "path": "/metadata/annotations", "value": marks}]
+    return ops + [{"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value}
+                  for key, value in marks.items()]
+
+
+def unmark_ops(obj: Obj) -> list[Obj]:
+    """JSON patch ops dropping admitter's marks."""
+    annotations = obj["metadata"].get("annotations") or {}
+    return [{"op": "remove", "path": f"/metadata/annotations/{escape(key)}"}
+            for key in (ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION)
+            if key in annotations]
+
+
+class TemplatedJob(SuspendsBySpec):
     """A base for kinds suspended through `spec.suspend` whose pod sets are pod templates."""
 
     api_version: ClassVar[str]
@@ -75,27 +108,9 @@ class TemplatedJob:
             found.append(PodSetInfo(name, count, spec, path, self.size_field(path)))
         return found
 
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool(obj["spec"].get("suspend"))
-
-    def suspend_patch(self, obj: Obj) -> Obj:
-        return {"metadata": {"annotations": {ADMITTED_WORKLOAD_ANNOTATION: None}},
-                "spec": {"suspend": True}}
-
     def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
-        """A JSON patch: setting `metadata.resourceVersion` to the version read makes the
-        API server refuse it (409) if the job changed meanwhile."""
-        meta = obj["metadata"]
         own = self.user_affinities(obj)
-        marks = {ADMITTED_WORKLOAD_ANNOTATION: workload_name,
-                 ORIGINAL_AFFINITY_ANNOTATION: self.encode_affinities(own)}
-        ops: list[Obj] = [{"op": "add", "path": "/metadata/resourceVersion",
-                           "value": meta["resourceVersion"]}]
-        if meta.get("annotations") is None:
-            ops.append({"op": "add", "path": "/metadata/annotations", "value": marks})
-        else:
-            ops += [{"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value}
-                    for key, value in marks.items()]
+        ops = mark_ops(obj, workload_name, self.encode_affinities(own))
         for (_, _, path), affinity in zip(self.pod_set_shapes(obj), own, strict=True):
             pinned = self.pin(affinity, domain)
             ops.append(_set_or_remove(obj, (*path, self.pin_field), pinned))
@@ -103,12 +118,7 @@ class TemplatedJob:
         return [op for op in ops if op]
 
     def restore_patch(self, obj: Obj) -> list[Obj]:
-        annotations = obj["metadata"].get("annotations") or {}
-        ops: list[Obj] = [
-            {"op": "remove", "path": f"/metadata/annotations/{escape(key)}"}
-            for key in (ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION)
-            if key in annotations
-        ]
+        ops = unmark_ops(obj)
         for (_, _, path), affinity in zip(self.pod_set_shapes(obj), self.user_affinities(obj),
                                           strict=True):
             ops.append(_set_or_remove(obj, (*path, self.pin_field), affinity))

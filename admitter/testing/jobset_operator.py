@@ -10,7 +10,6 @@ see every Pod of the shared test cluster, and no test uses exclusive placement."
 from __future__ import annotations
 
 import base64
-import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,25 +20,11 @@ import yaml
 
 from admitter import pki
 from admitter.testing.cluster import LocalCluster
-from admitter.testing.waiting import wait_for
+from admitter.testing.operators import Operator, free_port, running_manager, wait_serving
 
 Obj = dict[str, Any]
-CRD = "crd/jobsets.jobset.x-k8s.io"
-
-ROOT = Path(__file__).parents[2]
-BUILD = ROOT / "hack" / "jobset" / "build.sh"
-
-
-def build() -> Path:
-    """Build the manager if needed (cached); the JobSet module's directory (CRDs)."""
-    done = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=True)
-    return Path(done.stdout.strip())
-
-
-def manager_path() -> Path:
-    version = next(line.split()[1] for line in (BUILD.parent / "go.mod").read_text().splitlines()
-                   if line.strip().startswith("sigs.k8s.io/jobset "))
-    return ROOT / "hack" / "bin" / f"jobset-{version}" / "manager"
+JOBSET = Operator(name="jobset", module="sigs.k8s.io/jobset",
+                  crd_paths=("config/components/crd/bases",), crds=("jobsets.jobset.x-k8s.io",))
 
 
 def _jobset_webhooks(module: Path, base_url: str, ca_pem: bytes) -> list[Obj]:
@@ -61,58 +46,33 @@ def _jobset_webhooks(module: Path, base_url: str, ca_pem: bytes) -> list[Obj]:
     return found
 
 
-def _serving(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextmanager
 def running_jobset_operator(cluster: LocalCluster,
                             work_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Install JobSet's CRD and its JobSet webhooks, and run its manager until the block
     ends; its log goes to `work_dir`."""
-    module = build()
-    cluster.kubectl("apply", "--server-side", "-f",
-                    str(module / "config" / "components" / "crd" / "bases"))
-    wait_for(lambda: cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                                       CRD, check=False).returncode == 0,
-               30.0, "JobSet's CRD established")
+    module = JOBSET.install(cluster)
     certs = work_dir / "certs"
     certs.mkdir(parents=True, exist_ok=True)
     ca = pki.new_ca("jobset-webhook-ca")
     pki.serving_cert(ca, "jobset-webhook", ["127.0.0.1"]).write(certs / "tls.crt",
                                                                  certs / "tls.key")
-    port = _free_port()
+    port = free_port()
     config = work_dir / "config.yaml"
     config.write_text(
         "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n"
         "leaderElection: {leaderElect: false}\ninternalCertManagement: {enable: false}\n"
         f"webhook: {{port: {port}, host: 127.0.0.1, certDir: {certs}}}\n"
-        f"metrics: {{bindAddress: '127.0.0.1:{_free_port()}'}}\n"
-        f"health: {{healthProbeBindAddress: '127.0.0.1:{_free_port()}'}}\n")
-    log = (work_dir / "jobset-manager.log").open("wb")
-    process = subprocess.Popen(
-        [str(manager_path()), f"--kubeconfig={cluster.kubeconfig_path}", f"--config={config}"],
-        stdout=log, stderr=subprocess.STDOUT)
+        f"metrics: {{bindAddress: '127.0.0.1:{free_port()}'}}\n"
+        f"health: {{healthProbeBindAddress: '127.0.0.1:{free_port()}'}}\n")
     registrations = work_dir / "webhooks.yaml"
     registrations.write_text(yaml.safe_dump_all(
         _jobset_webhooks(module, f"https://127.0.0.1:{port}", ca.cert_pem)))
-    try:
-        cluster.kubectl("apply", "-f", str(registrations))
-        wait_for(lambda: _serving(port), 60.0, "JobSet's webhook server")
-        yield process
-    finally:
-        cluster.kubectl("delete", "--ignore-not-found", "-f", str(registrations), check=False)
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
+    with running_manager(JOBSET, cluster, [f"--config={config}"], work_dir) as process:
+        try:
+            cluster.kubectl("apply", "-f", str(registrations))
+            wait_serving(process, port, "JobSet's webhook server")
+            yield process
+        finally:
+            cluster.kubectl("delete", "--ignore-not-found", "-f", str(registrations),
+                            check=False)

@@ -25,6 +25,7 @@ from admitter_world import (
 )
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
+from operator_runs import GPU, admitted_to, read
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -50,7 +51,7 @@ from builders.kube import JobWrapper, leaf_queue
 pytestmark = pytest.mark.integration
 JOBSETS = resource_of(JobSet())
 NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-GPU = "nvidia.com/gpu"
+WORKLOAD = "jobset-train-0a1b2"
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +97,6 @@ def leader_and_workers(namespace: str) -> Obj:
     }
 
 
-def admitted_to(rack: str) -> Obj:
-    """The Workload fields the writes read: its name and the admitted domain."""
-    return {"metadata": {"name": "jobset-train-0a1b2"},
-            "status": {"admission": {"topologyDomain": {RACK_LABEL: rack}}}}
-
-
 async def bound_pods(api: Kube, js: Obj) -> dict[str, str] | None:
     """Pod → node of the JobSet's live pods, once all 9 are bound."""
     listed = await api.request("GET", f"/api/v1/namespaces/{js['metadata']['namespace']}/pods",
@@ -117,15 +112,11 @@ async def live_pods(api: Kube, js: Obj) -> int:
     return sum(1 for p in listed["items"] if not p["metadata"].get("deletionTimestamp"))
 
 
-async def read(api: Kube, js: Obj) -> Obj:
-    return await api.get(JOBSETS, js["metadata"]["name"], js["metadata"]["namespace"])
-
-
 async def start(actions: Actions, api: Kube, js: Obj, rack: str) -> Obj | None:
     """Start the JobSet as read now; None when JobSet's controller changed it meanwhile (the
     start is conditional on the version read, as the controller's is)."""
     try:
-        return await actions.start_job(await read(api, js), admitted_to(rack))
+        return await actions.start_job(await read(api, js), admitted_to(rack, WORKLOAD))
     except ApiException as error:
         if error.status != 409:
             raise

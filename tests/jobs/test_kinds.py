@@ -1,10 +1,10 @@
 """Each kind behind the one job interface: its pod sets, and the patches that start it pinned
 to a domain and take the pin back, applied to the object as the API server would."""
 
-import copy
 import json
 
 import pytest
+from kind_objects import GPU, OWN, RACK, apply, pod_template
 
 from admitter.api.contract import (
     ADMITTED_WORKLOAD_ANNOTATION,
@@ -16,23 +16,9 @@ from admitter.api.quantity import kube_base_units
 from admitter.controller.converge import equivalent
 from admitter.controller.translate import JOB_NAME_LABEL, pod_requests, workload_for
 from admitter.jobs.batch_job import BatchJob
-from admitter.jobs.interface import ClearsStartTime, nested
+from admitter.jobs.interface import ClearsStartTime
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.registry import job_of, reader_of
-
-GPU = "nvidia.com/gpu"
-OWN = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-    "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}
-RACK = {"topology.admitter.dev/rack": "rack-2"}
-
-
-def pod_template(gpus: int, affinity: dict | None = None) -> dict:
-    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}],
-                  "initContainers": [{"name": "side", "restartPolicy": "Always",
-                                      "resources": {"requests": {"cpu": "1"}}}]}
-    if affinity is not None:
-        spec["affinity"] = affinity
-    return {"spec": spec}
 
 
 def with_selector(template: dict, selector: dict) -> dict:
@@ -53,20 +39,6 @@ def jobset() -> dict:
                     pod_template(8, OWN), {"pool": "a100"})}}},
         ]},
     }
-
-
-def apply(obj: dict, ops: list[dict]) -> dict:
-    """A minimal JSON patch (add/remove on existing parents), as the API server applies it."""
-    out = copy.deepcopy(obj)
-    for op in ops:
-        steps = [s.replace("~1", "/").replace("~0", "~") for s in op["path"].split("/")[1:]]
-        parent = nested(out, steps[:-1])
-        key = int(steps[-1]) if isinstance(parent, list) else steps[-1]
-        if op["op"] == "add":
-            parent[key] = op["value"]
-        else:
-            del parent[key]
-    return out
 
 
 def test_a_jobset_has_one_pod_set_per_replicated_job_of_replicas_times_parallelism():

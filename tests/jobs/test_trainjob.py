@@ -1,0 +1,104 @@
+"""TrainJob behind the job interface: pod sets derived from the training runtime it names, as
+Trainer resolves them, and the podSpecOverrides that pin it and are taken back."""
+
+import json
+
+import pytest
+from kind_objects import GPU, RACK, apply, pod_template
+
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
+from admitter.jobs.trainjob import ANCESTOR_LABEL, TrainJob
+
+
+def replicated(name: str, ancestor: str | None, container: str, **job_spec: int) -> dict:
+    template = pod_template(0)
+    template["spec"]["containers"][0]["name"] = container
+    labels = {ANCESTOR_LABEL: ancestor} if ancestor else {}
+    return {"name": name, "template": {"metadata": {"labels": labels},
+                                       "spec": {**job_spec, "template": template}}}
+
+
+def runtime(*jobs: dict, **policy: object) -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "torch"},
+            "spec": {"mlPolicy": {"numNodes": 1, **policy},
+                     "template": {"spec": {"replicatedJobs": list(jobs)}}}}
+
+
+TORCH = runtime(replicated("dataset-initializer", "dataset-initializer", "dataset-initializer"),
+                replicated("node", "trainer", "node"), torch={"numProcPerNode": "auto"})
+
+
+def trainjob(**spec: object) -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "llm", "namespace": "ns", "resourceVersion": "3"},
+            "spec": {"suspend": True, "runtimeRef": {"name": "torch"}, **spec}}
+
+
+def kind_for(found: dict | None) -> TrainJob:
+    return TrainJob(lambda kind, namespace, name: found if (kind, name) == (
+        "ClusterTrainingRuntime", "torch") else None)
+
+
+def test_the_trainer_job_runs_num_nodes_pods_with_the_resources_per_node():
+    job = trainjob(trainer={"numNodes": 4, "resourcesPerNode": {"limits": {GPU: "8"}}},
+                   podSpecOverrides=[{"targetJobs": [{"name": "node"}],
+                                      "nodeSelector": {"pool": "h100"}}])
+    initializer, node = kind_for(TORCH).pod_sets(job)
+    assert (initializer.name, initializer.count, node.name, node.count) == (
+        "dataset-initializer", 1, "node", 4)
+    assert node.pod_spec["containers"][0]["resources"] == {"limits": {GPU: "8"}}
+    assert node.pod_spec["nodeSelector"] == {"pool": "h100"}
+    assert "nodeSelector" not in initializer.pod_spec
+    # Without numNodes, the runtime's; other jobs: replicas × parallelism.
+    wide = runtime(replicated("prep", None, "prep", parallelism=3),
+                   replicated("node", "trainer", "node"), numNodes=2)
+    assert [s.count for s in kind_for(wide).pod_sets(trainjob())] == [3, 2]
+
+
+def test_an_mpi_runtime_running_its_launcher_as_a_node_gives_the_node_job_one_pod_fewer():
+    mpi = runtime(replicated("launcher", "trainer", "node"), replicated("node", None, "node"),
+                  mpi={"runLauncherAsNode": True})
+    assert [s.count for s in kind_for(mpi).pod_sets(trainjob(trainer={"numNodes": 4}))] == [4, 3]
+
+
+def test_a_missing_runtime_or_a_bad_size_is_named():
+    with pytest.raises(LookupError, match=r"spec\.runtimeRef: no ClusterTrainingRuntime 'torch'"):
+        kind_for(None).pod_sets(trainjob())
+    with pytest.raises(ValueError, match=r"spec\.runtimeRef\.kind must be one of"):
+        kind_for(TORCH).pod_sets(trainjob(runtimeRef={"name": "torch", "kind": "Job"}))
+    with pytest.raises(ValueError, match=r"spec\.trainer\.numNodes .* not 0"):
+        kind_for(TORCH).pod_sets(trainjob(trainer={"numNodes": 0}))
+
+
+def test_starting_pins_every_job_through_overrides_and_restoring_gives_back_the_users_own():
+    kind = kind_for(TORCH)
+    own = [{"targetJobs": [{"name": "node"}], "nodeSelector": {"pool": "h100"}}]
+    job = trainjob(podSpecOverrides=own)
+    started = apply(job, kind.run_patch(job, "trainjob-llm-abcde", RACK))
+    assert started["spec"]["suspend"] is False
+    assert started["metadata"]["annotations"][ADMITTED_WORKLOAD_ANNOTATION] == "trainjob-llm-abcde"
+    assert started["spec"]["podSpecOverrides"] == [*own, *(
+        {"targetJobs": [{"name": name}], "nodeSelector": RACK}
+        for name in ("dataset-initializer", "node"))]
+    # Read while admitted, the pod sets are the user's own.
+    assert [s.pod_spec.get("nodeSelector") for s in kind.pod_sets(started)] == [
+        None, {"pool": "h100"}]
+    assert json.loads(started["metadata"]["annotations"][ORIGINAL_AFFINITY_ANNOTATION]) == own
+
+    suspended = apply(started, [{"op": "add", "path": "/spec/suspend", "value": True}])
+    restored = apply(suspended, kind.restore_patch(suspended))
+    assert restored["spec"] == job["spec"]
+    assert restored["metadata"]["annotations"] == {}
+    bare = trainjob()
+    again = apply(bare, kind.run_patch(bare, "trainjob-llm-abcde", RACK))
+    assert apply(again, kind.restore_patch(again))["spec"] == {**bare["spec"], "suspend": False}
+
+
+@pytest.mark.parametrize(("conditions", "ended"), [
+    ([], None),
+    ([{"type": "Complete", "status": "True"}], (True, "the TrainJob completed")),
+    ([{"type": "Failed", "status": "True"}], (False, "the TrainJob failed")),
+])
+def test_a_trainjob_has_finished_when_its_conditions_say_so(conditions, ended):
+    assert TrainJob().finished({**trainjob(), "status": {"conditions": conditions}}) == ended
