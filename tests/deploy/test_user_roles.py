@@ -5,6 +5,8 @@ from typing import Any
 
 from test_manifests import USER_ROLES
 
+from admitter.jobs.registry import SUSPENDABLE
+
 BUILT_IN = {f"rbac.authorization.k8s.io/aggregate-to-{role}" for role in ("view", "edit", "admin")}
 READ = {"get", "list", "watch"}
 
@@ -26,12 +28,14 @@ def test_the_built_in_roles_gain_only_reading_of_admitters_kinds():
 
 
 def test_batch_user_reads_queues_and_submits_jobs_but_writes_no_queue():
+    """It may write every kind admitter queues, and nothing else."""
     (selector,) = role("admitter-batch-user")["aggregationRule"]["clusterRoleSelectors"]
     (label,) = selector["matchLabels"]
     rules = [rule for d in aggregated_into(label) for rule in d["rules"]]
     writes = {(group, resource) for rule in rules if set(rule["verbs"]) - READ
               for group in rule["apiGroups"] for resource in rule["resources"]}
-    assert writes == {("batch", "jobs"), ("jobset.x-k8s.io", "jobsets")}
+    assert writes == {(kind.api_version.rpartition("/")[0], kind.plural)
+                      for kind in SUSPENDABLE.values()}
 
 
 def test_batch_admin_manages_queues_and_topologies_but_no_status():
