@@ -71,6 +71,14 @@ class RayJob(TemplatedJob):
         set holds at least one pod. Their templates are still pinned, like the others."""
         return [pod_set for pod_set in super().pod_sets(obj) if pod_set.count > 0]
 
+    def pods_ready(self, obj: Obj) -> int:
+        """The Ray cluster's ready pods as KubeRay counts them: its ready workers, and the
+        head once its `HeadPodReady` condition holds."""
+        cluster = (obj.get("status") or {}).get("rayClusterStatus") or {}
+        head = any(c.get("type") == "HeadPodReady" and c.get("status") == "True"
+                   for c in cluster.get("conditions") or ())
+        return int(cluster.get("readyWorkerReplicas") or 0) + int(head)
+
     def finished(self, obj: Obj) -> tuple[bool, str] | None:
         """Done once KubeRay says the deployment is `Complete` (the Ray job ended: succeeded,
         failed or stopped) or `Failed`/`ValidationFailed` (it gave up on it)."""

@@ -21,11 +21,10 @@ from admitter_world import (
     jobs,
     priority_class,
     running,
-    workloads,
 )
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import GPU, admitted_to, read
+from operator_runs import GPU, admitted_to, read, workload_of
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -180,13 +179,6 @@ def queued_jobset(namespace: str, name: str, workers: int, runtime: str | None =
             replicated["template"]["spec"]["template"]["metadata"] = {
                 "annotations": {SIMULATED_RUNTIME_ANNOTATION: runtime}}
     return js
-
-
-async def workload_of(api: Kube, js: Obj) -> Obj | None:
-    listed = await workloads(api, js["metadata"]["namespace"])
-    return next((wl for wl in listed
-                 if any(owner.get("uid") == js["metadata"]["uid"]
-                        for owner in wl["metadata"].get("ownerReferences") or ())), None)
 
 
 @pytest.fixture
