@@ -8,10 +8,11 @@ admission is held at exactly that point, past its fence, while the other replica
 Lease; then it is sent. The API server must refuse it (deploy/leader-fence.yaml), and the new
 leader's own admission of the same Workload must land.
 
-The API server reads the Lease from its own watch, a moment behind the write: until it has
-seen the new term, it refuses the new leader's admissions (which the next pass retries) and
-would still let the old term's through. The test sends the old leader's write only once an
-admission of the new leader's has landed, as a stalled process sends it seconds later.
+The API server reads policies, their bindings and the Lease from its own watches, a moment
+behind the writes: the test starts once it refuses an admission in a made-up term, and sends
+the old leader's write only once an admission of the new leader's has landed (until the API
+server has seen the new term it refuses those and would let the old term's through), as a
+stalled process sends it seconds later.
 """
 
 from __future__ import annotations
@@ -55,11 +56,11 @@ class StalledPastTheFence(Kube):
         return await super()._request(method, path, body, query, content_type)
 
 
-def admission_of(wl: Obj, elector: Elector) -> dict[str, Any]:
+def admission_of(wl: Obj, token: Obj) -> dict[str, Any]:
     decision = Admission(key=f"{wl['metadata']['namespace']}/{wl['metadata']['name']}",
                          queue="team", pod_set_nodes=({"node-0": 1},), affinity={},
-                         message=f"admitted by {elector.identity}")
-    return admission_status(wl, decision, time.time(), elector.fencing_token())
+                         message=f"admitted by {token['holder']}")
+    return admission_status(wl, decision, time.time(), token)
 
 
 async def admitted_by(elector: Elector, wl: Obj) -> Obj | None:
@@ -67,7 +68,7 @@ async def admitted_by(elector: Elector, wl: Obj) -> Obj | None:
     a term it has not seen yet."""
     try:
         return await Actions(elector.kube.fenced(elector.leading)).patch_workload_status(
-            wl, admission_of(wl, elector))
+            wl, admission_of(wl, elector.fencing_token()))
     except ApiException as error:
         if error.status != 403:
             raise
@@ -76,7 +77,7 @@ async def admitted_by(elector: Elector, wl: Obj) -> Obj | None:
 
 async def test_an_admission_sent_after_the_lease_changed_hands_is_refused(
         api: Kube, namespace: str) -> None:
-    for name in ("train", "probe"):
+    for name in ("train", "probe", "canary"):
         await api.create(kube.WORKLOADS, {**workload(name, gpus=8),
                                           "metadata": {"name": name, "namespace": namespace}})
     wl, probe = [await api.get(kube.WORKLOADS, name, namespace) for name in ("train", "probe")]
@@ -84,9 +85,20 @@ async def test_an_admission_sent_after_the_lease_changed_hands_is_refused(
     new = Elector(api, namespace, LEASE, "replica-new", LEASE_SECONDS)
     async with leader_fence(api, namespace, LEASE):
         assert await old.try_acquire_or_renew(timeout=10)
+
+        async def fence_in_force() -> bool:
+            canary = await api.get(kube.WORKLOADS, "canary", namespace)
+            made_up = {**old.fencing_token(), "holder": "nobody", "term": 99}
+            try:
+                await Actions(api).patch_workload_status(canary, admission_of(canary, made_up))
+            except ApiException as error:
+                return error.status == 403
+            return False
+
+        await eventually(fence_in_force, "the API server to apply the leader fence")
         stalled = StalledPastTheFence(api.api, old.leading)
         late = asyncio.create_task(
-            Actions(stalled).patch_workload_status(wl, admission_of(wl, old)))
+            Actions(stalled).patch_workload_status(wl, admission_of(wl, old.fencing_token())))
         await asyncio.wait_for(stalled.stalled.wait(), timeout=10)
 
         async def taken_over() -> bool:
