@@ -36,7 +36,7 @@ from builders.kube import workload
 
 pytestmark = pytest.mark.integration
 LEASE = "fenced"
-LEASE_SECONDS = 2
+LEASE_SECONDS = 3
 
 
 class StalledPastTheFence(Kube):
@@ -96,6 +96,7 @@ async def test_an_admission_sent_after_the_lease_changed_hands_is_refused(
             return False
 
         await eventually(fence_in_force, "the API server to apply the leader fence")
+        assert await old.try_acquire_or_renew(timeout=10)  # proven again, for the write below
         stalled = StalledPastTheFence(api.api, old.leading)
         late = asyncio.create_task(
             Actions(stalled).patch_workload_status(wl, admission_of(wl, old.fencing_token())))
