@@ -359,18 +359,10 @@ class Reconciler:
                 raise  # changed meanwhile: the next pass looks again
 
     def report_unreadable(self, now: float) -> None:
-        """A Warning Event on every object skipped as unreadable (at most once per
-        REPEAT_AFTER each), and their number per kind as a metric."""
         caches = self.caches
-        by_kind = {"Pod": caches.pods, **caches.jobs, "Workload": caches.workloads,
-                   "Node": caches.nodes, "ClusterQueue": caches.cluster_queues}
-        self.unreadable.prune(lambda kind, key: by_kind[kind].get(*key))
-        counts = self.unreadable.counts()
-        for kind in by_kind:
-            self.metrics.unreadable.labels(kind).set(counts.get(kind, 0))
-        for finding in self.unreadable.found.values():
-            self.events.record(finding.obj, finding.kind, "Warning", Reason.UNREADABLE,
-                               finding.message, now, REPEAT_AFTER)
+        self.unreadable.report({"Pod": caches.pods, **caches.jobs, "Workload": caches.workloads,
+                                "Node": caches.nodes, "ClusterQueue": caches.cluster_queues},
+                               self.metrics.unreadable, self.events, now)
 
     # Decisions ------------------------------------------------------------------------
 

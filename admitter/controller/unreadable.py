@@ -10,10 +10,14 @@ itself, and it is read again whenever it changes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from admitter.controller.informer import Key, key_of
+from prometheus_client import Gauge
+
+from admitter.api.workload import Reason
+from admitter.controller.events import REPEAT_AFTER, EventRecorder
+from admitter.controller.informer import Informer, Key, key_of
 from admitter.controller.kube import Obj
 
 UNREADABLE_ERRORS: tuple[type[Exception], ...] = (
@@ -55,3 +59,15 @@ class Unreadable:
     def counts(self) -> Counter[str]:
         return Counter(kind for kind, _ in self.found)
 
+
+    def report(self, stores: Mapping[str, Informer], gauge: Gauge, events: EventRecorder,
+               now: float) -> None:
+        """A Warning Event on every object skipped (at most once per REPEAT_AFTER each), and
+        their number per kind of `stores` (each kind's cache) in `gauge`."""
+        self.prune(lambda kind, key: stores[kind].get(*key))
+        counts = self.counts()
+        for kind in stores:
+            gauge.labels(kind).set(counts.get(kind, 0))
+        for finding in self.found.values():
+            events.record(finding.obj, finding.kind, "Warning", Reason.UNREADABLE,
+                          finding.message, now, REPEAT_AFTER)
