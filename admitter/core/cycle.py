@@ -41,7 +41,7 @@ from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.preemption import NOT_TRIED, Blocked, Search, drain_may_take
 from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations
+from admitter.core.quota import Allocations, QuotaBlock
 from admitter.core.reservation import RESERVATION_KEY, choose, describe, hold
 from admitter.core.selection import QueueSelector
 
@@ -246,7 +246,6 @@ class _Cycle(CycleState):
         nothing yet: the drain decides its reason)."""
         if self.reserved_for is workload or workload.key in self.running:
             return False
-        within = None
         limit = self.ledger.limit_block(workload)
         preemptible = workload.preemptible(self.non_preemptible_priority)
         share = None if preemptible or is_short(workload) else (
@@ -263,10 +262,10 @@ class _Cycle(CycleState):
                 f"starting here would leave no node with {SHORT_MAX_GPUS} {GPU} idle or held by "
                 "work short jobs may requeue")
         else:  # only victims under the queue at its bound can lower what it holds
-            within, why = bound.queue, bound
+            why = bound
         if bound is None and self._on_held(workload):
             return True
-        blocked = self._make_room(workload, within, search=Search.RANKED,
+        blocked = self._make_room(workload, bound, search=Search.RANKED,
                                   explain=not starving)
         if blocked is None:
             return True
@@ -339,9 +338,9 @@ class _Cycle(CycleState):
         self.statement.rollback(mark)
         return sorted(chosen) == sorted(backfill.chosen)
 
-    def _make_room(self, workload: Workload, within: str | None, *, search: Search,
+    def _make_room(self, workload: Workload, bound: QuotaBlock | None, *, search: Search,
                    explain: bool) -> Blocked | None:
-        """Requeue running work for `workload` (see `preemption`); `within` names the queue on
+        """Requeue running work for `workload` (see `preemption`); `bound` is the queue on
         its path at a bound, under which victims must be. Tried once per queue and workload
         shape per cycle (a queue's debug job searches even while its gang is blocked), for at
         most `PREEMPTION_ATTEMPTS` per cycle, best-ranked first; the rest get their turn next
@@ -356,7 +355,7 @@ class _Cycle(CycleState):
                 self.unsettled = True  # the searches left out go first in the next cycle
             return NOT_TRIED
         self.preemption_tried.add(attempt)
-        room = self.finder.find(workload, search, within, explain=explain)
+        room = self.finder.find(workload, search, bound, explain=explain)
         if isinstance(room, Blocked):
             return room
         for victim in room.victims:  # evicted on the statement by the search

@@ -2,10 +2,10 @@
 
 Who may be a victim of a funded preemptor (never mixed up):
 - unfunded workloads (min runtime 0) anywhere: they hold only what funded work leaves;
-- preempt: lower-priority workloads of the same leaf queue, past their min runtime (priority
-  orders work inside a queue only), non-resumable ones too: priority is the queue's own order,
-  as Kueue's and KAI's in-queue preemption take it, and the contract protects a min runtime,
-  not what comes after it (resumable victims are still taken first, as cheaper);
+- preempt: lower-priority resumable workloads of the same leaf queue, past their min runtime
+  (priority orders work inside a queue only), wherever they run when the queue is at its limit
+  (`_freeing`); non-resumable ones are not taken (docs/admission-cycle.md: taking them for
+  priority multiplied the GPU-hours wasted);
 - time-slicing: workloads of another queue past their min runtime whose allocation is clearly
   worse ranked than the preemptor's (`ranking.Ranking.clearly_worse`): resumable ones beyond
   `SWAP_MARGIN`, non-resumable and short ones beyond `NON_RESUMABLE_GAP`;
@@ -45,7 +45,7 @@ from admitter.core.headroom import Headroom, is_short
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
-from admitter.core.quota import QuotaLedger
+from admitter.core.quota import QuotaBlock, QuotaLedger
 from admitter.core.ranking import NON_RESUMABLE_GAP, SWAP_MARGIN, Ranking, beyond
 from admitter.core.statement import Statement
 from admitter.core.topology import HOSTNAME, Domain
@@ -138,15 +138,17 @@ class RoomFinder:
         self._drained = set(self._kept_off)
         self._candidates.clear()  # a drain's candidates depend on the drained nodes
 
-    def find(self, preemptor: Workload, search: Search, within: str | None = None, *,
+    def find(self, preemptor: Workload, search: Search, bound: QuotaBlock | None = None, *,
              explain: bool = True) -> Room | Blocked:
         """Evict (virtually) until `preemptor` is within every limit and fits; keep a minimal
         set. On success the statement holds the victims' evictions but not the preemptor; on
         failure it is as it was.
-        `within` names a queue on the preemptor's path at its limit: only victims under it can
-        lower what it holds. A non-preemptible preemptor must also end within its fair share.
+        `bound` is a queue on the preemptor's path at its limit: only victims under it can
+        lower what it holds, and together they must free what the preemptor would exceed by.
+        A non-preemptible preemptor must also end within its fair share.
         Without `explain`, a `Blocked` names no protected candidates."""
         self._rank()
+        within = None if bound is None else bound.queue
         chosen = self._eligible(self._evictable, preemptor, within, search)
         if chosen:
             self.simulated += 1
@@ -155,7 +157,10 @@ class RoomFinder:
             # Plans that also leave the short jobs' headroom first; then, where it holds the
             # preemptor back, swaps that take only what their victims free (`_place`).
             for swap in (False, True) if self._headroom.applies(preemptor) else (False,):
-                for plan in self._plans(preemptor, candidates, swap)[:DOMAINS_TRIED]:
+                plans = self._plans(preemptor, candidates, swap)
+                if bound is not None:
+                    plans = _freeing(bound, plans, candidates)
+                for plan in plans[:DOMAINS_TRIED]:
                     room = self._simulate(preemptor, plan, search, swap)
                     if room is not None:
                         return room
@@ -491,6 +496,31 @@ def drain_may_take(workload: Workload, non_preemptible_priority: int | None) -> 
     preemptible, and resumable or short (`RoomFinder.drain_takes` adds whose gang)."""
     return workload.preemptible(non_preemptible_priority) and (
         workload.resumable or is_short(workload))
+
+
+def _freeing(bound: QuotaBlock, plans: list[list[Workload]],
+             candidates: list[Workload]) -> list[list[Workload]]:
+    """`plans` (each frees a domain the preemptor fits) made to free what it would exceed
+    `bound` by too: each topped up with the cheapest other candidates (all under the bound's
+    queue), and one more plan of those alone, for a preemptor that fits where GPUs stand idle
+    and is held back by the limit only. A limit counts wherever the victims run: planning by
+    domain alone found no plan when they ran on other nodes than the one the preemptor fits.
+    Fewest victims first."""
+    excess = bound.holding + bound.request - bound.bound
+    freeing = []
+    for plan in (*plans, []):
+        taken = {w.key for w in plan}
+        freed = sum(w.requests().get(bound.resource, 0) for w in plan)
+        topped = list(plan)
+        for candidate in candidates:
+            if freed >= excess or len(topped) >= MAX_VICTIMS:
+                break
+            if candidate.key not in taken:
+                topped.append(candidate)
+                freed += candidate.requests().get(bound.resource, 0)
+        if topped and freed >= excess and topped not in freeing:
+            freeing.append(topped)
+    return sorted(freeing, key=len)
 
 
 def _long_and_lost(workload: Workload) -> bool:

@@ -109,6 +109,32 @@ def test_priority_orders_a_queue_at_its_quota_on_a_full_cluster():
     assert "preempted by high (priority 50 > 10) in queue prio" in result.evictions[0].message
 
 
+def test_priority_at_a_limit_takes_victims_from_any_node():
+    """`capped` (quota = limit = 8) runs two priority-10 jobs of 4 GPUs on two nodes; a
+    priority-50 8-GPU job fits on an idle node, and only the limit holds it back: both victims
+    go, though neither frees the node it lands on."""
+    world = World(racks(4), [queue("capped", 8, limit=8)])
+    world.submit(running_on("low-a", "capped", NODES[0], gpus=4, min_runtime=2.0, priority=10),
+                 running_on("low-b", "capped", NODES[1], gpus=4, min_runtime=2.0, priority=10),
+                 job("urgent", "capped", gpus=8, min_runtime=2.0, priority=50, at=10.0))
+    result = world.cycle(20.0)
+    assert admitted(result) == ["urgent"]
+    assert evicted(result) == {"low-a": EvictionReason.PREEMPTED,
+                               "low-b": EvictionReason.PREEMPTED}
+
+
+def test_priority_at_a_limit_takes_no_more_victims_than_the_limit_needs():
+    """The same queue with limit 12 holding 8 (two 4-GPU jobs): an 8-GPU job exceeds it by 4,
+    so one victim goes."""
+    world = World(racks(4), [queue("capped", 8, limit=12)])
+    world.submit(running_on("low-a", "capped", NODES[0], gpus=4, min_runtime=2.0, priority=10),
+                 running_on("low-b", "capped", NODES[1], gpus=4, min_runtime=2.0, priority=10,
+                            at=1.0),
+                 job("urgent", "capped", gpus=8, min_runtime=2.0, priority=50, at=10.0))
+    result = world.cycle(20.0)
+    assert admitted(result) == ["urgent"] and len(result.evictions) == 1
+
+
 def test_a_short_job_of_higher_priority_never_takes_its_queues_non_resumable_work():
     """A debug job would run minutes for hours lost: it waits for room, as from other queues."""
     world = World(racks(4), [queue("prio"), queue("other", order=1)])
