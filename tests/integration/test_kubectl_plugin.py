@@ -142,15 +142,29 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
             await eventually(lambda: waiting(api, namespace, "a-huge"), "why a-huge waits",
                              timeout=45)
 
-            async def queue_status_written() -> bool:
-                listed = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues")
-                ours = [cq for cq in listed["items"] if cq["metadata"]["name"].startswith(root)]
-                return all((cq.get("status") or {}).get("rank") for cq in ours) and len(ours) == 3
+            shown = ("fairShare", "deserved", "allocated", "gpuBudget", "owedGpuHoursInWindow",
+                     "rank")
 
-            await eventually(queue_status_written, "the queues' budgets and ranks", timeout=30)
-            wanted = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues")
-            statuses = {cq["metadata"]["name"]: cq["status"] for cq in wanted["items"]}
-            rows = {row["name"]: row for row in as_json(local_cluster, "queues")["queues"]}
+            async def queue_statuses() -> dict[str, dict[str, Any]] | None:
+                """Our queues' status fields the plugin shows, once all three have a rank."""
+                listed = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues")
+                ours = {cq["metadata"]["name"]: {field: (cq.get("status") or {}).get(field)
+                                                 for field in shown}
+                        for cq in listed["items"] if cq["metadata"]["name"].startswith(root)}
+                ranked = len(ours) == 3 and all(status["rank"] for status in ours.values())
+                return ours if ranked else None
+
+            async def plugin_beside_steady_status() -> tuple[dict[str, Any], Any] | None:
+                """The plugin's rows, read while the queues' status stayed the same: the
+                controller rewrites fair shares as a-huge's demand reaches them."""
+                before = await queue_statuses()
+                if before is None:
+                    return None
+                rows = {row["name"]: row for row in as_json(local_cluster, "queues")["queues"]}
+                return (before, rows) if await queue_statuses() == before else None
+
+            statuses, rows = await eventually(plugin_beside_steady_status,
+                                              "the queues' budgets and ranks", timeout=30)
             for name in (root, team_a, team_b):
                 status, row = statuses[name], rows[name]
                 assert row["fairShare"] == gpus(status["fairShare"])

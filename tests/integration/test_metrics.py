@@ -11,7 +11,7 @@ from admitter_world import apply_all, in_process_controller, jobs, running, work
 from prometheus_client.parser import text_string_to_metric_families
 from team_tree import metrics_port, two_teams
 
-from admitter.api.workload import CONDITION_QUOTA_RESERVED
+from admitter.api.workload import CONDITION_EVICTED, CONDITION_QUOTA_RESERVED
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
@@ -104,7 +104,8 @@ async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
                                             timeout=30)
         evicted = [wl for wl in await workloads(api, namespace)
                    if (wl.get("status") or {}).get("evictionCount")]
-        assert len(evicted) == 1
+        assert len(evicted) == 1, [(wl["metadata"]["name"], condition(wl, CONDITION_EVICTED))
+                                   for wl in evicted]
         assert series(values, "admitter_evicted_workloads_total", cluster_queue=team_b,
                       reason=EvictionReason.RECLAIMED.value) == 1
         assert (series(values, "admitter_admission_attempts_total", result="success") or 0) >= 8
