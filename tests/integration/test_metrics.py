@@ -11,7 +11,8 @@ from admitter_world import apply_all, in_process_controller, jobs, running, work
 from prometheus_client.parser import text_string_to_metric_families
 from team_tree import metrics_port, two_teams
 
-from admitter.api.workload import CONDITION_EVICTED, CONDITION_QUOTA_RESERVED
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
+from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
@@ -40,6 +41,14 @@ def series(values: Samples, name: str, **labels: str) -> float | None:
 async def queue_statuses(api: Kube) -> dict[str, Obj]:
     listed = await api.request("GET", "/apis/admitter.dev/v1alpha1/clusterqueues")
     return {cq["metadata"]["name"]: cq.get("status") or {} for cq in listed["items"]}
+
+
+async def story(api: Kube, namespace: str) -> str:
+    """The namespace's Events in order, one a line: what a failure needs to be told."""
+    listed = (await api.request("GET", kube.EVENTS.path(namespace)))["items"]
+    lines = sorted(f"{e.get('lastTimestamp') or e.get('eventTime')} {e['involvedObject']['name']}"
+                   f" {e['reason']}: {e['message']}" for e in listed)
+    return "\n".join(lines)
 
 
 def waiting_reason(wl: Obj) -> str | None:
@@ -104,8 +113,7 @@ async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
                                             timeout=30)
         evicted = [wl for wl in await workloads(api, namespace)
                    if (wl.get("status") or {}).get("evictionCount")]
-        assert len(evicted) == 1, [(wl["metadata"]["name"], condition(wl, CONDITION_EVICTED))
-                                   for wl in evicted]
+        assert len(evicted) == 1, await story(api, namespace)
         assert series(values, "admitter_evicted_workloads_total", cluster_queue=team_b,
                       reason=EvictionReason.RECLAIMED.value) == 1
         assert (series(values, "admitter_admission_attempts_total", result="success") or 0) >= 8

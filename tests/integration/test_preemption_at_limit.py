@@ -48,63 +48,44 @@ def _preempted(listed: list[Obj]) -> list[Obj]:
                    for c in (w.get("status") or {}).get("conditions", []))]
 
 
+@pytest.mark.parametrize(("low_gpus", "pinned", "preempted"), [
+    # two 8-GPU Jobs fill a limit of 16; the 8-GPU one takes the place of one of them
+    (8, False, 1),
+    # two 4-GPU Jobs pinned to two nodes fill a limit of 8; the 8-GPU one fits on an idle
+    # node, held back by the limit only, and takes both
+    (4, True, 2),
+], ids=["one-victim", "victims-on-other-nodes"])
 async def test_a_high_priority_job_preempts_inside_a_queue_at_its_limit(
-        api: Kube, namespace: str, kubeconfig: Path) -> None:
+        api: Kube, namespace: str, kubeconfig: Path, low_gpus: int, pinned: bool,
+        preempted: int) -> None:
     await priority_class(api, "limit-test-low", 10)
     await priority_class(api, "limit-test-high", 50)
     name = f"capped-{secrets.token_hex(3)}"
-    await apply_all(api, *leaf_queue(name, 16, limit=16, namespace=namespace, local_name="capped"))
-    low = [_job(namespace, f"low-{i}", "capped", "limit-test-low").obj() for i in range(2)]
-    async with in_process_controller(kubeconfig):
-        await apply_all(api, *low)
-
-        async def queue_full() -> bool:
-            current = await jobs(api, namespace)
-            return all(running(current[f"low-{i}"]) for i in range(2))
-
-        await eventually(queue_full, "two 8-GPU Jobs to fill the queue's 16-GPU limit", 60)
-        await apply_all(api, _job(namespace, "high", "capped", "limit-test-high").obj())
-
-        async def high_running() -> bool:
-            return running((await jobs(api, namespace))["high"])
-
-        try:
-            await eventually(high_running, "the high-priority Job to preempt a low one", 90)
-        except TimeoutError:
-            pytest.fail(await _why_not_running(api, namespace))
-        current = await jobs(api, namespace)
-        assert sum(running(current[f"low-{i}"]) for i in range(2)) == 1, "the limit holds"
-        assert len(_preempted(await workloads(api, namespace))) == 1
-
-
-async def test_a_high_priority_job_takes_victims_on_other_nodes_than_its_own(
-        api: Kube, namespace: str, kubeconfig: Path) -> None:
-    """Two 4-GPU priority-10 Jobs, pinned to two nodes, fill a queue's limit of 8; an 8-GPU
-    priority-50 Job fits on an idle node and only the limit holds it back: both go."""
-    await priority_class(api, "limit-test-low", 10)
-    await priority_class(api, "limit-test-high", 50)
-    name = f"capped-{secrets.token_hex(3)}"
-    await apply_all(api, *leaf_queue(name, 8, limit=8, namespace=namespace, local_name="capped"))
+    limit = 2 * low_gpus
+    await apply_all(api, *leaf_queue(name, limit, limit=limit, namespace=namespace,
+                                     local_name="capped"))
     nodes = GpuNodeLayout().node_names()
-    low = [_job(namespace, f"low-{i}", "capped", "limit-test-low", gpus=4)
-           .node_selector(HOSTNAME_LABEL, nodes[i]).obj() for i in range(2)]
+    low = [_job(namespace, f"low-{i}", "capped", "limit-test-low", low_gpus) for i in range(2)]
+    if pinned:
+        low = [job.node_selector(HOSTNAME_LABEL, nodes[i]) for i, job in enumerate(low)]
     async with in_process_controller(kubeconfig):
-        await apply_all(api, *low)
+        await apply_all(api, *(job.obj() for job in low))
 
         async def queue_full() -> bool:
             current = await jobs(api, namespace)
             return all(running(current[f"low-{i}"]) for i in range(2))
 
-        await eventually(queue_full, "two 4-GPU Jobs on two nodes to fill the limit of 8", 60)
+        await eventually(queue_full, f"two Jobs to fill the queue's limit of {limit}", 60)
         await apply_all(api, _job(namespace, "high", "capped", "limit-test-high").obj())
 
-        async def high_alone() -> bool:
+        async def high_running_and_the_limit_held() -> bool:
             current = await jobs(api, namespace)
-            return running(current["high"]) and not any(
-                running(current[f"low-{i}"]) for i in range(2))
+            return running(current["high"]) and sum(
+                running(current[f"low-{i}"]) for i in range(2)) == 2 - preempted
 
         try:
-            await eventually(high_alone, "the high-priority Job to preempt both", 90)
+            await eventually(high_running_and_the_limit_held,
+                             f"the high-priority Job to preempt {preempted}", 90)
         except TimeoutError:
             pytest.fail(await _why_not_running(api, namespace))
-        assert len(_preempted(await workloads(api, namespace))) == 2
+        assert len(_preempted(await workloads(api, namespace))) == preempted
