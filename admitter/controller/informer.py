@@ -162,14 +162,20 @@ class Informer:
     def observe_read(self, obj: Obj, touched: set[Key]) -> None:
         """Record an object read from the API (`reading` gave `touched`). The read is at
         least as new as whatever the store held when it began, so it is recorded as our own
-        write is, older watch events skipped until the watch reaches it; unless the store
-        changed meanwhile (the watch, a write of ours, a re-list): its version may be newer
-        than the read's, and versions are not compared."""
+        write is, older watch events skipped until the watch reaches it. If the store changed
+        meanwhile (the watch, a write of ours, a re-list), the read is recorded only if its
+        version is the newer one (`newer`). Hazard: a watch that lags far behind (a replica
+        resumed after a freeze replays what it missed) touches most objects during the read;
+        keeping the store's version for all of them left a new leader counting Workloads as
+        pending that another leader had admitted, and admitting into their room."""
         key = key_of(obj)
         current = self.store.get(key)
-        if key in touched or (current is not None and current["metadata"].get(
-                "resourceVersion") == obj["metadata"].get("resourceVersion")):
+        version = obj["metadata"].get("resourceVersion")
+        if current is not None and current["metadata"].get("resourceVersion") == version:
             return
+        if key in touched and (current is None or not newer(
+                version, current["metadata"].get("resourceVersion"))):
+            return  # gone meanwhile, or the watch overtook the read
         self.observe(obj)
 
     async def _read(self) -> tuple[list[Obj], str]:
@@ -264,6 +270,19 @@ class Informer:
         self.store[key] = obj
         for watcher in self.watchers:
             watcher.changed(current, obj)
+
+
+def newer(version: str | None, than: str | None) -> bool:
+    """Whether resourceVersion `version` is newer than `than`, both of one resource. They
+    compare as integers (KEP-5504, stable in Kubernetes 1.35: positive decimal integers
+    without leading zeros); a version that is not one is never taken for the newer."""
+    if version is None or than is None or not (_integer(version) and _integer(than)):
+        return False
+    return (len(version), version) > (len(than), than)
+
+
+def _integer(version: str) -> bool:
+    return version.isascii() and version.isdigit() and not version.startswith("0")
 
 
 def _uid(obj: Obj) -> str | None:

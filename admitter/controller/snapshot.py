@@ -187,12 +187,17 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
             translation = translations.of(wl)
             namespace = wl["metadata"]["namespace"]
             job = caches.owned_job(namespace, translation.owner)
+            admitted_now = bool((wl.get("status") or {}).get("admission"))
             if job is None and (translation.owner is not None
                                 or JOB_NAME_LABEL in (wl["metadata"].get("labels") or {})):
                 orphans.append(wl)
-                continue
+                if not admitted_now:
+                    continue
+                # Hazard: a job the cache lacks may only lag (a replica's watch after a
+                # freeze): until the orphan is proven and finished, its admission holds its
+                # room, counted at its hints, or a new leader would admit into it.
             place = (namespace, wl["spec"]["queueName"])
-            if not (wl.get("status") or {}).get("admission"):
+            if not admitted_now:
                 if place not in closed_by_queue:
                     closed_by_queue[place] = closed_reason(local_queues, cluster_queues, *place)
                 why = closed_by_queue[place]

@@ -7,9 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller.informer import Informer
+from admitter.controller.informer import Informer, newer
 from admitter.controller.kube import NODES, Kind
 
 
@@ -117,6 +118,31 @@ async def test_a_read_the_watch_overtook_is_not_recorded() -> None:
     informer.observe_read(read, touched)
     informer._apply({"type": "MODIFIED", "object": node("a", 7)})
     assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7"
+
+
+def test_a_read_newer_than_what_a_lagging_watch_delivers_meanwhile_is_kept() -> None:
+    """A replica resumed after a freeze: its watch replays old versions while a new leader
+    reads afresh. The read (7) is newer than the version the watch delivers during it (6):
+    it is kept, and the watch's older versions are skipped until it catches up."""
+    informer = _idle()
+    informer._apply({"type": "ADDED", "object": node("a", 5)})
+    with informer.reading() as touched:
+        read = node("a", 7)
+        informer._apply({"type": "MODIFIED", "object": node("a", 6)})
+    informer.observe_read(read, touched)
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7"
+    informer._apply({"type": "MODIFIED", "object": node("a", 7)})
+    informer._apply({"type": "MODIFIED", "object": node("a", 8)})
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "8"
+
+
+@pytest.mark.parametrize(("version", "than", "expected"), [
+    ("10", "9", True), ("9", "10", False), ("7", "7", False), ("123", "122", True),
+    ("010", "9", False), ("abc", "1", False), ("2", "", False), (None, "1", False),
+])
+def test_resource_versions_compare_as_integers_or_not_at_all(
+        version: str | None, than: str, expected: bool) -> None:
+    assert newer(version, than) is expected
 
 
 class UnservedApi:

@@ -131,6 +131,26 @@ async def test_a_workload_whose_job_is_gone_is_left_out() -> None:
     assert sorted(view.workloads) == ["ns/owned"]
 
 
+async def test_an_admitted_workload_whose_job_the_cache_lacks_still_holds_its_room() -> None:
+    """The job may only lag in this replica's cache (its watch after a freeze): until the
+    orphan is looked up and finished, its admission counts, and nothing is admitted into it."""
+    api, controller = world(quota=16)
+    caches = controller.caches
+    lagging = {"metadata": {"name": "lagging", "uid": "uid-lagging"}}
+    held = workload("ns", "admitted-orphan", 8, lagging)
+    held["status"] = {"admission": {"clusterQueue": "team", "nodeHints": [
+        {"podSet": "main", "node": "n0", "count": 1}]}}
+    add(api, caches.workloads, kube.WORKLOADS, held)
+    job = add(api, caches.jobs["Job"], kube.JOBS,
+              JobWrapper("waiting", "ns").gpus(8).min_runtime(None).obj())
+    add(api, caches.workloads, kube.WORKLOADS, workload("ns", "waiting", 8, job))
+    view = build_view(caches, controller.settings, 0.0, Translations())
+    assert [wl["metadata"]["name"] for wl in view.orphans] == ["admitted-orphan"]
+    result = controller.decide(view.snapshot)
+    assert result.admissions == ()
+    assert {p.key for p in result.pending} == {"ns/waiting"}
+
+
 async def test_an_unchanged_workload_is_translated_once() -> None:
     api, controller = world()
     caches = controller.caches
