@@ -16,12 +16,24 @@ from admitter.api.settings import Settings
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
+from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.testing import in_process
 
 from builders.core import LEVELS
 from builders.kube import topology
 
 FAST = Settings(cycle=1.0, pods_ready_timeout=120.0)
+
+
+async def earlier_pods_gone(api: Kube) -> bool:
+    """No earlier test's pod holds a node or is about to: none bound and not terminated, and
+    none waiting to be bound without a scheduling gate. Hazard: a pod the scheduler binds
+    after this check (its Job started just before the earlier test ended) takes GPUs the
+    test counted as idle, and the test sees one preemption more than it planned."""
+    listed = await api.request("GET", kube.PODS.path())
+    return not any((p.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES and (
+        p["spec"].get("nodeName") or not p["spec"].get("schedulingGates"))
+        for p in listed["items"])
 
 
 async def apply_all(client: Kube, *objects: Obj) -> None:

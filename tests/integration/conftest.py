@@ -18,7 +18,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube
-from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
 from admitter.testing.waiting import eventually, wait_for
 
@@ -118,12 +117,8 @@ async def idle_cluster(api: Kube, namespace: str) -> AsyncIterator[None]:
     Jobs removed afterwards."""
     await admitter_world.cluster_topology(api)
 
-    async def idle() -> bool:
-        listed = await api.request("GET", kube.PODS.path())
-        return not any(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase")
-                       not in TERMINAL_POD_PHASES for p in listed["items"])
-
-    await eventually(idle, "the cluster's nodes to be free of earlier tests' pods", 60)
+    await eventually(lambda: admitter_world.earlier_pods_gone(api),
+                     "the cluster's nodes to be free of earlier tests' pods", 60)
     yield
     for job in (await admitter_world.jobs(api, namespace)).values():
         await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),

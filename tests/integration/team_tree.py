@@ -7,27 +7,15 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator
 
-from admitter_world import apply_all, cluster_topology, jobs, pods
+from admitter_world import apply_all, cluster_topology, earlier_pods_gone, jobs, pods
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
-from admitter.core.model import GPU
 from admitter.testing.waiting import eventually
 
 from builders.kube import cluster_queue, leaf_queue
-
-
-async def gpus_free(api: Kube) -> bool:
-    """No pod on the shared cluster holds a GPU: these tests divide all of them."""
-    listed = await api.request("GET", kube.PODS.path())
-    return not any(
-        pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in (
-            "Succeeded", "Failed")
-        and any(GPU in (c.get("resources") or {}).get("limits", {})
-                for c in pod["spec"].get("containers", []))
-        for pod in listed["items"])
 
 
 @contextlib.asynccontextmanager
@@ -38,7 +26,7 @@ async def two_teams(api: Kube, namespace: str,
     gone, so the next test on the shared cluster finds its GPUs free."""
     root = f"{prefix}-{secrets.token_hex(3)}"
     team_a, team_b = f"{root}-a", f"{root}-b"
-    await eventually(lambda: gpus_free(api), "earlier tests' GPU pods to be gone", timeout=180)
+    await eventually(lambda: earlier_pods_gone(api), "earlier tests' pods to be gone", timeout=180)
     await cluster_topology(api)
     await apply_all(api, cluster_queue(root, 64),
                     *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="a"),

@@ -154,17 +154,18 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
                 ranked = len(ours) == 3 and all(status["rank"] for status in ours.values())
                 return ours if ranked else None
 
-            async def plugin_beside_steady_status() -> tuple[dict[str, Any], Any] | None:
-                """The plugin's rows, read while the queues' status stayed the same: the
+            async def beside_steady_status(*args: str) -> tuple[dict[str, Any], Any] | None:
+                """The plugin's answer, given while the queues' status stayed the same: the
                 controller rewrites fair shares as a-huge's demand reaches them."""
                 before = await queue_statuses()
                 if before is None:
                     return None
-                rows = {row["name"]: row for row in as_json(local_cluster, "queues")["queues"]}
-                return (before, rows) if await queue_statuses() == before else None
+                answer = as_json(local_cluster, *args)
+                return (before, answer) if await queue_statuses() == before else None
 
-            statuses, rows = await eventually(plugin_beside_steady_status,
-                                              "the queues' budgets and ranks", timeout=30)
+            statuses, listed = await eventually(lambda: beside_steady_status("queues"),
+                                                "the queues' budgets and ranks", timeout=30)
+            rows = {row["name"]: row for row in listed["queues"]}
             for name in (root, team_a, team_b):
                 status, row = statuses[name], rows[name]
                 assert row["fairShare"] == gpus(status["fairShare"])
@@ -218,8 +219,9 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
             assert {row["workload"] for row in top} <= {row["workload"] for row in everywhere}
 
             # explain QUEUE: step by step, from the same status
-            why = as_json(local_cluster, "explain", team_b)
-            assert why["queue"]["fairShare"] == gpus(statuses[team_b]["fairShare"])
+            now, why = await eventually(lambda: beside_steady_status("explain", team_b),
+                                        "team b's queue explained", timeout=30)
+            assert why["queue"]["fairShare"] == gpus(now[team_b]["fairShare"])
             assert [step[:2] for step in why["steps"][:3]] == ["1.", "2.", "3."]
 
             # a researcher's RBAC: their namespace's Workloads and queues, the ClusterQueues
