@@ -1,5 +1,6 @@
 """A fault soak: two `admitter run` replicas admit the Jobs of two teams under one parent queue
-while a submitter keeps adding 4-8-GPU Jobs that finish within a minute, and seven faults
+while a submitter keeps adding 4-8-GPU Jobs that finish within a minute (a third of them
+requeued for the other team's turn once past a 5 s min runtime), and seven faults
 strike in an order drawn from a printed seed: the leader SIGKILLed three times, the API
 server stopped for 20 s, etcd killed and relaunched on its data directory, the API server
 restarted, the leader frozen for 25 s and continued.
@@ -7,7 +8,8 @@ restarted, the leader frozen for 25 s and continued.
 Every second, during and after each fault, the invariants hold: the GPUs admitted (the pods
 of every Workload holding an admission, less those that succeeded) fit in the GPUs the nodes
 can schedule, every queue stays within its limit, no Job runs without an admitted Workload,
-no Job starts twice. The queues allow more than the cluster holds, so the nodes bind.
+no Job starts more often than it was admitted. The queues allow more than the cluster holds,
+so the nodes bind.
 
 One seed runs by default; `--soak` runs SOAK_SEEDS seeds, `--soak-seed N` the seed N.
 """
@@ -53,6 +55,8 @@ LEASE_SECONDS = 8
 SOAK_SEEDS = 20
 BACKLOG = 24
 """Unfinished Jobs the submitter keeps: enough to fill the cluster and keep a queue."""
+SWAPPABLE_AFTER = "5s"
+"""The min runtime of the Jobs that may be requeued for the other team."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -76,6 +80,8 @@ class Watch:
     admitted: set[str] = field(default_factory=set)
     holders: list[str] = field(default_factory=list)
     """The Workloads holding an admission at the last check, for a problem's message."""
+    evictions: dict[str, int] = field(default_factory=dict)
+    """Evictions per Workload uid, as last seen."""
 
 
 async def schedulable_gpus(api: Kube, namespace: str) -> int:
@@ -104,6 +110,9 @@ async def admitted_gpus(api: Kube, namespace: str, watch: Watch) -> int:
     held = 0
     watch.holders = []
     for wl in listed:
+        evicted = int((wl.get("status") or {}).get("evictionCount", 0))
+        if evicted:
+            watch.evictions[wl["metadata"]["uid"]] = evicted
         if holds_admission(wl):
             watch.admitted.add(wl["metadata"]["uid"])
             job = next((o["name"] for o in wl["metadata"].get("ownerReferences", [])), "")
@@ -136,7 +145,9 @@ async def check_every_second(api: Kube, namespace: str, limits: dict[str, int],
 
 
 async def submit(api: Kube, namespace: str, teams: tuple[str, str], rng: random.Random) -> None:
-    """Keep BACKLOG unfinished Jobs of 4 to 8 GPUs, each running 5 to 60 s, until cancelled."""
+    """Keep BACKLOG unfinished Jobs of 4 to 8 GPUs, each running 5 to 60 s, until cancelled.
+    A third are resumable and protected for SWAPPABLE_AFTER only, so the teams' turns
+    (time-slicing) requeue running work while the faults strike."""
     count = 0
     while True:
         with contextlib.suppress(ApiException, TimeoutError, *kube.CONNECTION_ERRORS):
@@ -144,9 +155,11 @@ async def submit(api: Kube, namespace: str, teams: tuple[str, str], rng: random.
             missing = BACKLOG - sum(not is_true(j, "Complete") for j in current.values())
             for _ in range(max(0, missing)):
                 job = (JobWrapper(f"job-{count:04d}", namespace).queue(rng.choice(teams))
-                       .gpus(rng.choice((4, 6, 8))).runtime(f"{rng.randint(5, 60)}s").obj())
+                       .gpus(rng.choice((4, 6, 8))).runtime(f"{rng.randint(5, 60)}s"))
+                if rng.random() < 1 / 3:
+                    job = job.min_runtime(SWAPPABLE_AFTER).resumable()
                 count += 1
-                await api.create(kube.JOBS, job)
+                await api.create(kube.JOBS, job.obj())
         await asyncio.sleep(1.0)
 
 
@@ -263,6 +276,6 @@ async def test_faults_under_churn_never_admit_more_than_the_cluster_holds(
             task.cancel()
         await asyncio.gather(submitter, checker, return_exceptions=True)
         print(f"fault soak seed {seed}: most GPUs admitted {watch.most} of {watch.capacity}, "
-              f"{len(watch.admitted)} admissions, "
+              f"{len(watch.admitted)} admissions, {sum(watch.evictions.values())} evictions, "
               f"{'FAIL ' + str(watch.problems[:3]) if watch.problems else 'pass'}")
     assert watch.admitted, "nothing was admitted"
