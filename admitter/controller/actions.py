@@ -1,11 +1,13 @@
-"""Writes that carry decisions out: the Workload's status first (the source of truth), then
-the Job. A controller killed between the two leaves a state `converge_job` repairs: an
-admitted Workload whose Job is still suspended is started, a running Job whose Workload is
-not admitted is suspended."""
+"""Writes that carry decisions out, ordered so that no job ever runs without an admission: an
+admission is written to the Workload (the source of truth) before its Job starts; an eviction
+marks the Workload, suspends the Job, and only then releases the admission. A controller
+killed between two writes leaves a state `converge_step` repairs: an admitted Workload whose
+Job is still suspended is started, an evicting one's Job suspended and its admission released,
+a running Job whose Workload is not admitted is suspended."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -21,7 +23,7 @@ from admitter.api.workload import (
 )
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import format_time, parse_time
+from admitter.controller.translate import condition, evicting, format_time, parse_time
 from admitter.core.decisions import Admission
 from admitter.core.model import GPU, is_funded
 from admitter.jobs.interface import ClearsStartTime, GenericJob
@@ -118,28 +120,49 @@ class Actions:
                                      meta["namespace"], subresource="status")
 
     async def evict(self, wl: Obj, job: Obj | None, reason: str, message: str, now: float,
-                    backoff: bool = False) -> tuple[Obj, Obj | None]:
-        """Release the Workload's quota and suspend its Job; `backoff`: the Workload waits
-        before it may be admitted again, the longer the more often it was evicted."""
+                    backoff: bool = False,
+                    stop: Callable[[Obj], Awaitable[None]] | None = None) -> tuple[Obj, Obj | None]:
+        """Suspend the Workload's Job (or `stop` what else runs for it), then release its
+        quota; `backoff`: the Workload waits before it may be admitted again, the longer the
+        more often it was evicted. Three writes, each safe to repeat, so that no job runs
+        without an admission: the Workload is marked evicted with its admission kept (its
+        room stays counted), the job is suspended, the admission is released. One interrupted
+        between them leaves an evicting Workload (`evicting`) that converge carries on."""
+        marked = wl if evicting(wl) else await self.patch_workload_status(
+            wl, self._eviction_mark(wl, reason, message, now, backoff))
+        suspended = None if job is None else await self.suspend_job(job)
+        if stop is not None:
+            await stop(marked)
+        return await self.release(marked, now), suspended
+
+    @staticmethod
+    def _eviction_mark(wl: Obj, reason: str, message: str, now: float,
+                       backoff: bool) -> dict[str, Any]:
         status = wl.get("status") or {}
-        conditions = _conditions(wl)
-        conditions = with_condition(conditions, CONDITION_EVICTED, "True", reason, message, now)
-        conditions = with_condition(conditions, CONDITION_ADMITTED, "False", reason,
-                                    f"evicted: {message}", now)
-        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", Reason.REQUEUED,
-                                    "waiting for admission again", now)
+        conditions = with_condition(_conditions(wl), CONDITION_EVICTED, "True", reason, message,
+                                    now)
         count = int(status.get("evictionCount", 0)) + 1
         patch: dict[str, Any] = {
-            "admission": None, "conditions": conditions, "evictionCount": count,
+            "conditions": conditions, "evictionCount": count,
             "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
             + charged_seconds(wl, now),
         }
         if backoff:
             patch["requeueAt"] = format_time(now + min(BACKOFF_CAP,
                                                        BACKOFF_BASE * 2 ** (count - 1)))
-        updated = await self.patch_workload_status(wl, patch)
-        suspended = None if job is None else await self.suspend_job(job)
-        return updated, suspended
+        return patch
+
+    async def release(self, wl: Obj, now: float) -> Obj:
+        """The last step of an eviction, once the job is suspended: the admission goes, and
+        with it the quota."""
+        evicted = condition(wl, CONDITION_EVICTED) or {}
+        conditions = with_condition(_conditions(wl), CONDITION_ADMITTED, "False",
+                                    evicted.get("reason", Reason.REQUEUED),
+                                    f"evicted: {evicted.get('message', '')}", now)
+        conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", Reason.REQUEUED,
+                                    "waiting for admission again", now)
+        return await self.patch_workload_status(wl, {"admission": None,
+                                                     "conditions": conditions})
 
     async def settle_admission(self, key: tuple[str, str], decided_on: str,
                                now: float) -> Obj | None:

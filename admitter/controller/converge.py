@@ -20,7 +20,7 @@ from admitter.api.contract import (
 from admitter.api.quantity import kube_base_units
 from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.kube import Obj
-from admitter.controller.translate import is_true, job_ended, pod_requests
+from admitter.controller.translate import evicting, is_true, job_ended, pod_requests
 from admitter.jobs.interface import ClearsStartTime
 from admitter.jobs.registry import job_of, reader_of
 
@@ -32,7 +32,10 @@ class Step(Enum):
     START = "start"
     """Admitted, still suspended: pin to the admitted domain and unsuspend."""
     SUSPEND = "suspend"
-    """Running without an admitted Workload: suspend it (and take the admitted mark away)."""
+    """Running without an admitted Workload, or with one being evicted: suspend it (and take
+    the admitted mark away)."""
+    RELEASE = "release"
+    """Evicting (`evicting`) and its Job suspended: release the admission."""
     EVICT_CHANGED = "evict-changed"
     """Admitted, but no longer what was admitted: release the quota and suspend."""
     REPLACE_WORKLOAD = "replace-workload"
@@ -56,6 +59,8 @@ def converge_step(job: Obj, wl: Obj) -> Step:
     suspended = kind.is_suspended(job)
     if not equivalent(job, wl):
         return Step.EVICT_CHANGED if admitted else Step.REPLACE_WORKLOAD
+    if admitted and evicting(wl):
+        return Step.RELEASE if suspended else Step.SUSPEND
     if admitted:
         return Step.START if suspended else Step.NONE
     if queue_of(job) not in (None, wl["spec"]["queueName"]):

@@ -291,6 +291,8 @@ class Reconciler:
                 return self._observe_job(self.actions.start_job(job, wl))
             case Step.SUSPEND:
                 return self._observe_job(self.actions.suspend_job(job))
+            case Step.RELEASE:
+                return self._observe_workload(self.actions.release(wl, now))
             case Step.EVICT_CHANGED:
                 return self._evict_changed(wl, job, now)
             case Step.REPLACE_WORKLOAD:
@@ -438,9 +440,10 @@ class Reconciler:
             return  # its admission was never written; nothing holds its room
         job = self.caches.job_of(wl)
         backoff = eviction.reason is EvictionReason.PODS_READY_TIMEOUT
+        # a plain Pod cannot be suspended: deleted
         updated, suspended = await self.actions.evict(wl, job, eviction.reason.value,
-                                                      eviction.message, now, backoff)
-        await self.plain_pods.stop_owner(wl)  # a plain Pod cannot be suspended: deleted
+                                                      eviction.message, now, backoff,
+                                                      stop=self.plain_pods.stop_owner)
         self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
         self.caches.workloads.observe(updated)
         if suspended is not None:

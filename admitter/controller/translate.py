@@ -13,6 +13,7 @@ from typing import Any
 from admitter.api.contract import QUEUE_LABEL, JobContract
 from admitter.api.duration import format_duration, parse_duration
 from admitter.api.quantity import format_quantity, from_base_units, kube_base_units
+from admitter.api.workload import CONDITION_EVICTED
 from admitter.core.model import (
     ANYWHERE,
     Node,
@@ -213,6 +214,12 @@ def condition(obj: Obj, kind: str) -> Obj | None:
 def is_true(obj: Obj, kind: str) -> bool:
     found = condition(obj, kind)
     return found is not None and found.get("status") == "True"
+
+
+def evicting(wl: Obj) -> bool:
+    """Marked evicted while it still holds its admission: its job is being suspended, and
+    its quota is released once it is (`Actions.evict`). An admission drops the mark."""
+    return bool((wl.get("status") or {}).get("admission")) and is_true(wl, CONDITION_EVICTED)
 
 
 def job_ended(job: Obj) -> bool:

@@ -11,8 +11,9 @@ from fake_api import FakeApi, add, reconciler, settled_pass, team, workload
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
-from admitter.api.workload import CONDITION_FINISHED, Reason
+from admitter.api.workload import CONDITION_EVICTED, CONDITION_FINISHED, Reason
 from admitter.controller import kube
+from admitter.controller.converge import Step, converge_step
 from admitter.controller.kube import MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import JOB_NAME_LABEL, is_true, workload_name
@@ -58,11 +59,15 @@ async def test_raising_parallelism_after_admission_evicts_and_charges_the_job_an
     changed(api, controller, "train", spec={"parallelism": 5, "completions": 5})
     await settled_pass(controller)
     path = kube.WORKLOADS.path("ns", first["metadata"]["name"])
-    evictions = [body for verb, at, body in api.writes
-                 if verb == "PATCH" and at == f"{path}/status" and body["status"].get(
-                     "evictionCount")]
-    assert evictions and evictions[0]["status"]["admission"] is None, \
-        "5 pods must not run on 1 charged"
+    writes = [(verb, at, body) for verb, at, body in api.writes if verb == "PATCH"]
+    marked = next(i for i, (_, at, body) in enumerate(writes)
+                  if at == f"{path}/status" and body["status"].get("evictionCount"))
+    suspended = next(i for i, (_, at, body) in enumerate(writes) if i > marked
+                     and at == kube.JOBS.path("ns", "train") and body["spec"].get("suspend"))
+    released = next(i for i, (_, at, body) in enumerate(writes) if i > suspended
+                    and at == f"{path}/status" and "admission" in body["status"])
+    assert writes[released][2]["status"]["admission"] is None, "5 pods must not run on 1 charged"
+    assert "admission" not in writes[marked][2]["status"], "held until the Job is suspended"
     assert ("DELETE", path) in [(verb, at) for verb, at, _ in api.writes], "then replaced"
     assert stored_job(api, "train")["spec"]["suspend"]
     assert any(e["reason"] == Reason.JOB_CHANGED for e in api.events())
@@ -182,3 +187,61 @@ async def test_one_job_whose_writes_fail_never_aborts_a_pass() -> None:
     failed = controller.metrics.registry.get_sample_value("admitter_failed_writes_total",
                                                           {"step": "start"})
     assert failed is not None and failed >= 1
+
+
+class SuspendFailsOnce(FakeApi):
+    """The API server goes away after an eviction's first write: the Job's suspension fails
+    once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def patch(self, kind: Kind, name: str, patch: Any, namespace: str | None = None,
+                    subresource: str | None = None, content_type: str = MERGE_PATCH) -> Obj:
+        suspends = isinstance(patch, dict) and (patch.get("spec") or {}).get("suspend")
+        if kind == kube.JOBS and suspends and not self.failed:
+            self.failed = True
+            raise ApiException(status=503, reason="the API server is going away")
+        return await super().patch(kind, name, patch, namespace, subresource, content_type)
+
+
+async def test_an_interrupted_eviction_keeps_the_admission_until_the_job_is_suspended() -> None:
+    api = SuspendFailsOnce()
+    controller = reconciler(api)
+    team(api, controller, 8, node_a=8)
+    first = await admitted_job(api, controller, "train")
+    changed(api, controller, "train", spec={"parallelism": 5, "completions": 5})
+    await settled_pass(controller)
+    assert api.failed
+    marked = api.objects[kube.WORKLOADS.path("ns", first["metadata"]["name"])]
+    assert not stored_job(api, "train")["spec"]["suspend"], "still running..."
+    assert marked["status"]["admission"], "...and still admitted"
+    assert is_true(marked, CONDITION_EVICTED) and marked["status"]["evictionCount"] == 1
+    assert converge_step(stored_job(api, "train"), marked) is Step.EVICT_CHANGED
+    add(api, controller.caches.workloads, kube.WORKLOADS, marked)  # as the watch delivers it
+    controller.touched.add(("Job", "ns", "train"))  # its event has the Job checked
+    await settled_pass(controller)  # carried on: suspended, released, replaced
+    assert stored_job(api, "train")["spec"]["suspend"]
+    released = [body for verb, at, body in api.writes if verb == "PATCH"
+                and at.startswith(kube.WORKLOADS.path("ns", first["metadata"]["name"]))
+                and "admission" in body["status"] and body["status"]["admission"] is None]
+    assert len(released) == 1
+    assert not any(body["status"].get("evictionCount") == 2 for _, _, body in api.writes
+                   if isinstance(body, dict) and isinstance(body.get("status"), dict)), \
+        "counted once"
+
+
+async def test_an_evicting_workload_has_its_job_suspended_then_its_admission_released() -> None:
+    api = FakeApi()
+    controller = reconciler(api)
+    team(api, controller, 8, node_a=8)
+    wl = await admitted_job(api, controller, "train")
+    evicting = {**wl, "status": {**wl["status"], "conditions": [
+        *wl["status"]["conditions"], {"type": CONDITION_EVICTED, "status": "True",
+                                      "reason": "Preempted", "message": "for urgent"}]}}
+    running = stored_job(api, "train")
+    assert converge_step(running, evicting) is Step.SUSPEND
+    assert converge_step({**running, "spec": {**running["spec"], "suspend": True}},
+                         evicting) is Step.RELEASE
+    assert converge_step(running, wl) is Step.NONE
