@@ -102,10 +102,15 @@ async def admitted_gpus(api: Kube, namespace: str, watch: Watch) -> int:
     """GPUs of the Workloads holding an admission, less their pods that succeeded."""
     listed = await workloads(api, namespace)
     succeeded: dict[str, int] = {}
+    pods_of: dict[str, list[str]] = {}
     for pod in (await api.list(kube.PODS, {"labelSelector": JOB_NAME_LABEL}))["items"]:
-        if pod["metadata"]["namespace"] == namespace and (
-                pod.get("status") or {}).get("phase") == "Succeeded":
-            owner = pod["metadata"]["labels"][JOB_NAME_LABEL]
+        if pod["metadata"]["namespace"] != namespace:
+            continue
+        owner = pod["metadata"]["labels"][JOB_NAME_LABEL]
+        phase = (pod.get("status") or {}).get("phase")
+        gone = " deleting" if pod["metadata"].get("deletionTimestamp") else ""
+        pods_of.setdefault(owner, []).append(f"{pod['spec'].get('nodeName')}:{phase}{gone}")
+        if phase == "Succeeded":
             succeeded[owner] = succeeded.get(owner, 0) + pod_gpus(pod)
     held = 0
     watch.holders = []
@@ -122,7 +127,8 @@ async def admitted_gpus(api: Kube, namespace: str, watch: Watch) -> int:
             hints = ",".join(f"{h['node']}x{h['count']}" for h in admission.get("nodeHints", []))
             watch.holders.append(f"{wl['metadata']['name']} {gpus} GPUs on {hints} at "
                                  f"{admission.get('admittedAt')} by "
-                                 f"{(admission.get('admittedBy') or {}).get('holder')}")
+                                 f"{(admission.get('admittedBy') or {}).get('holder')}, "
+                                 f"pods [{' '.join(pods_of.get(job, []))}]")
     return held
 
 
