@@ -193,10 +193,18 @@ class Informer:
             self._absent = False
             log.info("%s: served by the API server now; queued from here on", self.kind.plural)
         fresh = {key_of(item): item for item in items}
+        # Hazard: a write of ours that returned while the list was being read is newer than
+        # the list. Replaced by the listed version, an admitted Workload showed as pending
+        # until the new watch caught up, and a pass in between admitted into its room (the
+        # fault soak, a relist after an API server restart: 66 GPUs admitted on 64).
+        ahead = {key: obj for key, obj in self.store.items()
+                 if newer(obj["metadata"].get("resourceVersion"), version)}
+        fresh.update(ahead)
         gone = [obj for key, obj in self.store.items() if key not in fresh]
         self._touch([*fresh, *self.store])
         self.store = fresh
-        self._written.clear()  # the list is at least as new as every write that returned
+        # the list is at least as new as every other write that returned
+        self._written = {key: v for key, v in self._written.items() if key in ahead}
         self._delivered.clear()
         for watcher in self.watchers:
             watcher.replaced(fresh.values())

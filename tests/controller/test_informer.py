@@ -136,6 +136,26 @@ def test_a_read_newer_than_what_a_lagging_watch_delivers_meanwhile_is_kept() -> 
     assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "8"
 
 
+async def test_a_relist_keeps_our_writes_that_are_newer_than_the_list() -> None:
+    """A write returned while the list was read: the list (at version 6) predates it. The store
+    keeps the written versions (an update, a creation) until the watch, resumed from the list,
+    delivers them; what the list holds alone replaces the rest."""
+    api = ScriptedApi([[node("a", 5), node("b", 6)]], [])
+    informer = Informer(api, NODES, lambda *_: None)  # type: ignore[arg-type]
+    informer.observe(node("a", 7))
+    informer.observe(node("c", 8))
+    informer.observe(node("d", 3))
+    await informer._list()
+    versions = {name: obj["metadata"]["resourceVersion"]
+                for (_, name), obj in informer.store.items()}
+    assert versions == {"a": "7", "b": "6", "c": "8"}
+    informer._apply({"type": "MODIFIED", "object": node("a", 6)})
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "7", "older: skipped"
+    informer._apply({"type": "MODIFIED", "object": node("a", 7)})
+    informer._apply({"type": "MODIFIED", "object": node("a", 9)})
+    assert informer.store[("", "a")]["metadata"]["resourceVersion"] == "9"
+
+
 @pytest.mark.parametrize(("version", "than", "expected"), [
     ("10", "9", True), ("9", "10", False), ("7", "7", False), ("123", "122", True),
     ("010", "9", False), ("abc", "1", False), ("2", "", False), (None, "1", False),
