@@ -73,6 +73,9 @@ class ClusterState:
                 raw = self._raw[node]
                 for resource, amount in enumerate(amounts):
                     raw[resource] -= amount
+        self._owed = [sum(-row[r] for row in self._raw if row[r] < 0)
+                      for r in range(len(self.resources))]
+        """Per resource, what admitted pods hold beyond their nodes' amounts (`owed`)."""
         schedulable = {i: n for i, n in enumerate(ordered) if not n.unschedulable}
         self._schedulable = schedulable
         taint_sets = {i: _blocking(n.taints) for i, n in schedulable.items()}
@@ -120,6 +123,14 @@ class ClusterState:
         """Free amount of `resource` over all schedulable nodes, whatever their taints."""
         index = self._resource_index.get(resource)
         return 0 if index is None else sum(row[index] for row in self.tree.root.free)
+
+    def owed(self, resource: str) -> int:
+        """How much of `resource` admitted pods count beyond what their nodes have: pods with
+        room on no node, held at their hint (`settle`: kube-scheduler spread other pods into
+        the room the model gave them). Until they bind, that much of what stands free
+        elsewhere is theirs, or the GPUs admitted would outnumber the cluster's."""
+        index = self._resource_index.get(resource)
+        return 0 if index is None else self._owed[index]
 
     def schedulable_capacity(self) -> dict[str, int]:
         """Allocatable of schedulable nodes minus non-admitter pods: what queues can share."""
@@ -228,6 +239,9 @@ class ClusterState:
                     old = raw[resource]
                     raw[resource] = new = old - sign * amount
                     delta[resource] = (new if new > 0 else 0) - (old if old > 0 else 0)
+                    if new < 0 or old < 0:
+                        self._owed[resource] += (-new if new < 0 else 0) - (
+                            -old if old < 0 else 0)
             if node in leaves:
                 changes.append((node, delta))
         if changes:

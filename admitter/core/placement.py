@@ -49,6 +49,9 @@ def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailu
     demand = state.demand(workload)
     if demand is None:
         return PlacementFailure(_unknown_resource(state, workload))
+    owed = _owed(state, workload)
+    if owed is not None:
+        return owed
     depths = _depths(state.tree, workload.topology)
     if isinstance(depths, PlacementFailure):
         return depths
@@ -59,6 +62,18 @@ def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailu
                 if packed is not None:
                     return Placement(domain.level, domain.value, dict(domain.affinity), packed)
     return PlacementFailure(_explain(state, workload, demand, depths[-1]))
+
+
+def _owed(state: ClusterState, workload: Workload) -> PlacementFailure | None:
+    """Refused when what stands free, less what admitted pods with room nowhere are owed
+    (`ClusterState.owed`), is less than the workload asks for."""
+    for resource, amount in workload.requests().items():
+        owed = state.owed(resource) if amount > 0 else 0
+        if owed and state.free_total(resource) - owed < amount:
+            return PlacementFailure(
+                f"{owed} {resource} of the {state.free_total(resource)} idle are owed to "
+                f"admitted pods that found room on no node; {amount} needed")
+    return None
 
 
 def _unknown_resource(state: ClusterState, workload: Workload) -> str:

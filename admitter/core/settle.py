@@ -12,7 +12,10 @@ the scheduler can still put it: at its hinted node while that has room, otherwis
 first node of its admitted domain with room (which node matters less than that every pod is
 counted once, and a first fit keeps settling linear in nodes and pods).
 A pod with room nowhere stays at its hint: the over-commit is real then (something else
-took the room) and the pod waits, bounded by the pods-ready timeout.
+took the room) and the pod waits, bounded by the pods-ready timeout. What it holds beyond its
+node is owed to it out of what stands free elsewhere (`ClusterState.owed`): the free GPUs of
+other nodes, fragments too small for it, were otherwise admitted to others, and the GPUs
+under admission outnumbered the cluster's (the fault soak: 68 on 64).
 """
 
 from __future__ import annotations

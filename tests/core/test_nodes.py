@@ -165,3 +165,24 @@ def test_hostname_can_only_be_the_finest_level() -> None:
     with pytest.raises(ValueError, match="finest"):
         ClusterState([node("n1")], (HOSTNAME, RACK))
     assert ClusterState([node("n1")], (RACK, HOSTNAME)).tree.levels == (RACK, HOSTNAME)
+
+
+def test_pods_with_room_nowhere_are_owed_what_stands_free_elsewhere() -> None:
+    """kube-scheduler put a 4-GPU pod on n1, where the model had given the room to an 8-GPU
+    pod; that pod has room on no node (n2 and n3 have 4 free each) and is held at its hint,
+    4 over n1's 8. Of the 8 idle, 4 are owed to it: one more 4-GPU job may start, not two, or
+    more GPUs would be under admission than the cluster has."""
+    early = replace(workload("a", gang(1, 4)), phase=Phase.ADMITTED, placement={"n1": 1})
+    stuck = replace(workload("big", gang(1, 8)), phase=Phase.ADMITTED, placement={"n1": 1})
+    state = ClusterState([node("n1"), node("n2", used=4), node("n3", gpus=4)], (),
+                         [early, stuck])
+    assert state.owed(GPU) == 4 and state.free_total(GPU) == 8
+    first = workload("first", gang(1, 4))
+    placed = place(state, first)
+    assert isinstance(placed, Placement)
+    state.assume("first", first.pod_sets, placed.node_counts)
+    refused = place(state, workload("second", gang(1, 4)))
+    assert isinstance(refused, PlacementFailure) and "owed to admitted pods" in refused.reason
+    state.release("a")  # the pod that took the room leaves: the 8-GPU pod fits where it was
+    assert state.owed(GPU) == 0
+    assert isinstance(place(state, workload("second", gang(1, 4))), Placement)
