@@ -1,0 +1,70 @@
+"""The job webhooks on a RayJob: suspended on create, no unsuspend without an admission, and
+the settings admitter cannot account for refused when a request sets them."""
+
+from review_fixtures import NAMESPACE, POLICY, changed, request, standard_lookup
+
+from admitter.api.contract import QUEUE_LABEL
+from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job, validate_job
+
+
+def rayjob(**spec: object) -> dict:
+    """A head and 2 one-GPU workers, as a user writes it, with `spec` on top."""
+    def template(gpus: int) -> dict:
+        return {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray", "resources": {
+            "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "tune", "namespace": NAMESPACE, "uid": "u-1",
+                         "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"entrypoint": "python tune.py", "shutdownAfterJobFinishes": True,
+                     "rayClusterSpec": {
+                         "headGroupSpec": {"rayStartParams": {}, "template": template(0)},
+                         "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2,
+                                               "rayStartParams": {},
+                                               "template": template(1)}]},
+                     **spec}}
+
+
+async def verdict(obj: dict, old: dict | None = None, user: str = "alice"):
+    return await validate_job(request(obj, old, user), standard_lookup(), POLICY)
+
+
+async def test_a_queued_rayjob_is_created_suspended():
+    made = await mutate_job(request(rayjob()), standard_lookup(), POLICY)
+    assert made.allowed and made.patch[-len(SUSPEND_PATCH):] == SUSPEND_PATCH
+
+
+async def test_a_pending_rayjob_cannot_be_unsuspended_by_its_owner():
+    pending = changed(rayjob(), suspend=True)
+    denied = await verdict(changed(pending, suspend=False), pending)
+    assert not denied.allowed
+    assert "spec.suspend: alice may not unsuspend a RayJob that admitter has not admitted" in (
+        denied.message)
+
+
+async def test_a_rayjob_keeping_its_cluster_or_autoscaling_is_refused_naming_each_field():
+    job = rayjob(suspend=True, shutdownAfterJobFinishes=False)
+    job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    denied = await verdict(job)
+    assert not denied.allowed
+    assert "spec.shutdownAfterJobFinishes: is false: the Ray cluster would hold its quota " \
+           "after the job ends; set it to true" in denied.message
+    assert "spec.rayClusterSpec.enableInTreeAutoscaling: is true" in denied.message
+
+
+async def test_a_rayjob_on_an_existing_cluster_is_refused():
+    job = rayjob(suspend=True, clusterSelector={"ray.io/cluster": "shared"})
+    del job["spec"]["rayClusterSpec"]
+    denied = await verdict(job)
+    assert not denied.allowed
+    assert 'spec.clusterSelector: is {"ray.io/cluster": "shared"}' in denied.message
+
+
+async def test_a_setting_made_before_the_webhook_does_not_block_later_updates_but_a_new_one_does():
+    old = rayjob(suspend=True, shutdownAfterJobFinishes=False)
+    assert (await verdict(changed(old, annotations={"note": "x"}), old)).allowed
+    autoscaled = changed(old, annotations={"note": "x"})
+    autoscaled["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    denied = await verdict(autoscaled, old)
+    assert "enableInTreeAutoscaling" in denied.message
+    assert "shutdownAfterJobFinishes" not in denied.message
