@@ -11,16 +11,14 @@ job ends refused naming the field."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from admitter_world import apply_all, cluster_topology, in_process_controller, priority_class
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import GPU, admitted_to, read, workload_of
+from kubernetes_asyncio.client import ApiClient
+from operator_runs import GPU, UNSUSPEND, admitted_to, clear, read, users_jobs, workload_of
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -60,14 +58,7 @@ async def cleared(api: Kube, namespace: str) -> AsyncIterator[None]:
     """The test's RayJobs and Jobs deleted and their pods gone after it, so later tests find
     the nodes free."""
     yield
-    for kind in (RAYJOBS, kube.JOBS):
-        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
-
-    async def no_pods() -> bool:
-        listed = await api.request("GET", kube.PODS.path(namespace))
-        return not listed["items"]
-
-    await eventually(no_pods, "the test's pods gone", timeout=90.0)
+    await clear(api, namespace, RAYJOBS, kube.JOBS)
 
 
 def pod_template(container: str, gpus: int) -> Obj:
@@ -240,42 +231,19 @@ async def test_the_webhook_suspends_a_users_rayjob_and_refuses_what_admitter_can
         kuberay_operator: None, api: Kube, kube_client: ApiClient, namespace: str,
         webhooks: None, user_client: ApiClient) -> None:  # noqa: F811 (fixtures)
     await cluster_topology(api)
-    rbac = RbacAuthorizationV1Api(kube_client)
-    await rbac.create_namespaced_role(namespace, {
-        "metadata": {"name": "rayjob-editor"},
-        "rules": [{"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["*"]}]})
-    await rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "alice-edits-rayjobs"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "rayjob-editor"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                      "name": "alice"}]})
-    as_user = CustomObjectsApi(user_client)
-    group, version = RAYJOBS.group_version.split("/")
-
-    async def refusal(body: object) -> str:
-        with pytest.raises(ApiException) as error:
-            if isinstance(body, list):
-                await as_user.patch_namespaced_custom_object(group, version, namespace,
-                                                             "rayjobs", "tune", body)
-            else:
-                await as_user.create_namespaced_custom_object(group, version, namespace,
-                                                              "rayjobs", body)
-        return str(json.loads(error.value.body)["message"])
-
+    rayjobs = await users_jobs(kube_client, user_client, namespace, RAYJOBS)
     keeps_cluster = queued_rayjob(namespace, "keeps")
     keeps_cluster["spec"]["shutdownAfterJobFinishes"] = False
     assert ("spec.shutdownAfterJobFinishes: is false: the Ray cluster would hold its quota "
-            "after the job ends; set it to true") in await refusal(keeps_cluster)
+            "after the job ends; set it to true") in await rayjobs.refused(
+                rayjobs.create(keeps_cluster))
 
     wanted = queued_rayjob(namespace, "tune")
     wanted["spec"]["suspend"] = False
-    created = await as_user.create_namespaced_custom_object(group, version, namespace,
-                                                            "rayjobs", wanted)
-    assert created["spec"]["suspend"] is True
-    unsuspend = [{"op": "replace", "path": "/spec/suspend", "value": False}]
+    assert (await rayjobs.create(wanted))["spec"]["suspend"] is True
     assert "spec.suspend: alice may not unsuspend a RayJob that admitter has not admitted" in (
-        await refusal(unsuspend))
+        await rayjobs.refused(rayjobs.patch("tune", UNSUSPEND)))
     autoscale = [{"op": "add", "path": "/spec/rayClusterSpec/enableInTreeAutoscaling",
                   "value": True}]
-    assert "spec.rayClusterSpec.enableInTreeAutoscaling: is true" in await refusal(autoscale)
+    assert "spec.rayClusterSpec.enableInTreeAutoscaling: is true" in (
+        await rayjobs.refused(rayjobs.patch("tune", autoscale)))

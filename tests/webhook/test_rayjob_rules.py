@@ -1,10 +1,9 @@
-"""The job webhooks on a RayJob: suspended on create, no unsuspend without an admission, and
-the settings admitter cannot account for refused when a request sets them."""
+"""The job webhooks on a RayJob: the settings admitter cannot account for refused when a
+request sets them (what every queued kind shares is in test_queued_kinds.py)."""
 
-from review_fixtures import NAMESPACE, POLICY, changed, request, standard_lookup
+from review_fixtures import NAMESPACE, changed, verdict
 
 from admitter.api.contract import QUEUE_LABEL
-from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job, validate_job
 
 
 def rayjob(**spec: object) -> dict:
@@ -24,22 +23,6 @@ def rayjob(**spec: object) -> dict:
                                                "template": template(1)}]},
                      **spec}}
 
-
-async def verdict(obj: dict, old: dict | None = None, user: str = "alice"):
-    return await validate_job(request(obj, old, user), standard_lookup(), POLICY)
-
-
-async def test_a_queued_rayjob_is_created_suspended():
-    made = await mutate_job(request(rayjob()), standard_lookup(), POLICY)
-    assert made.allowed and made.patch[-len(SUSPEND_PATCH):] == SUSPEND_PATCH
-
-
-async def test_a_pending_rayjob_cannot_be_unsuspended_by_its_owner():
-    pending = changed(rayjob(), suspend=True)
-    denied = await verdict(changed(pending, suspend=False), pending)
-    assert not denied.allowed
-    assert "spec.suspend: alice may not unsuspend a RayJob that admitter has not admitted" in (
-        denied.message)
 
 
 async def test_a_rayjob_keeping_its_cluster_or_autoscaling_is_refused_naming_each_field():
