@@ -4,7 +4,7 @@ objects may lack `apiVersion`)."""
 from __future__ import annotations
 
 from admitter.jobs.batch_job import BatchJob
-from admitter.jobs.interface import GenericJob, JobReader, Obj
+from admitter.jobs.interface import GenericJob, JobReader, LabelsPods, Obj
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.rayjob import RayJob
@@ -12,6 +12,9 @@ from admitter.jobs.rayjob import RayJob
 SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind
                                       for kind in (BatchJob(), JobSet(), RayJob())}
 """The kinds the controller queues: watched, guarded by the webhooks, granted in RBAC."""
+POD_LABELS: dict[str, str] = {kind.pod_label: kind.kind for kind in SUSPENDABLE.values()
+                              if isinstance(kind, LabelsPods)}
+"""Label → kind, of the kinds whose pods are told apart by a label naming their job."""
 READERS: dict[str, JobReader] = {**SUSPENDABLE, PlainPod.kind: PlainPod()}
 
 
