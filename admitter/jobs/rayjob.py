@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from admitter.jobs.interface import Obj, PodSetInfo, nested, pointer
+from admitter.jobs.interface import Obj, PodSetInfo, dotted, nested, pointer
 from admitter.jobs.templated import TemplatedJob
 
 HEAD_POD_SET = "head"
@@ -76,6 +76,10 @@ class RayJob(TemplatedJob):
             shapes.append((group["groupName"], worker_pods(group),
                            (*CLUSTER, "workerGroupSpecs", str(index), "template", "spec")))
         return shapes
+
+    def size_field(self, path: tuple[str, ...]) -> str:
+        """The group whose template is at `path` (a worker group's `replicas` sizes it)."""
+        return dotted(path[:-2])
 
     def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
         """Worker groups of no pods (suspended, or sized 0) are left out: a Workload's pod

@@ -1,9 +1,11 @@
 """The job webhooks on a RayJob: the settings admitter cannot account for refused when a
 request sets them (what every queued kind shares is in test_queued_kinds.py)."""
 
+import copy
+
 from review_fixtures import NAMESPACE, changed, verdict
 
-from admitter.api.contract import QUEUE_LABEL
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 
 
 def rayjob(**spec: object) -> dict:
@@ -51,3 +53,14 @@ async def test_a_setting_made_before_the_webhook_does_not_block_later_updates_bu
     denied = await verdict(autoscaled, old)
     assert "enableInTreeAutoscaling" in denied.message
     assert "shutdownAfterJobFinishes" not in denied.message
+
+
+async def test_an_admitted_rayjob_cannot_grow_a_worker_group_naming_the_group():
+    running = changed(rayjob(), suspend=False,
+                      annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
+    grown = copy.deepcopy(running)
+    grown["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 4
+    denied = await verdict(grown, running)
+    assert not denied.allowed
+    assert ("spec.rayClusterSpec.workerGroupSpecs[0]: the RayJob is admitted with 2 pods in "
+            "pod set 'gpu'; it cannot change to 4 while admitted") in denied.message
