@@ -1,5 +1,6 @@
 """The job webhooks on a RayJob: the settings admitter cannot account for refused when a
-request sets them (what every queued kind shares is in test_queued_kinds.py)."""
+request sets them, and a resize while admitted named by its worker group (what every queued
+kind shares is in test_queued_kinds.py)."""
 
 import copy
 
