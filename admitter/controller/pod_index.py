@@ -24,13 +24,10 @@ from admitter.controller.informer import Key, StoreWatcher, key_of
 from admitter.controller.kube import Obj
 from admitter.controller.translate import TERMINAL_POD_PHASES, job_owner, pod_requests
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
-from admitter.jobs.interface import LabelsPods
-from admitter.jobs.registry import SUSPENDABLE
+from admitter.jobs.registry import POD_LABELS
 
 JobKey = tuple[str, str, str]
 """(kind, namespace, name) of a job."""
-_POD_LABELS = [(kind.kind, kind.pod_label) for kind in SUSPENDABLE.values()
-               if isinstance(kind, LabelsPods)]
 
 
 class _Running(NamedTuple):
@@ -162,7 +159,7 @@ def _job_of(pod: Obj, owner: Obj | None) -> JobKey | None:
     """The job a pod counts for: the one its kind's label names, else its owning Job."""
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
-    for kind, label in _POD_LABELS:
+    for label, kind in POD_LABELS.items():
         if label in labels:
             return kind, meta["namespace"], str(labels[label])
     return None if owner is None else (str(owner["kind"]), meta["namespace"], str(owner["name"]))

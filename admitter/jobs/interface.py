@@ -94,6 +94,16 @@ class LabelsPods(Protocol):
     pod_label: str
 
 
+@runtime_checkable
+class RefusesSpecs(Protocol):
+    """A kind some valid specs of which admitter cannot account for (a RayJob keeping its
+    cluster, and the GPUs, after its job ends): the webhooks refuse those specs."""
+
+    def unsupported(self, obj: Obj) -> list[tuple[str, str]]:
+        """(field, why and what to do) for each setting admitter refuses."""
+        ...
+
+
 def dotted(path: Sequence[str]) -> str:
     """A path as denials name fields: `spec.replicatedJobs[1].template`."""
     return "".join(f"[{step}]" if step.isdigit() else f".{step}" for step in path).lstrip(".")

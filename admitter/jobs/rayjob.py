@@ -10,19 +10,29 @@ and would ask quota for pods that never run; growth beyond the start size is the
 business, which a queued RayJob should not use (it would outgrow its admission).
 
 The submitter pod KubeRay adds in `K8sJobMode` (a small CPU-only Job that runs
-`ray job submit` once the cluster is up) is not a pod set here."""
+`ray job submit` once the cluster is up) is not a pod set here.
+
+KubeRay labels the Ray pods only with the generated RayCluster's name (`ray.io/cluster`), and
+they are owned by that RayCluster, not by the RayJob. So admitter labels the head and worker
+templates with the RayJob's name (`POD_LABEL`) in the same patch that starts it; KubeRay copies
+template labels onto every pod it makes, so the running pods name their RayJob directly, as a
+JobSet's do. The label goes again when the RayJob is restored after an eviction."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
-from admitter.jobs.interface import Obj, PodSetInfo
+from admitter.jobs.interface import Obj, PodSetInfo, dotted, nested, pointer
 from admitter.jobs.templated import TemplatedJob
 
 HEAD_POD_SET = "head"
 CLUSTER = ("spec", "rayClusterSpec")
 SUCCEEDED = "SUCCEEDED"
 FAILED_DEPLOYMENTS = frozenset({"Failed", "ValidationFailed"})
+POD_LABEL = "admitter.dev/rayjob-name"
+"""Put on a started RayJob's head and worker templates: its pods name the RayJob."""
 
 
 def _count(group: Obj, field: str, default: int) -> int:
@@ -53,6 +63,7 @@ class RayJob(TemplatedJob):
     workload_prefix = "rayjob"
     plural = "rayjobs"
     name_label = False
+    pod_label = POD_LABEL
 
     def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
         cluster: Any = obj["spec"].get("rayClusterSpec")
@@ -66,10 +77,49 @@ class RayJob(TemplatedJob):
                            (*CLUSTER, "workerGroupSpecs", str(index), "template", "spec")))
         return shapes
 
+    def size_field(self, path: tuple[str, ...]) -> str:
+        """The group whose template is at `path` (a worker group's `replicas` sizes it)."""
+        return dotted(path[:-2])
+
     def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
         """Worker groups of no pods (suspended, or sized 0) are left out: a Workload's pod
         set holds at least one pod. Their templates are still pinned, like the others."""
         return [pod_set for pod_set in super().pod_sets(obj) if pod_set.count > 0]
+
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
+        name = obj["metadata"]["name"]
+        return [*super().run_patch(obj, workload_name, domain),
+                *(_label_op(obj, path[:-1], name) for _, _, path in self.pod_set_shapes(obj))]
+
+    def restore_patch(self, obj: Obj) -> list[Obj]:
+        return [*super().restore_patch(obj),
+                *(op for _, _, path in self.pod_set_shapes(obj)
+                  if (op := _unlabel_op(obj, path[:-1])))]
+
+    def unsupported(self, obj: Obj) -> list[tuple[str, str]]:
+        """What Kueue's RayJob webhook refuses too: a queued RayJob makes its own cluster,
+        of pods counted at admission, and takes it down when the job ends."""
+        spec = obj.get("spec") or {}
+        cluster = spec.get("rayClusterSpec") or {}
+        found = []
+        if spec.get("clusterSelector"):
+            found.append(("spec.clusterSelector", (
+                f"is {json.dumps(spec['clusterSelector'])}: a queued RayJob cannot run on an "
+                "existing Ray cluster, whose pods admitter never admitted; remove it and "
+                "describe the cluster in spec.rayClusterSpec")))
+        if not spec.get("shutdownAfterJobFinishes"):
+            found.append(("spec.shutdownAfterJobFinishes", (
+                f"is {json.dumps(spec.get('shutdownAfterJobFinishes', False))}: the Ray cluster "
+                "would hold its quota after the job ends; set it to true")))
+        if cluster.get("enableInTreeAutoscaling"):
+            found.append(("spec.rayClusterSpec.enableInTreeAutoscaling", (
+                "is true: the autoscaler would change the pod counts admitter admitted; "
+                "set it to false and size each worker group with replicas")))
+        for index, group in enumerate(cluster.get("workerGroupSpecs") or ()):
+            if isinstance(group, dict) and group.get("groupName") == HEAD_POD_SET:
+                found.append((f"spec.rayClusterSpec.workerGroupSpecs[{index}].groupName", (
+                    f"is {HEAD_POD_SET!r}, the name of the head's pod set; rename the group")))
+        return found
 
     def pods_ready(self, obj: Obj) -> int:
         """The Ray cluster's ready pods as KubeRay counts them: its ready workers, and the
@@ -93,3 +143,31 @@ class RayJob(TemplatedJob):
                 return True, "the RayJob succeeded"
             return False, f"the RayJob's Ray job ended {job}"
         return None
+
+
+def _label_op(obj: Obj, template: tuple[str, ...], name: str) -> Obj:
+    """The JSON patch op putting POD_LABEL (valued `name`) on the pod template at `template`,
+    making its metadata or labels if the user wrote none."""
+    metadata = nested(obj, template).get("metadata")
+    if metadata is None:
+        return {"op": "add", "path": pointer((*template, "metadata")),
+                "value": {"labels": {POD_LABEL: name}}}
+    if metadata.get("labels") is None:
+        return {"op": "add", "path": pointer((*template, "metadata", "labels")),
+                "value": {POD_LABEL: name}}
+    return {"op": "add", "path": pointer((*template, "metadata", "labels", POD_LABEL)),
+            "value": name}
+
+
+def _unlabel_op(obj: Obj, template: tuple[str, ...]) -> Obj:
+    """The JSON patch op taking POD_LABEL off the pod template at `template`, with the labels
+    or metadata it alone filled (so the template is the user's again); none if not there."""
+    metadata = nested(obj, template).get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if POD_LABEL not in labels:
+        return {}
+    if len(labels) > 1:
+        return {"op": "remove", "path": pointer((*template, "metadata", "labels", POD_LABEL))}
+    if len(metadata) > 1:
+        return {"op": "remove", "path": pointer((*template, "metadata", "labels"))}
+    return {"op": "remove", "path": pointer((*template, "metadata"))}

@@ -4,18 +4,18 @@ objects may lack `apiVersion`)."""
 from __future__ import annotations
 
 from admitter.jobs.batch_job import BatchJob
-from admitter.jobs.interface import GenericJob, JobReader, Obj
+from admitter.jobs.interface import GenericJob, JobReader, LabelsPods, Obj
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.rayjob import RayJob
 
-SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind for kind in (BatchJob(), JobSet())}
+SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind
+                                      for kind in (BatchJob(), JobSet(), RayJob())}
 """The kinds the controller queues: watched, guarded by the webhooks, granted in RBAC."""
-INTERFACES: dict[str, GenericJob] = {**SUSPENDABLE, RayJob.kind: RayJob()}
-"""Every kind the job interface can read, start and suspend. RayJob is not queued yet: its
-pods are made by a RayCluster and carry no label naming the RayJob, so the controller could
-not yet tell them from other work."""
-READERS: dict[str, JobReader] = {**INTERFACES, PlainPod.kind: PlainPod()}
+POD_LABELS: dict[str, str] = {kind.pod_label: kind.kind for kind in SUSPENDABLE.values()
+                              if isinstance(kind, LabelsPods)}
+"""Label → kind, of the kinds whose pods are told apart by a label naming their job."""
+READERS: dict[str, JobReader] = {**SUSPENDABLE, PlainPod.kind: PlainPod()}
 
 
 def reader_of(obj: Obj) -> JobReader:
@@ -25,4 +25,4 @@ def reader_of(obj: Obj) -> JobReader:
 
 def job_of(obj: Obj) -> GenericJob:
     """The suspendable kind of `obj`; a Job when the object does not say."""
-    return INTERFACES[obj.get("kind") or BatchJob.kind]
+    return SUSPENDABLE[obj.get("kind") or BatchJob.kind]

@@ -1,7 +1,7 @@
 """The job webhooks: queued jobs of every kind admitter suspends (`SUSPENDABLE`: Jobs,
-JobSets) start suspended, and users cannot run them, resize them while admitted, move them or
-declare a contract admitter cannot honour. Kinds differ only in their pod sets, read through
-the job interface.
+JobSets, RayJobs) start suspended, and users cannot run them, resize them while admitted, move
+them, declare a contract admitter cannot honour or use settings it cannot account for
+(`RefusesSpecs`). Kinds differ only in their pod sets, read through the job interface.
 
 Jobs carrying the queue label reach these handlers (the webhooks' objectSelector), and on
 UPDATE only what changed is re-checked, so a queue or cap edited later never blocks the
@@ -41,7 +41,7 @@ from admitter.controller.translate import (
 )
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
-from admitter.jobs.interface import PodSetInfo, dotted
+from admitter.jobs.interface import PodSetInfo, RefusesSpecs, dotted
 from admitter.jobs.registry import reader_of
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
@@ -182,6 +182,7 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
         problems += _suspend_problems(request)
         problems += _admitted_size_problems(request.kind, new, old)
     problems += _size_problems(new, old)
+    problems += _unsupported_problems(new, old)
     queue = _queue(new)
     joining = queue is not None and (old is None or _queue(old) != queue)
     if joining and old is not None and not problems:
@@ -281,6 +282,16 @@ def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
                 f"{pod_set.count} pods is more than a Workload holds ({MAX_POD_COUNT}); "
                 "split the job"
             )
+
+
+def _unsupported_problems(new: Job, old: Job | None) -> Iterator[Problem]:
+    """The kind's settings admitter cannot account for, when set by this request (a job
+    created before the webhook stays manageable)."""
+    reader = reader_of(dict(new))
+    if not isinstance(reader, RefusesSpecs):
+        return
+    before = set(reader.unsupported(dict(old))) if old is not None else set()
+    yield from (problem for problem in reader.unsupported(dict(new)) if problem not in before)
 
 
 def _pod_sets(job: Job) -> list[PodSetInfo] | None:

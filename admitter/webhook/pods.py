@@ -13,6 +13,7 @@ from typing import Any
 from admitter.api.contract import QUEUE_LABEL
 from admitter.controller.translate import ADMISSION_GATE, is_gated, job_owner, pod_requests
 from admitter.core.model import GPU
+from admitter.jobs.registry import POD_LABELS
 from admitter.webhook.jobs import (
     JobPolicy,
     Problem,
@@ -90,5 +91,8 @@ def _gate_problems(new: Pod, old: Pod) -> Iterator[Problem]:
 
 
 def _queued_kind(pod: Pod) -> bool:
-    """A plain Pod (no Job owns it) that requests GPUs."""
-    return job_owner(pod) is None and pod_requests(pod.get("spec") or {}).get(GPU, 0) > 0
+    """A plain Pod (no queued job owns it or, for the kinds whose pods a label names, names
+    it: a queued RayJob's Ray pods are owned by its RayCluster) that requests GPUs."""
+    labels = pod["metadata"].get("labels") or {}
+    return (job_owner(pod) is None and not POD_LABELS.keys() & labels.keys()
+            and pod_requests(pod.get("spec") or {}).get(GPU, 0) > 0)

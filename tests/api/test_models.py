@@ -13,6 +13,7 @@ from admitter.api.errors import InputError
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
+from admitter.jobs.interface import RefusesSpecs
 from admitter.jobs.registry import SUSPENDABLE, job_of
 
 MANIFESTS = Path(__file__).parents[2] / "examples" / "manifests"
@@ -39,6 +40,7 @@ def test_example_jobs_are_of_kinds_admitter_queues(document):
     kind = job_of(document)
     assert document["apiVersion"] == kind.api_version and kind.kind in SUSPENDABLE
     assert all(pod_set.count > 0 for pod_set in kind.pod_sets(document))
+    assert not isinstance(kind, RefusesSpecs) or kind.unsupported(document) == []
 
 
 def test_every_kind_has_an_example():

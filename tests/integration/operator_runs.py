@@ -1,14 +1,22 @@
 """What the tests that drive a job kind through its real operator share: the Workload fields
-the controller's writes read, and the job as the API server has it now."""
+the controller's writes read, the job as the API server has it now, a user allowed to edit
+the kind, and a namespace cleared of jobs after a test."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable
+
+import pytest
 from admitter_world import workloads
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller.actions import resource_of
-from admitter.controller.kube import Kube, Obj
+from admitter.controller.kube import Kind, Kube, Obj
 from admitter.jobs.registry import job_of
 from admitter.testing import RACK_LABEL
+from admitter.testing.waiting import eventually
 
 GPU = "nvidia.com/gpu"
 
@@ -31,3 +39,63 @@ async def workload_of(api: Kube, job: Obj) -> Obj | None:
     return next((wl for wl in listed
                  if any(owner.get("uid") == job["metadata"]["uid"]
                         for owner in wl["metadata"].get("ownerReferences") or ())), None)
+
+
+UNSUSPEND = [{"op": "replace", "path": "/spec/suspend", "value": False}]
+
+
+class UserJobs:
+    """A user's requests on one kind of job in one namespace, through the API server and so
+    through admitter's webhooks (`users_jobs` makes it)."""
+
+    def __init__(self, user_client: ApiClient, kind: Kind, namespace: str) -> None:
+        self.api = CustomObjectsApi(user_client)
+        self.kind, self.namespace = kind, namespace
+        self.group, self.version = kind.group_version.split("/")
+
+    async def create(self, body: Obj) -> Obj:
+        made: Obj = await self.api.create_namespaced_custom_object(
+            self.group, self.version, self.namespace, self.kind.plural, body)
+        return made
+
+    async def patch(self, name: str, ops: list[Obj]) -> Obj:
+        patched: Obj = await self.api.patch_namespaced_custom_object(
+            self.group, self.version, self.namespace, self.kind.plural, name, ops)
+        return patched
+
+    @staticmethod
+    async def refused(request: Awaitable[Obj]) -> str:
+        """The message of the API server's refusal of `request`."""
+        with pytest.raises(ApiException) as error:
+            await request
+        return str(json.loads(error.value.body)["message"])
+
+
+async def users_jobs(kube_client: ApiClient, user_client: ApiClient, namespace: str,
+                     kind: Kind, user: str = "alice") -> UserJobs:
+    """`user` (whom `user_client` authenticates) allowed anything on jobs of `kind` in
+    `namespace`, and their requests."""
+    group, resource = kind.group_version.split("/")[0], kind.plural
+    rbac = RbacAuthorizationV1Api(kube_client)
+    await rbac.create_namespaced_role(namespace, {
+        "metadata": {"name": f"{resource}-editor"},
+        "rules": [{"apiGroups": [group], "resources": [resource], "verbs": ["*"]}]})
+    await rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": f"{user}-edits-{resource}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": f"{resource}-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+    return UserJobs(user_client, kind, namespace)
+
+
+async def clear(api: Kube, namespace: str, *kinds: Kind) -> None:
+    """Delete every job of `kinds` in `namespace` and wait for its pods to be gone, so later
+    tests find the nodes free."""
+    for kind in kinds:
+        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
+
+    async def no_pods() -> bool:
+        listed = await api.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+        return not listed["items"]
+
+    await eventually(no_pods, "the test's pods gone", timeout=90.0)

@@ -8,7 +8,6 @@ and a gang too big for any rack waiting with a reason naming the rack level."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,9 +21,9 @@ from admitter_world import (
     priority_class,
     running,
 )
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
+from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import GPU, admitted_to, read, workload_of
+from operator_runs import GPU, UNSUSPEND, admitted_to, clear, read, users_jobs, workload_of
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -65,14 +64,7 @@ async def cleared(api: Kube, namespace: str) -> AsyncIterator[None]:
     """The test's JobSets and Jobs (an orphaned JobSet's too) deleted and their pods gone
     after it, so later tests find the nodes free."""
     yield
-    for kind in (JOBSETS, kube.JOBS):
-        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
-
-    async def no_pods() -> bool:
-        listed = await api.request("GET", kube.PODS.path(namespace))
-        return not listed["items"]
-
-    await eventually(no_pods, "the test's pods gone", timeout=90.0)
+    await clear(api, namespace, JOBSETS, kube.JOBS)
 
 
 def pod_template(gpus: int) -> Obj:
@@ -257,29 +249,11 @@ async def test_the_webhook_suspends_a_users_jobset_and_denies_a_forged_unsuspend
         jobset_operator: None, api: Kube, kube_client: ApiClient, namespace: str,
         webhooks: None, user_client: ApiClient) -> None:  # noqa: F811 (fixtures)
     await cluster_topology(api)
-    rbac = RbacAuthorizationV1Api(kube_client)
-    await rbac.create_namespaced_role(namespace, {
-        "metadata": {"name": "jobset-editor"},
-        "rules": [{"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["*"]}]})
-    await rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "alice-edits-jobsets"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "jobset-editor"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                      "name": "alice"}]})
-    as_user = CustomObjectsApi(user_client)
-    group, version = JOBSETS.group_version.split("/")
+    jobsets = await users_jobs(kube_client, user_client, namespace, JOBSETS)
     wanted = queued_jobset(namespace, "train", 4)
     wanted["spec"]["suspend"] = False
-    created = await as_user.create_namespaced_custom_object(group, version, namespace,
-                                                            "jobsets", wanted)
-    assert created["spec"]["suspend"] is True
-    with pytest.raises(ApiException) as error:
-        await as_user.patch_namespaced_custom_object(group, version, namespace, "jobsets",
-                                                     "train", [{"op": "replace",
-                                                               "path": "/spec/suspend",
-                                                               "value": False}])
-    message = json.loads(error.value.body)["message"]
+    assert (await jobsets.create(wanted))["spec"]["suspend"] is True
+    message = await jobsets.refused(jobsets.patch("train", UNSUSPEND))
     assert "spec.suspend: alice may not unsuspend a JobSet that admitter has not admitted" in (
         message)
 

@@ -1,24 +1,44 @@
 """RayJob through admitter's job interface against KubeRay's real operator: a suspended RayJob
 gets no Ray cluster; the writes the controller makes for an admission (pin the head and every
-worker group to the admitted domain, unsuspend) make KubeRay create its RayCluster, whose pods
-kube-scheduler places in that domain; an eviction (suspend) makes KubeRay delete the cluster,
-and after the user's own placement is restored it runs again in another domain."""
+worker group to the admitted domain, label them with the RayJob, unsuspend) make KubeRay create
+its RayCluster, whose pods carry the label and are placed in that domain; an eviction (suspend)
+makes KubeRay delete the cluster, and after the user's own templates are restored it runs again
+in another domain. Then end to end, with admitter's controller (and, for users' requests, its
+webhooks) running: a queued RayJob admitted in a rack, its pods counted as its admission,
+preempted by a higher-priority Job (its cluster torn down), waiting suspended while the queue
+has no room and admitted again once there is; a forged unsuspend and a cluster kept after the
+job ends refused naming the field."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
-from operator_runs import GPU, admitted_to, read
+from admitter_world import apply_all, cluster_topology, in_process_controller, priority_class
+from kubernetes_asyncio.client import ApiClient
+from operator_runs import GPU, UNSUSPEND, admitted_to, clear, read, users_jobs, workload_of
+from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
+from admitter.api.contract import (
+    ADMITTED_WORKLOAD_ANNOTATION,
+    ORIGINAL_AFFINITY_ANNOTATION,
+    QUEUE_LABEL,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+)
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
+from admitter.controller import kube
 from admitter.controller.actions import Actions, resource_of
 from admitter.controller.kube import Kube, Obj
-from admitter.jobs.rayjob import RayJob
-from admitter.testing import LocalCluster
+from admitter.controller.translate import condition
+from admitter.core.decisions import EvictionReason
+from admitter.jobs.rayjob import POD_LABEL, RayJob
+from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.kuberay_operator import running_kuberay_operator
 from admitter.testing.waiting import eventually
+
+from builders.kube import JobWrapper, cluster_queue, local_queue
 
 pytestmark = pytest.mark.integration
 RAYJOBS = resource_of(RayJob())
@@ -31,6 +51,14 @@ def kuberay_operator(local_cluster: LocalCluster,
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with running_kuberay_operator(local_cluster, tmp_path_factory.mktemp("kuberay")):
         yield
+
+
+@pytest.fixture(autouse=True)
+async def cleared(api: Kube, namespace: str) -> AsyncIterator[None]:
+    """The test's RayJobs and Jobs deleted and their pods gone after it, so later tests find
+    the nodes free."""
+    yield
+    await clear(api, namespace, RAYJOBS, kube.JOBS)
 
 
 def pod_template(container: str, gpus: int) -> Obj:
@@ -98,6 +126,8 @@ async def test_a_rayjobs_cluster_runs_in_the_admitted_rack_and_in_another_after_
     assert {racks.get(node) for node in placed.values()} == {"rack-1"}
     (made,) = await ray_clusters(api, namespace)
     assert made["metadata"]["ownerReferences"][0]["name"] == job["metadata"]["name"]
+    assert {p["metadata"]["labels"][POD_LABEL] for p in await cluster_pods(api, job)} == {
+        job["metadata"]["name"]}
 
     # Evicted: KubeRay deletes the Ray cluster; back to pending: the user's own placement.
     await actions.suspend_job(await read(api, job))
@@ -113,6 +143,7 @@ async def test_a_rayjobs_cluster_runs_in_the_admitted_rack_and_in_another_after_
     cluster = restored["spec"]["rayClusterSpec"]
     for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
         assert "affinity" not in group["template"]["spec"]
+        assert "metadata" not in group["template"]
     marks = restored["metadata"].get("annotations") or {}
     assert ADMITTED_WORKLOAD_ANNOTATION not in marks and ORIGINAL_AFFINITY_ANNOTATION not in marks
 
@@ -120,3 +151,99 @@ async def test_a_rayjobs_cluster_runs_in_the_admitted_rack_and_in_another_after_
     placed = await eventually(lambda: bound_pods(api, job), "the cluster's pods bound again",
                               timeout=90.0)
     assert {racks.get(node) for node in placed.values()} == {"rack-2"}
+
+
+# End to end, with admitter's controller (and, for users' requests, its webhooks) running ---
+
+
+def queued_rayjob(namespace: str, name: str) -> Obj:
+    """`head_and_workers` in LocalQueue `default`, needing one rack."""
+    job = head_and_workers(namespace)
+    job["metadata"].update(name=name, labels={QUEUE_LABEL: "default"},
+                           annotations={TOPOLOGY_REQUIRED_ANNOTATION: RACK_LABEL})
+    return job
+
+
+def rack_pin(pod: Obj) -> list[str]:
+    """The racks the pod's required node affinity allows."""
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return [value for term in terms for expression in term["matchExpressions"]
+            if expression["key"] == RACK_LABEL for value in expression["values"]]
+
+
+async def test_a_queued_rayjob_is_preempted_by_a_higher_priority_job_and_waits_for_room(
+        kuberay_operator: None, api: Kube, namespace: str, kubeconfig: Path) -> None:
+    await cluster_topology(api)
+    await priority_class(api, "rayjob-high", 100)
+    name = f"rayjobs-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
+                    local_queue(name, namespace=namespace))
+    # The user keeps the Ray cluster in rack-1: once that rack is taken, it has to wait.
+    wanted = queued_rayjob(namespace, "tune")
+    cluster = wanted["spec"]["rayClusterSpec"]
+    for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+        group["template"]["spec"]["nodeSelector"] = {RACK_LABEL: "rack-1"}
+    job = await api.create(RAYJOBS, wanted)
+    async with in_process_controller(kubeconfig) as controller:
+        placed = await eventually(lambda: bound_pods(api, job), "head and 3 workers bound",
+                                  timeout=90.0)
+        wl = await workload_of(api, job)
+        assert wl is not None
+        assert [p["name"] for p in wl["spec"]["podSets"]] == ["head", "gpu"]
+        assert wl["status"]["admission"]["topologyDomain"][RACK_LABEL] == "rack-1"
+        for pod in await cluster_pods(api, job):
+            assert rack_pin(pod) == ["rack-1"]
+            assert pod["metadata"]["labels"][POD_LABEL] == "tune"
+        # KubeRay's pods are counted as the RayJob's admission, not as foreign usage.
+        assert not set(controller.caches.foreign_usage()) & set(placed.values())
+
+        # Funded (a min runtime), of higher priority and needing all of rack-1: it may
+        # preempt the unfunded RayJob.
+        await apply_all(api, JobWrapper("high", namespace).pods(2).gpus(8).min_runtime("1h")
+                        .priority_class("rayjob-high").node_selector(RACK_LABEL, "rack-1")
+                        .obj())
+
+        async def torn_down() -> bool:
+            return await ray_clusters(api, namespace) == [] and not await cluster_pods(api, job)
+
+        await eventually(torn_down, "the preempted RayJob's cluster deleted", timeout=90.0)
+
+        async def waiting() -> Obj | None:
+            found = await workload_of(api, job)
+            shown = condition(found, CONDITION_QUOTA_RESERVED) if found else None
+            return shown if shown and shown["status"] == "False" else None
+
+        await eventually(waiting, "the RayJob's Workload pending", timeout=60.0)
+        assert (await read(api, job))["spec"]["suspend"] is True
+        assert await ray_clusters(api, namespace) == []
+
+        await api.request("DELETE", kube.JOBS.path(namespace) + "/high",
+                          {"propagationPolicy": "Background"})
+        await eventually(lambda: bound_pods(api, job), "the RayJob's cluster back once room",
+                         timeout=120.0)
+    events = await api.request("GET", kube.EVENTS.path(namespace))
+    assert any(e["reason"] == EvictionReason.PREEMPTED.value
+               and e["involvedObject"]["kind"] == "RayJob" for e in events["items"])
+
+
+async def test_the_webhook_suspends_a_users_rayjob_and_refuses_what_admitter_cannot_count(
+        kuberay_operator: None, api: Kube, kube_client: ApiClient, namespace: str,
+        webhooks: None, user_client: ApiClient) -> None:  # noqa: F811 (fixtures)
+    await cluster_topology(api)
+    rayjobs = await users_jobs(kube_client, user_client, namespace, RAYJOBS)
+    keeps_cluster = queued_rayjob(namespace, "keeps")
+    keeps_cluster["spec"]["shutdownAfterJobFinishes"] = False
+    assert ("spec.shutdownAfterJobFinishes: is false: the Ray cluster would hold its quota "
+            "after the job ends; set it to true") in await rayjobs.refused(
+                rayjobs.create(keeps_cluster))
+
+    wanted = queued_rayjob(namespace, "tune")
+    wanted["spec"]["suspend"] = False
+    assert (await rayjobs.create(wanted))["spec"]["suspend"] is True
+    assert "spec.suspend: alice may not unsuspend a RayJob that admitter has not admitted" in (
+        await rayjobs.refused(rayjobs.patch("tune", UNSUSPEND)))
+    autoscale = [{"op": "add", "path": "/spec/rayClusterSpec/enableInTreeAutoscaling",
+                  "value": True}]
+    assert "spec.rayClusterSpec.enableInTreeAutoscaling: is true" in (
+        await rayjobs.refused(rayjobs.patch("tune", autoscale)))

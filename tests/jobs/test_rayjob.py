@@ -12,7 +12,7 @@ from admitter.api.contract import (
 )
 from admitter.controller.converge import equivalent
 from admitter.controller.translate import workload_for
-from admitter.jobs.rayjob import RayJob, worker_pods
+from admitter.jobs.rayjob import POD_LABEL, RayJob, worker_pods
 from admitter.jobs.registry import job_of
 
 
@@ -90,6 +90,10 @@ def test_starting_a_rayjob_pins_every_group_and_restoring_gives_back_the_users_o
     assert len(worker_term["matchExpressions"]) == 2   # the user's own term, narrowed
     # Read while admitted, the pod sets are the user's own.
     assert [s.pod_spec.get("affinity") for s in kind.pod_sets(started)] == [None, OWN]
+    # Every template names the RayJob, so KubeRay's pods do.
+    templates = [started["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+                 started["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]]
+    assert [t["metadata"]["labels"] for t in templates] == [{POD_LABEL: "tune"}] * 2
 
     suspended = apply(started, [{"op": "add", "path": "/spec/suspend", "value": True}])
     assert kind.is_suspended(suspended)
@@ -112,3 +116,45 @@ def test_starting_a_rayjob_pins_every_group_and_restoring_gives_back_the_users_o
 ])
 def test_a_rayjob_has_finished_when_kuberay_says_its_deployment_ended(status, ended):
     assert RayJob().finished({**rayjob(), "status": status}) == ended
+
+
+@pytest.mark.parametrize("metadata", [{}, {"labels": None}, {"labels": {"team": "a"}},
+                                      {"annotations": {"note": "x"}}])
+def test_the_pod_label_joins_whatever_metadata_a_template_has_and_leaves_with_the_restore(
+        metadata: dict):
+    kind = RayJob()
+    group = worker_group("gpu", 1, replicas=1)
+    group["template"]["metadata"] = metadata
+    job = rayjob(group)
+    started = apply(job, kind.run_patch(job, "rayjob-tune-abcde", RACK))
+    labels = started["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["metadata"][
+        "labels"]
+    assert labels == {**(metadata.get("labels") or {}), POD_LABEL: "tune"}
+    suspended = apply(started, [{"op": "add", "path": "/spec/suspend", "value": True}])
+    restored = apply(suspended, kind.restore_patch(suspended))
+    template = restored["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
+    assert (template.get("metadata") or {}).get("labels") == (metadata.get("labels") or None)
+
+
+@pytest.mark.parametrize(("change", "field", "says"), [
+    ({"clusterSelector": {"ray.io/cluster": "shared"}}, "spec.clusterSelector",
+     'is {"ray.io/cluster": "shared"}: a queued RayJob cannot run on an existing Ray cluster'),
+    ({"shutdownAfterJobFinishes": False}, "spec.shutdownAfterJobFinishes",
+     "is false: the Ray cluster would hold its quota after the job ends; set it to true"),
+    ({"shutdownAfterJobFinishes": None}, "spec.shutdownAfterJobFinishes", "is false"),
+    ({"rayClusterSpec": {"enableInTreeAutoscaling": True, "workerGroupSpecs": []}},
+     "spec.rayClusterSpec.enableInTreeAutoscaling", "is true: the autoscaler would change"),
+    ({"rayClusterSpec": {"workerGroupSpecs": [worker_group("head", 1)]}},
+     "spec.rayClusterSpec.workerGroupSpecs[0].groupName", "is 'head', the name of the head's"),
+])
+def test_a_rayjob_admitter_cannot_account_for_is_named_by_its_field(change, field, says):
+    job = rayjob(worker_group("gpu", 1, replicas=1))
+    job["spec"].update(change)
+    if job["spec"]["shutdownAfterJobFinishes"] is None:
+        del job["spec"]["shutdownAfterJobFinishes"]
+    ((named, why),) = RayJob().unsupported(job)
+    assert named == field and why.startswith(says), why
+
+
+def test_a_rayjob_that_makes_and_takes_down_its_own_fixed_cluster_is_supported():
+    assert RayJob().unsupported(rayjob(worker_group("gpu", 8, replicas=2))) == []

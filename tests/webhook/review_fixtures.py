@@ -10,9 +10,9 @@ from typing import Any
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
-from admitter.webhook.jobs import JobPolicy
+from admitter.webhook.jobs import JobPolicy, validate_job
 from admitter.webhook.names import CONTROLLER_USERNAME
-from admitter.webhook.review import AdmissionRequest, parse_review
+from admitter.webhook.review import AdmissionRequest, Verdict, parse_review
 
 from builders.kube import JobWrapper, cluster_queue, local_queue, topology
 
@@ -130,3 +130,10 @@ def standard_lookup() -> FakeLookup:
         local_queue("team-b", name="shared", namespace=NAMESPACE),
         topology("default", "topology.admitter.dev/block", "topology.admitter.dev/rack"),
     ])
+
+
+async def verdict(obj: dict[str, Any], old: dict[str, Any] | None = None,
+                  user: str = USER) -> Verdict:
+    """The job validating webhook's answer to `user` creating `obj` (or changing `old` to it)
+    against the standard queues."""
+    return await validate_job(request(obj, old, user), standard_lookup(), POLICY)

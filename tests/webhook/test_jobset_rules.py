@@ -3,10 +3,10 @@ the child Jobs its controller makes left to the JobSet."""
 
 import copy
 
-from review_fixtures import NAMESPACE, POLICY, changed, request, standard_lookup
+from review_fixtures import NAMESPACE, POLICY, changed, request, standard_lookup, verdict
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
-from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job, validate_job
+from admitter.webhook.jobs import mutate_job
 
 
 def jobset(workers: int = 4, gpus: int = 1) -> dict:
@@ -28,22 +28,6 @@ def jobset(workers: int = 4, gpus: int = 1) -> dict:
 def admitted(obj: dict) -> dict:
     return changed(obj, suspend=False, annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"})
 
-
-async def verdict(obj: dict, old: dict | None = None, user: str = "alice"):
-    return await validate_job(request(obj, old, user), standard_lookup(), POLICY)
-
-
-async def test_a_queued_jobset_is_created_suspended():
-    made = await mutate_job(request(jobset()), standard_lookup(), POLICY)
-    assert made.allowed and made.patch[-len(SUSPEND_PATCH):] == SUSPEND_PATCH
-
-
-async def test_a_pending_jobset_cannot_be_unsuspended_by_its_owner():
-    pending = changed(jobset(), suspend=True)
-    denied = await verdict(changed(pending, suspend=False), pending)
-    assert not denied.allowed
-    assert "spec.suspend: alice may not unsuspend a JobSet that admitter has not admitted" in (
-        denied.message)
 
 
 async def test_an_admitted_jobset_cannot_grow_a_replicated_job_or_its_pods():

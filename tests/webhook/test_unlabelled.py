@@ -18,6 +18,7 @@ from review_fixtures import (
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.controller.translate import ADMISSION_GATE
+from admitter.jobs.rayjob import POD_LABEL
 from admitter.webhook.jobs import mutate_job
 from admitter.webhook.pods import mutate_pod, validate_pod
 
@@ -104,7 +105,15 @@ async def test_a_plain_gpu_pod_is_gated_and_labelled_with_its_queue():
         {"name": "example.com/other"}, GATE]
 
 
-@pytest.mark.parametrize("given", [pod(gpus=0), pod(owner="Job")])
+def ray_worker() -> dict:
+    """A queued RayJob's worker as KubeRay makes it: owned by its RayCluster, named by the
+    label admitter put on the RayJob's templates."""
+    made = pod(owner="RayCluster")
+    made["metadata"]["labels"] = {POD_LABEL: "tune", "ray.io/cluster": "tune-x7k2p"}
+    return made
+
+
+@pytest.mark.parametrize("given", [pod(gpus=0), pod(owner="Job"), ray_worker()])
 async def test_pods_of_jobs_and_pods_without_gpus_are_left_alone(given):
     assert (await mutate_pod(request(given), lookup(), OPT_IN_POLICY)).patch == []
 

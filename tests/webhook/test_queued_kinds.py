@@ -1,0 +1,27 @@
+"""The job webhooks treat every queued kind alike: created suspended, and not unsuspended by
+its owner before admitter admits it, the denial naming the kind."""
+
+import pytest
+from review_fixtures import POLICY, changed, request, standard_lookup, verdict
+from test_jobset_rules import jobset
+from test_rayjob_rules import rayjob
+
+from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job
+
+KINDS = [pytest.param(jobset, id="JobSet"), pytest.param(rayjob, id="RayJob")]
+
+
+@pytest.mark.parametrize("make", KINDS)
+async def test_a_queued_job_of_each_kind_is_created_suspended(make):
+    made = await mutate_job(request(make()), standard_lookup(), POLICY)
+    assert made.allowed and made.patch[-len(SUSPEND_PATCH):] == SUSPEND_PATCH
+
+
+@pytest.mark.parametrize("make", KINDS)
+async def test_a_pending_job_of_each_kind_cannot_be_unsuspended_by_its_owner(make):
+    pending = changed(make(), suspend=True)
+    denied = await verdict(changed(pending, suspend=False), pending)
+    kind = pending["kind"]
+    assert not denied.allowed
+    assert f"spec.suspend: alice may not unsuspend a {kind} that admitter has not admitted" in (
+        denied.message)

@@ -1,0 +1,67 @@
+"""The job webhooks on a RayJob: the settings admitter cannot account for refused when a
+request sets them, and a resize while admitted named by its worker group (what every queued
+kind shares is in test_queued_kinds.py)."""
+
+import copy
+
+from review_fixtures import NAMESPACE, changed, verdict
+
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
+
+
+def rayjob(**spec: object) -> dict:
+    """A head and 2 one-GPU workers, as a user writes it, with `spec` on top."""
+    def template(gpus: int) -> dict:
+        return {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray", "resources": {
+            "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "tune", "namespace": NAMESPACE, "uid": "u-1",
+                         "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"entrypoint": "python tune.py", "shutdownAfterJobFinishes": True,
+                     "rayClusterSpec": {
+                         "headGroupSpec": {"rayStartParams": {}, "template": template(0)},
+                         "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2,
+                                               "rayStartParams": {},
+                                               "template": template(1)}]},
+                     **spec}}
+
+
+
+async def test_a_rayjob_keeping_its_cluster_or_autoscaling_is_refused_naming_each_field():
+    job = rayjob(suspend=True, shutdownAfterJobFinishes=False)
+    job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    denied = await verdict(job)
+    assert not denied.allowed
+    assert "spec.shutdownAfterJobFinishes: is false: the Ray cluster would hold its quota " \
+           "after the job ends; set it to true" in denied.message
+    assert "spec.rayClusterSpec.enableInTreeAutoscaling: is true" in denied.message
+
+
+async def test_a_rayjob_on_an_existing_cluster_is_refused():
+    job = rayjob(suspend=True, clusterSelector={"ray.io/cluster": "shared"})
+    del job["spec"]["rayClusterSpec"]
+    denied = await verdict(job)
+    assert not denied.allowed
+    assert 'spec.clusterSelector: is {"ray.io/cluster": "shared"}' in denied.message
+
+
+async def test_a_setting_made_before_the_webhook_does_not_block_later_updates_but_a_new_one_does():
+    old = rayjob(suspend=True, shutdownAfterJobFinishes=False)
+    assert (await verdict(changed(old, annotations={"note": "x"}), old)).allowed
+    autoscaled = changed(old, annotations={"note": "x"})
+    autoscaled["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    denied = await verdict(autoscaled, old)
+    assert "enableInTreeAutoscaling" in denied.message
+    assert "shutdownAfterJobFinishes" not in denied.message
+
+
+async def test_an_admitted_rayjob_cannot_grow_a_worker_group_naming_the_group():
+    running = changed(rayjob(), suspend=False,
+                      annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
+    grown = copy.deepcopy(running)
+    grown["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 4
+    denied = await verdict(grown, running)
+    assert not denied.allowed
+    assert ("spec.rayClusterSpec.workerGroupSpecs[0]: the RayJob is admitted with 2 pods in "
+            "pod set 'gpu'; it cannot change to 4 while admitted") in denied.message
