@@ -51,13 +51,19 @@ async def admitted_job(api: FakeApi, controller: Reconciler, name: str, gpus: in
     return wl
 
 
-async def test_raising_parallelism_after_admission_evicts_and_charges_the_job_anew() -> None:
-    api = FakeApi()
+async def widened_after_admission(api: FakeApi) -> tuple[Reconciler, Obj]:
+    """`train` admitted for one pod, then its parallelism raised to 5, and one pass run."""
     controller = reconciler(api)
     team(api, controller, 8, node_a=8)
     first = await admitted_job(api, controller, "train")
     changed(api, controller, "train", spec={"parallelism": 5, "completions": 5})
     await settled_pass(controller)
+    return controller, first
+
+
+async def test_raising_parallelism_after_admission_evicts_and_charges_the_job_anew() -> None:
+    api = FakeApi()
+    controller, first = await widened_after_admission(api)
     path = kube.WORKLOADS.path("ns", first["metadata"]["name"])
     writes = [(verb, at, body) for verb, at, body in api.writes if verb == "PATCH"]
     marked = next(i for i, (_, at, body) in enumerate(writes)
@@ -208,11 +214,7 @@ class SuspendFailsOnce(FakeApi):
 
 async def test_an_interrupted_eviction_keeps_the_admission_until_the_job_is_suspended() -> None:
     api = SuspendFailsOnce()
-    controller = reconciler(api)
-    team(api, controller, 8, node_a=8)
-    first = await admitted_job(api, controller, "train")
-    changed(api, controller, "train", spec={"parallelism": 5, "completions": 5})
-    await settled_pass(controller)
+    controller, first = await widened_after_admission(api)
     assert api.failed
     marked = api.objects[kube.WORKLOADS.path("ns", first["metadata"]["name"])]
     assert not stored_job(api, "train")["spec"]["suspend"], "still running..."
