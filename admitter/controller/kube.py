@@ -237,8 +237,11 @@ async def each(writes: Sequence[Coroutine[Any, Any, object]]) -> None:
     gate = asyncio.Semaphore(WRITE_CONCURRENCY)
 
     async def gated(write: Coroutine[Any, Any, object]) -> None:
-        async with gate:
-            await write
+        try:
+            async with gate:
+                await write
+        finally:
+            write.close()  # cancelled before its turn (a lost lease): never started
 
     results = await asyncio.gather(*(gated(w) for w in writes), return_exceptions=True)
     for outcome in results:
