@@ -74,7 +74,9 @@ async def namespace(
             return False
         return True
 
-    await eventually(default_service_account, f"service account default in {name}")
+    # kube-controller-manager makes it; after a fault test restarted etcd, it may take a
+    # while to catch up
+    await eventually(default_service_account, f"service account default in {name}", 90)
     yield name
     await core.delete_namespace(name)
 
