@@ -8,9 +8,11 @@ from admitter.jobs.interface import GenericJob, JobReader, Obj
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.rayjob import RayJob
+from admitter.jobs.trainjob import TrainJob
 
 SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind for kind in (BatchJob(), JobSet())}
 """The kinds the controller queues: watched, guarded by the webhooks, granted in RBAC."""
+SUSPENDABLE[TrainJob.kind] = TrainJob()
 INTERFACES: dict[str, GenericJob] = {**SUSPENDABLE, RayJob.kind: RayJob()}
 """Every kind the job interface can read, start and suspend. RayJob is not queued yet: its
 pods are made by a RayCluster and carry no label naming the RayJob, so the controller could
