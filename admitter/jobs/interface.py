@@ -112,6 +112,14 @@ class ReadsRuntimes(Protocol):
         ...
 
 
+@runtime_checkable
+class ReadyWhenBound(Protocol):
+    """A kind whose status may not count its ready pods (Kubeflow Trainer v2.0 leaves a
+    TrainJob's `jobsStatus` empty): its gang is also ready once all its pods run on nodes."""
+
+    ready_when_bound: ClassVar[bool]
+
+
 def dotted(path: Sequence[str]) -> str:
     """A path as denials name fields: `spec.replicatedJobs[1].template`."""
     return "".join(f"[{step}]" if step.isdigit() else f".{step}" for step in path).lstrip(".")

@@ -69,6 +69,7 @@ class TrainJob(SuspendsBySpec):
     plural: ClassVar[str] = "trainjobs"
     name_label: ClassVar[bool] = False
     pod_label = "jobset.sigs.k8s.io/jobset-name"
+    ready_when_bound: ClassVar[bool] = True
     runtime_kinds: ClassVar[tuple[tuple[str, str, str, bool], ...]] = (
         (KINDS[0], api_version, "clustertrainingruntimes", False),
         (KINDS[1], api_version, "trainingruntimes", True))
@@ -124,14 +125,17 @@ class TrainJob(SuspendsBySpec):
 
     def pods_ready(self, obj: Obj) -> int:
         """Its status counts child Jobs per replicated job (`jobsStatus`); each ready or
-        succeeded Job has all its pods ready or done."""
+        succeeded Job has all its pods ready or done (Trainer v2.0 leaves it empty)."""
+        statuses = (obj.get("status") or {}).get("jobsStatus") or ()
+        if not statuses:
+            return 0
         replicas = {job["name"]: int(job.get("replicas", 1)) for job in
                     self.runtime_of(obj)["spec"]["template"]["spec"]["replicatedJobs"]}
         per_job = {pod_set.name: pod_set.count // max(replicas.get(pod_set.name, 1), 1)
                    for pod_set in self.pod_sets(obj)}
         return sum((int(status.get("ready", 0)) + int(status.get("succeeded", 0)))
                    * per_job.get(status.get("name"), 0)
-                   for status in (obj.get("status") or {}).get("jobsStatus") or ())
+                   for status in statuses)
 
     def finished(self, obj: Obj) -> tuple[bool, str] | None:
         conditions = {c.get("type"): c.get("status")

@@ -12,6 +12,7 @@ from admitter.controller import kube
 from admitter.controller.actions import resource_of
 from admitter.controller.kube import Obj
 from admitter.controller.pacing import SWEEP_EVERY
+from admitter.controller.snapshot import _pods_ready
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
 from admitter.jobs.jobset import JobSet
@@ -114,3 +115,13 @@ def test_a_plain_jobsets_pods_still_count_for_the_jobset() -> None:
         {"apiVersion": JOBSETS.group_version, "kind": "JobSet",
          "metadata": {"name": "solo", "namespace": "ns", "uid": "u-solo"}, "spec": {}})
     assert caches.bound_pods() == {("JobSet", "ns", "solo"): {"node-a": 1}}
+
+
+def test_an_admitted_trainjob_is_ready_once_its_pods_run_though_trainer_counts_none() -> None:
+    """Trainer v2.0 leaves `status.jobsStatus` empty: the pods on nodes tell readiness."""
+    job = trainjob("train", "torch")
+    wl = {"status": {"admission": {"clusterQueue": "team"}}}
+    key = ("TrainJob", "ns", "train")
+    assert not _pods_ready(wl, job, 2, {key: {"node-a": 1}})
+    assert _pods_ready(wl, job, 2, {key: {"node-a": 1, "node-b": 1}})
+    assert not _pods_ready(wl, job, 2, {("JobSet", "ns", "train"): {"node-a": 2}})

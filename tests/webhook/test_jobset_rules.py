@@ -1,12 +1,20 @@
 """The job webhooks on a JobSet: the same rules as a Job's, read through its pod sets, and
 the child Jobs its controller makes left to the JobSet."""
 
-import copy
+from review_fixtures import (
+    NAMESPACE,
+    POLICY,
+    admitted,
+    changed,
+    left_to_its_parent,
+    queue_move_denial,
+    request,
+    standard_lookup,
+    verdict,
+)
 
-from review_fixtures import NAMESPACE, POLICY, changed, request, standard_lookup
-
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
-from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job, validate_job
+from admitter.api.contract import QUEUE_LABEL
+from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job
 
 
 def jobset(workers: int = 4, gpus: int = 1) -> dict:
@@ -23,14 +31,6 @@ def jobset(workers: int = 4, gpus: int = 1) -> dict:
                          "labels": {QUEUE_LABEL: "default"}},
             "spec": {"replicatedJobs": [replicated("leader", 1, 1),
                                         replicated("workers", 2, workers)]}}
-
-
-def admitted(obj: dict) -> dict:
-    return changed(obj, suspend=False, annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"})
-
-
-async def verdict(obj: dict, old: dict | None = None, user: str = "alice"):
-    return await validate_job(request(obj, old, user), standard_lookup(), POLICY)
 
 
 async def test_a_queued_jobset_is_created_suspended():
@@ -60,10 +60,7 @@ async def test_an_admitted_jobset_cannot_grow_a_replicated_job_or_its_pods():
 
 
 async def test_a_jobset_may_change_queue_only_while_pending():
-    running = admitted(jobset())
-    moved = copy.deepcopy(running)
-    moved["metadata"]["labels"][QUEUE_LABEL] = "other"
-    denied = await verdict(moved, running)
+    denied = await queue_move_denial(jobset())
     assert not denied.allowed and f"metadata.labels[{QUEUE_LABEL}]" in denied.message
 
 
@@ -74,5 +71,4 @@ async def test_the_child_jobs_a_jobsets_controller_makes_are_left_to_the_jobset(
                           "ownerReferences": [{"kind": "JobSet", "name": "train", "uid": "u-1"}]},
              "spec": {"suspend": True, "template": jobset()["spec"]["replicatedJobs"][0][
                  "template"]["spec"]["template"]}}
-    assert (await mutate_job(request(child), standard_lookup(), POLICY)).patch == []
-    assert (await verdict(changed(child, suspend=False), child, "jobset-controller")).allowed
+    assert await left_to_its_parent(child, "jobset-controller")

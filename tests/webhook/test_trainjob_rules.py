@@ -2,12 +2,20 @@
 resize of its own size fields (its pod sets live in a runtime the webhook does not read)
 while admitted, queue moves only while pending; its JobSet, Trainer's child, left to it."""
 
-import copy
+from review_fixtures import (
+    NAMESPACE,
+    POLICY,
+    admitted,
+    changed,
+    left_to_its_parent,
+    queue_move_denial,
+    request,
+    standard_lookup,
+    verdict,
+)
 
-from review_fixtures import NAMESPACE, POLICY, changed, request, standard_lookup
-
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
-from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job, validate_job
+from admitter.api.contract import QUEUE_LABEL
+from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job
 
 
 def trainjob(nodes: int = 2, gpus: str = "1") -> dict:
@@ -17,14 +25,6 @@ def trainjob(nodes: int = 2, gpus: str = "1") -> dict:
             "spec": {"runtimeRef": {"name": "torch-distributed"},
                      "trainer": {"numNodes": nodes,
                                  "resourcesPerNode": {"limits": {"nvidia.com/gpu": gpus}}}}}
-
-
-def admitted(obj: dict) -> dict:
-    return changed(obj, suspend=False, annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"})
-
-
-async def verdict(obj: dict, old: dict | None = None, user: str = "alice"):
-    return await validate_job(request(obj, old, user), standard_lookup(), POLICY)
 
 
 async def test_a_queued_trainjob_is_created_suspended_without_its_runtime_being_read():
@@ -57,10 +57,7 @@ async def test_an_admitted_trainjob_cannot_change_its_nodes_or_their_resources()
 
 
 async def test_a_trainjob_may_change_queue_only_while_pending():
-    running = admitted(trainjob())
-    moved = copy.deepcopy(running)
-    moved["metadata"]["labels"][QUEUE_LABEL] = "other"
-    denied = await verdict(moved, running)
+    denied = await queue_move_denial(trainjob())
     assert not denied.allowed and f"metadata.labels[{QUEUE_LABEL}]" in denied.message
 
 
@@ -71,5 +68,4 @@ async def test_the_jobset_trainer_makes_is_left_to_the_trainjob():
                           "ownerReferences": [{"kind": "TrainJob", "name": "train",
                                                "uid": "u-1"}]},
              "spec": {"suspend": True, "replicatedJobs": []}}
-    assert (await mutate_job(request(child), standard_lookup(), POLICY)).patch == []
-    assert (await verdict(changed(child, suspend=False), child, "trainer-controller")).allowed
+    assert await left_to_its_parent(child, "trainer-controller")
