@@ -4,11 +4,15 @@ the controller's writes read, and the job as the API server has it now."""
 from __future__ import annotations
 
 from admitter_world import workloads
+from kubernetes_asyncio.client import ApiClient, RbacAuthorizationV1Api
 
+from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.controller.actions import resource_of
 from admitter.controller.kube import Kube, Obj
+from admitter.controller.translate import condition, is_true
 from admitter.jobs.registry import job_of
 from admitter.testing import RACK_LABEL
+from admitter.testing.waiting import eventually
 
 GPU = "nvidia.com/gpu"
 
@@ -31,3 +35,29 @@ async def workload_of(api: Kube, job: Obj) -> Obj | None:
     return next((wl for wl in listed
                  if any(owner.get("uid") == job["metadata"]["uid"]
                         for owner in wl["metadata"].get("ownerReferences") or ())), None)
+
+
+async def alice_may_edit(kube_client: ApiClient, namespace: str, group: str, plural: str) -> None:
+    """A Role letting the user `alice` do anything to `plural` in the namespace, as a
+    researcher's edit rights do: her requests go through admitter's webhooks."""
+    rbac = RbacAuthorizationV1Api(kube_client)
+    await rbac.create_namespaced_role(namespace, {
+        "metadata": {"name": f"{plural}-editor"},
+        "rules": [{"apiGroups": [group], "resources": [plural], "verbs": ["*"]}]})
+    await rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": f"alice-edits-{plural}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": f"{plural}-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": "alice"}]})
+
+
+async def finished_and_released(api: Kube, job: Obj, what: str) -> None:
+    """Wait until the job's Workload is Finished as Succeeded, its quota released."""
+    async def finished() -> Obj | None:
+        wl = await workload_of(api, job)
+        return wl if wl is not None and is_true(wl, CONDITION_FINISHED) else None
+
+    wl = await eventually(finished, f"{what}'s Workload finished", timeout=120.0)
+    assert not wl["status"].get("admission"), "its quota released"
+    assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED

@@ -22,9 +22,9 @@ from admitter_world import (
     priority_class,
     running,
 )
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import GPU, admitted_to, read, workload_of
+from operator_runs import GPU, admitted_to, alice_may_edit, finished_and_released, read, workload_of
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -33,11 +33,11 @@ from admitter.api.contract import (
     QUEUE_LABEL,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
-from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, Reason
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.actions import Actions, resource_of
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition, is_true
+from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.jobset import JobSet
 from admitter.testing import RACK_LABEL, LocalCluster
@@ -234,13 +234,7 @@ async def test_a_jobset_finishes_and_releases_its_quota_and_one_too_big_for_a_ra
     short = await api.create(JOBSETS, queued_jobset(namespace, "short", 4, runtime="3s"))
     too_big = await api.create(JOBSETS, queued_jobset(namespace, "too-big", 8))
     async with in_process_controller(kubeconfig):
-        async def finished() -> Obj | None:
-            wl = await workload_of(api, short)
-            return wl if wl is not None and is_true(wl, CONDITION_FINISHED) else None
-
-        wl = await eventually(finished, "the short JobSet's Workload finished", timeout=120.0)
-        assert not wl["status"].get("admission"), "its quota released"
-        assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED
+        await finished_and_released(api, short, "the short JobSet")
 
         async def waiting() -> Obj | None:
             found = await workload_of(api, too_big)
@@ -257,16 +251,7 @@ async def test_the_webhook_suspends_a_users_jobset_and_denies_a_forged_unsuspend
         jobset_operator: None, api: Kube, kube_client: ApiClient, namespace: str,
         webhooks: None, user_client: ApiClient) -> None:  # noqa: F811 (fixtures)
     await cluster_topology(api)
-    rbac = RbacAuthorizationV1Api(kube_client)
-    await rbac.create_namespaced_role(namespace, {
-        "metadata": {"name": "jobset-editor"},
-        "rules": [{"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["*"]}]})
-    await rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "alice-edits-jobsets"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "jobset-editor"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                      "name": "alice"}]})
+    await alice_may_edit(kube_client, namespace, "jobset.x-k8s.io", "jobsets")
     as_user = CustomObjectsApi(user_client)
     group, version = JOBSETS.group_version.split("/")
     wanted = queued_jobset(namespace, "train", 4)
