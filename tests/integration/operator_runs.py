@@ -7,6 +7,7 @@ from admitter_world import workloads
 from kubernetes_asyncio.client import ApiClient, RbacAuthorizationV1Api
 
 from admitter.api.workload import CONDITION_FINISHED, Reason
+from admitter.controller import kube
 from admitter.controller.actions import resource_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition, is_true
@@ -61,3 +62,16 @@ async def finished_and_released(api: Kube, job: Obj, what: str) -> None:
     wl = await eventually(finished, f"{what}'s Workload finished", timeout=120.0)
     assert not wl["status"].get("admission"), "its quota released"
     assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED
+
+
+async def delete_all(api: Kube, namespace: str, *kinds: kube.Kind) -> None:
+    """Delete every object of `kinds` in the namespace and wait until its pods are gone,
+    so later tests find the nodes free."""
+    for kind in kinds:
+        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
+
+    async def no_pods() -> bool:
+        listed = await api.request("GET", kube.PODS.path(namespace))
+        return not listed["items"]
+
+    await eventually(no_pods, "the test's pods gone", timeout=90.0)

@@ -24,7 +24,15 @@ from admitter_world import (
 )
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import GPU, admitted_to, alice_may_edit, finished_and_released, read, workload_of
+from operator_runs import (
+    GPU,
+    admitted_to,
+    alice_may_edit,
+    delete_all,
+    finished_and_released,
+    read,
+    workload_of,
+)
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -65,14 +73,7 @@ async def cleared(api: Kube, namespace: str) -> AsyncIterator[None]:
     """The test's JobSets and Jobs (an orphaned JobSet's too) deleted and their pods gone
     after it, so later tests find the nodes free."""
     yield
-    for kind in (JOBSETS, kube.JOBS):
-        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
-
-    async def no_pods() -> bool:
-        listed = await api.request("GET", kube.PODS.path(namespace))
-        return not listed["items"]
-
-    await eventually(no_pods, "the test's pods gone", timeout=90.0)
+    await delete_all(api, namespace, JOBSETS, kube.JOBS)
 
 
 def pod_template(gpus: int) -> Obj:

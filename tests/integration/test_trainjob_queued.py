@@ -25,7 +25,14 @@ from admitter_world import (
 )
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import GPU, alice_may_edit, read, workload_of
+from operator_runs import (
+    GPU,
+    alice_may_edit,
+    delete_all,
+    finished_and_released,
+    read,
+    workload_of,
+)
 from test_trainer_operator import trainer_operator  # noqa: F401 (fixture)
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
@@ -34,11 +41,11 @@ from admitter.api.contract import (
     QUEUE_LABEL,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
-from admitter.api.workload import CONDITION_EVICTED, CONDITION_FINISHED, Reason
+from admitter.api.workload import CONDITION_EVICTED, Reason
 from admitter.controller import kube
 from admitter.controller.actions import resource_of
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition, is_true
+from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.trainjob import TrainJob
 from admitter.testing import RACK_LABEL
@@ -58,14 +65,7 @@ async def cleared(api: Kube, namespace: str) -> AsyncIterator[None]:
     """The test's TrainJobs and Jobs deleted and their pods gone after it, so later tests
     find the nodes free."""
     yield
-    for kind in (TRAINJOBS, kube.JOBS):
-        await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
-
-    async def no_pods() -> bool:
-        listed = await api.request("GET", kube.PODS.path(namespace))
-        return not listed["items"]
-
-    await eventually(no_pods, "the test's pods gone", timeout=90.0)
+    await delete_all(api, namespace, TRAINJOBS, kube.JOBS)
 
 
 @pytest.fixture
@@ -177,13 +177,7 @@ async def test_a_trainjob_finishes_and_releases_its_quota_and_one_without_runtim
                                                          "TrainingRuntime"))
     lost = await api.create(TRAINJOBS, queued_trainjob(namespace, "lost", "no-such-runtime"))
     async with in_process_controller(kubeconfig):
-        async def finished() -> Obj | None:
-            wl = await workload_of(api, short)
-            return wl if wl is not None and is_true(wl, CONDITION_FINISHED) else None
-
-        wl = await eventually(finished, "the short TrainJob's Workload finished", timeout=120.0)
-        assert not wl["status"].get("admission"), "its quota released"
-        assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED
+        await finished_and_released(api, short, "the short TrainJob")
 
         async def told() -> Obj | None:
             events = await api.request("GET", kube.EVENTS.path(namespace))
