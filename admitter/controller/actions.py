@@ -241,6 +241,12 @@ def resource_of(kind: GenericJob) -> kube.Kind:
     return kube.Kind(kind.api_version, kind.plural, True)
 
 
+def runtime_resource(runtime_kind: tuple[str, str, str, bool]) -> kube.Kind:
+    """Where objects of a runtime kind (`ReadsRuntimes.runtime_kinds`) live in the REST API."""
+    _, api_version, plural, namespaced = runtime_kind
+    return kube.Kind(api_version, plural, namespaced)
+
+
 def finish_reason(job: Obj) -> tuple[Reason, str]:
     """The Finished condition's reason and message for a job that completed or failed."""
     ended = reader_of(job).finished(job)

@@ -10,13 +10,36 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import cluster_levels
 from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller import kube
-from admitter.controller.actions import resource_of
+from admitter.controller.actions import resource_of, runtime_resource
 from admitter.controller.informer import Informer, Key, StoreWatcher, key_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
 from admitter.controller.translate import is_true, job_owner
 from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.interface import ReadsRuntimes
 from admitter.jobs.registry import SUSPENDABLE, job_of, reader_of
+
+
+def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None]) -> dict[str, Informer]:
+    """An informer per runtime kind of the queued kinds that read runtimes, each such kind
+    handed a lookup on them."""
+    found: dict[str, Informer] = {}
+    for job_kind in SUSPENDABLE.values():
+        if not isinstance(job_kind, ReadsRuntimes):
+            continue
+        namespaced = {}
+        for runtime_kind in job_kind.runtime_kinds:
+            kind = runtime_kind[0]
+            found[kind] = Informer(client, runtime_resource(runtime_kind), on_change,
+                                   optional=True)
+            namespaced[kind] = runtime_kind[3]
+
+        def lookup(kind: str, namespace: str, name: str,
+                   namespaced: dict[str, bool] = namespaced) -> Obj | None:
+            return found[kind].get(namespace if namespaced[kind] else "", name)
+
+        job_kind.use_runtimes(lookup)
+    return found
 
 
 def job_key(job: Obj) -> JobKey:
@@ -60,6 +83,9 @@ class Caches:
     priority_classes: Informer
     pod_index: PodIndex
     live_workloads: LiveWorkloads
+    runtimes: dict[str, Informer]
+    """The objects some kinds resolve their pod sets from (`ReadsRuntimes`: a TrainJob's
+    training runtimes), by kind; optional, as their CRDs may be missing."""
 
     @classmethod
     def create(cls, client: Kube, on_change: Callable[[str, Obj], None]) -> Caches:
@@ -76,6 +102,7 @@ class Caches:
             jobs[name].watchers.append(pod_index.jobs(name))
         workloads = informer(kube.WORKLOADS)
         workloads.watchers.append(live.watcher)
+        runtimes = runtime_informers(client, on_change)
         return cls(
             nodes=informer(kube.NODES),
             pods=pods,
@@ -87,11 +114,13 @@ class Caches:
             priority_classes=informer(kube.PRIORITY_CLASSES),
             pod_index=pod_index,
             live_workloads=live,
+            runtimes=runtimes,
         )
 
     def all(self) -> list[Informer]:
         return [self.nodes, self.pods, *self.jobs.values(), self.workloads,
-                self.cluster_queues, self.local_queues, self.topologies, self.priority_classes]
+                self.cluster_queues, self.local_queues, self.topologies, self.priority_classes,
+                *self.runtimes.values()]
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.all()))

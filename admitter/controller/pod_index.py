@@ -35,7 +35,9 @@ class _Running(NamedTuple):
     units."""
 
     node: str
-    job: JobKey | None
+    jobs: tuple[JobKey, ...]
+    """The jobs it may count for, the first managed one taking it (a TrainJob's pods carry
+    the same label as its JobSet's)."""
     requests: dict[str, int]
 
 
@@ -94,7 +96,7 @@ class PodIndex:
         try:
             meta = pod["metadata"]
             owner = job_owner(pod)
-            job = _job_of(pod, owner)
+            jobs = _jobs_of(pod, owner)
             requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
             mark = (meta.get("annotations") or {}).get(ADMITTED_WORKLOAD_ANNOTATION)
         except UNREADABLE_ERRORS as error:
@@ -103,8 +105,8 @@ class PodIndex:
         if owner is None and mark is not None:
             self.started[key] = StartedPod(node, requests, str(mark), str(meta.get("uid")))
             return
-        running = self._running[key] = _Running(node, job, requests)
-        if job is not None:
+        running = self._running[key] = _Running(node, jobs, requests)
+        for job in jobs:
             self._by_job.setdefault(job, set()).add(key)
         self._apply(running, 1)
 
@@ -114,16 +116,17 @@ class PodIndex:
         running = self._running.pop(key, None)
         if running is None:
             return
-        if running.job is not None:
-            pods = self._by_job[running.job]
+        for job in running.jobs:
+            pods = self._by_job[job]
             pods.discard(key)
             if not pods:
-                del self._by_job[running.job]
+                del self._by_job[job]
         self._apply(running, -1)
 
     def _apply(self, running: _Running, sign: int) -> None:
-        if running.job is not None and running.job in self._managed:
-            _add(self.bound, running.job, {running.node: 1}, sign)
+        job = next((job for job in running.jobs if job in self._managed), None)
+        if job is not None:
+            _add(self.bound, job, {running.node: 1}, sign)
         else:
             _add(self.foreign, running.node, running.requests, sign)
 
@@ -131,13 +134,13 @@ class PodIndex:
 
     def _job_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         if old is None and new is not None:
-            self._manage((kind, *key_of(new)), True)
+            self._manage((kind, *key_of(new)), _is_queued(new))
         elif new is None and old is not None:
             self._manage((kind, *key_of(old)), False)
         # an update of a job already known moves nothing
 
     def _jobs_replaced(self, kind: str, jobs: Iterable[Obj]) -> None:
-        keep = {(kind, *key_of(job)) for job in jobs}
+        keep = {(kind, *key_of(job)) for job in jobs if _is_queued(job)}
         for job in {key for key in self._managed if key[0] == kind} - keep:
             self._manage(job, False)
         for job in keep - self._managed:
@@ -155,14 +158,24 @@ class PodIndex:
             self._apply(running, 1)
 
 
-def _job_of(pod: Obj, owner: Obj | None) -> JobKey | None:
-    """The job a pod counts for: the one its kind's label names, else its owning Job."""
+def _jobs_of(pod: Obj, owner: Obj | None) -> tuple[JobKey, ...]:
+    """The jobs a pod may count for: those its kinds' labels name, else its owning Job."""
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
-    for label, kind in POD_LABELS.items():
-        if label in labels:
-            return kind, meta["namespace"], str(labels[label])
-    return None if owner is None else (str(owner["kind"]), meta["namespace"], str(owner["name"]))
+    found = tuple((kind, meta["namespace"], str(labels[label]))
+                  for kind, label in POD_LABELS if label in labels)
+    if found or owner is None:
+        return found
+    return (str(owner["kind"]), meta["namespace"], str(owner["name"])),
+
+
+def _is_queued(job: Obj) -> bool:
+    """Whether a job is queued itself, not a child of a queued job (a TrainJob's JobSet, a
+    JobSet's Job), whose pods count for the parent."""
+    try:
+        return job_owner(job) is None
+    except UNREADABLE_ERRORS:
+        return False
 
 
 _K = TypeVar("_K")

@@ -12,7 +12,7 @@ from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.convert import core_cycle_settings, core_queue
 from admitter.api.settings import Settings
 from admitter.api.workload import WorkloadSpec
-from admitter.controller.cache import Caches
+from admitter.controller.cache import Caches, job_key
 from admitter.controller.informer import Key, key_of
 from admitter.controller.kube import Obj
 from admitter.controller.pod_index import JobKey
@@ -35,6 +35,7 @@ from admitter.core.model import (
 )
 from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
+from admitter.jobs.interface import ReadyWhenBound
 from admitter.jobs.registry import job_of
 
 log = logging.getLogger(__name__)
@@ -207,7 +208,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
                     closed[key] = Pending(key, "", PendingReason.QUEUE_CLOSED, why, 0)
                     continue
             cq = queue_of.get(place, "")
-            ready = (_pods_ready(wl, job, translation.expected_pods) if job is not None
+            ready = (_pods_ready(wl, job, translation.expected_pods, bound) if job is not None
                      else _plain_pod_ready(wl, caches.pod_of(wl)))
             core = translation.core_for(wl, cq, ready)
             pods = translation.admitted_pods(wl, job, core, bound) if core.placement else None
@@ -275,12 +276,17 @@ def _rooted(queues: list[Queue]) -> list[Queue]:
     return [queue for queue in queues if rooted[queue.name]]
 
 
-def _pods_ready(wl: Obj, job: Obj | None, expected: int) -> bool:
+def _pods_ready(wl: Obj, job: Obj | None, expected: int,
+                bound: Mapping[JobKey, Mapping[str, int]]) -> bool:
     """An admitted gang is ready once its job reports all its `expected` pods ready (or
-    done); a Workload without a job (created directly) is ready as soon as it is admitted."""
+    done), or, for a kind whose status does not count them (`ReadyWhenBound`), once all run
+    on nodes; a Workload without a job (created directly) is ready as soon as admitted."""
     if job is None or not (wl.get("status") or {}).get("admission"):
         return True
-    return job_of(job).pods_ready(job) >= expected
+    kind = job_of(job)
+    if isinstance(kind, ReadyWhenBound) and kind.pods_ready(job) < expected:
+        return sum(bound.get(job_key(job), {}).values()) >= expected
+    return kind.pods_ready(job) >= expected
 
 
 def _plain_pod_ready(wl: Obj, pod: Obj | None) -> bool:

@@ -6,7 +6,7 @@ small separate protocol (`ClearsStartTime`), checked with `isinstance`, never by
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -102,6 +102,32 @@ class RefusesSpecs(Protocol):
     def unsupported(self, obj: Obj) -> list[tuple[str, str]]:
         """(field, why and what to do) for each setting admitter refuses."""
         ...
+
+
+@runtime_checkable
+class ReadsRuntimes(Protocol):
+    """A kind whose pod sets are resolved from other objects it names (a TrainJob's training
+    runtime): the controller keeps those objects in informers and hands the kind a lookup."""
+
+    runtime_kinds: ClassVar[tuple[tuple[str, str, str, bool], ...]]
+    """(kind, apiVersion, plural, namespaced) of each object kind the lookup reads."""
+
+    def use_runtimes(self, lookup: Callable[[str, str, str], Obj | None]) -> None:
+        """Resolve pod sets through `lookup`: (kind, namespace, name) → the object or None."""
+        ...
+
+    def size_fields(self, obj: Obj) -> dict[str, Any]:
+        """The fields, by path, whose change resizes an admitted job (the webhook, which
+        does not read the runtimes, guards these instead of the pod sets)."""
+        ...
+
+
+@runtime_checkable
+class ReadyWhenBound(Protocol):
+    """A kind whose status may not count its ready pods (Kubeflow Trainer v2.0 leaves a
+    TrainJob's `jobsStatus` empty): its gang is also ready once all its pods run on nodes."""
+
+    ready_when_bound: ClassVar[bool]
 
 
 def dotted(path: Sequence[str]) -> str:

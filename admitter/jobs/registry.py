@@ -8,13 +8,15 @@ from admitter.jobs.interface import GenericJob, JobReader, LabelsPods, Obj
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.rayjob import RayJob
+from admitter.jobs.trainjob import TrainJob
 
 SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind
-                                      for kind in (BatchJob(), JobSet(), RayJob())}
+                                      for kind in (BatchJob(), JobSet(), RayJob(), TrainJob())}
 """The kinds the controller queues: watched, guarded by the webhooks, granted in RBAC."""
-POD_LABELS: dict[str, str] = {kind.pod_label: kind.kind for kind in SUSPENDABLE.values()
-                              if isinstance(kind, LabelsPods)}
-"""Label → kind, of the kinds whose pods are told apart by a label naming their job."""
+POD_LABELS: tuple[tuple[str, str], ...] = tuple(
+    (kind.kind, kind.pod_label) for kind in SUSPENDABLE.values() if isinstance(kind, LabelsPods))
+"""(kind, label) of the kinds whose pods are told apart by a label naming their job; one label
+may name jobs of two kinds (a TrainJob's pods carry its JobSet's)."""
 READERS: dict[str, JobReader] = {**SUSPENDABLE, PlainPod.kind: PlainPod()}
 
 

@@ -16,6 +16,10 @@ Trainer v2.0's runtime framework resolves them:
 The initializer jobs run before the trainer, yet are admitted with it as one gang, as Kueue
 does: their quota is held for the whole run.
 
+Its pods are labelled with its JobSet's name, the TrainJob's (`LabelsPods`). The controller
+hands it a lookup on its informers of the runtimes (`ReadsRuntimes`); a TrainJob whose
+runtime is missing waits, its reason naming the runtime, until the runtime appears.
+
 The admitted domain is pinned the way Trainer lets a TrainJob place its pods: one
 `podSpecOverrides` entry per replicated job, whose nodeSelector is the domain, after the
 user's own entries (the user's list is kept in ORIGINAL_AFFINITY_ANNOTATION and put back)."""
@@ -35,11 +39,17 @@ ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_ANCESTOR = "trainer"
 NODE = "node"
 KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+SIZE_FIELDS = (("spec", "trainer", "numNodes"), ("spec", "trainer", "resourcesPerNode"))
 OVERRIDES = ("spec", "podSpecOverrides")
 
 RuntimeLookup = Callable[[str, str, str], Obj | None]
 """(runtime kind, the TrainJob's namespace, runtime name) → the runtime as the API server
 has it, or None if there is none."""
+
+
+class MissingRuntime(ValueError):
+    """The runtime a TrainJob names is not there (yet): the TrainJob waits, read again on
+    every sweep of the controller."""
 
 
 def _no_runtimes(kind: str, namespace: str, name: str) -> Obj | None:
@@ -58,9 +68,21 @@ class TrainJob(SuspendsBySpec):
     workload_prefix: ClassVar[str] = "trainjob"
     plural: ClassVar[str] = "trainjobs"
     name_label: ClassVar[bool] = False
+    pod_label = "jobset.sigs.k8s.io/jobset-name"
+    ready_when_bound: ClassVar[bool] = True
+    runtime_kinds: ClassVar[tuple[tuple[str, str, str, bool], ...]] = (
+        (KINDS[0], api_version, "clustertrainingruntimes", False),
+        (KINDS[1], api_version, "trainingruntimes", True))
 
     def __init__(self, runtimes: RuntimeLookup = _no_runtimes) -> None:
         self.runtimes = runtimes
+
+    def use_runtimes(self, lookup: RuntimeLookup) -> None:
+        self.runtimes = lookup
+
+    def size_fields(self, obj: Obj) -> dict[str, Any]:
+        trainer = obj["spec"].get("trainer") or {}
+        return {".".join(path): trainer.get(path[-1]) for path in SIZE_FIELDS}
 
     def runtime_of(self, obj: Obj) -> Obj:
         """The training runtime the TrainJob names; an error naming it if there is none."""
@@ -71,7 +93,8 @@ class TrainJob(SuspendsBySpec):
                              f"not {kind!r}")
         found = self.runtimes(kind, obj["metadata"].get("namespace", ""), ref.get("name", ""))
         if found is None:
-            raise LookupError(f"spec.runtimeRef: no {kind} {ref.get('name')!r}")
+            raise MissingRuntime(f"spec.runtimeRef: no {kind} {ref.get('name')!r}; the TrainJob "
+                                 "waits until it exists")
         return found
 
     def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
@@ -99,6 +122,20 @@ class TrainJob(SuspendsBySpec):
             # The template is in the runtime: the TrainJob is pinned through its overrides.
             found.append(PodSetInfo(job["name"], max(count, 1), spec, OVERRIDES))
         return found
+
+    def pods_ready(self, obj: Obj) -> int:
+        """Its status counts child Jobs per replicated job (`jobsStatus`); each ready or
+        succeeded Job has all its pods ready or done (Trainer v2.0 leaves it empty)."""
+        statuses = (obj.get("status") or {}).get("jobsStatus") or ()
+        if not statuses:
+            return 0
+        replicas = {job["name"]: int(job.get("replicas", 1)) for job in
+                    self.runtime_of(obj)["spec"]["template"]["spec"]["replicatedJobs"]}
+        per_job = {pod_set.name: pod_set.count // max(replicas.get(pod_set.name, 1), 1)
+                   for pod_set in self.pod_sets(obj)}
+        return sum((int(status.get("ready", 0)) + int(status.get("succeeded", 0)))
+                   * per_job.get(status.get("name"), 0)
+                   for status in statuses)
 
     def finished(self, obj: Obj) -> tuple[bool, str] | None:
         conditions = {c.get("type"): c.get("status")

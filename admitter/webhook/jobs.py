@@ -41,7 +41,7 @@ from admitter.controller.translate import (
 )
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
-from admitter.jobs.interface import PodSetInfo, RefusesSpecs, dotted
+from admitter.jobs.interface import PodSetInfo, ReadsRuntimes, RefusesSpecs, dotted
 from admitter.jobs.registry import reader_of
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
@@ -246,6 +246,7 @@ def _admitted_size_problems(kind: str, new: Job, old: Job | None) -> Iterator[Pr
     if old is None or not is_admitted(old):
         return
     fix = f"delete the {kind} and create it again with the new size to queue it for that"
+    yield from _size_field_problems(kind, new, old, fix)
     for before, after in _matching_pod_sets(old, new):
         if before.count != after.count:
             yield after.size_field, (
@@ -294,10 +295,29 @@ def _unsupported_problems(new: Job, old: Job | None) -> Iterator[Problem]:
     yield from (problem for problem in reader.unsupported(dict(new)) if problem not in before)
 
 
-def _pod_sets(job: Job) -> list[PodSetInfo] | None:
-    """The job's pod sets, None when they cannot be read."""
+def _size_field_problems(kind: str, new: Job, old: Job, fix: str) -> Iterator[Problem]:
+    """For a kind whose pod sets live in a runtime (`ReadsRuntimes`), the fields that size
+    them in the job itself."""
+    reader = reader_of(dict(new))
+    if not isinstance(reader, ReadsRuntimes):
+        return
     try:
-        return reader_of(dict(job)).pod_sets(dict(job))
+        before, after = reader.size_fields(dict(old)), reader.size_fields(dict(new))
+    except (KeyError, TypeError, AttributeError):
+        yield "spec", f"the {kind}'s size cannot be read"
+        return
+    for field, value in after.items():
+        if before.get(field) != value:
+            yield field, (f"the {kind} is admitted with {field} {before.get(field)!r}; it "
+                          f"cannot change to {value!r} while admitted; {fix}")
+
+
+def _pod_sets(job: Job) -> list[PodSetInfo] | None:
+    """The job's pod sets, None when they cannot be read; none for a kind whose pod sets
+    live in a runtime the webhook does not read (its size fields are guarded instead)."""
+    try:
+        reader = reader_of(dict(job))
+        return [] if isinstance(reader, ReadsRuntimes) else reader.pod_sets(dict(job))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
 

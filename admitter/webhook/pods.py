@@ -94,5 +94,5 @@ def _queued_kind(pod: Pod) -> bool:
     """A plain Pod (no queued job owns it or, for the kinds whose pods a label names, names
     it: a queued RayJob's Ray pods are owned by its RayCluster) that requests GPUs."""
     labels = pod["metadata"].get("labels") or {}
-    return (job_owner(pod) is None and not POD_LABELS.keys() & labels.keys()
+    return (job_owner(pod) is None and not any(label in labels for _, label in POD_LABELS)
             and pod_requests(pod.get("spec") or {}).get(GPU, 0) > 0)

@@ -30,8 +30,8 @@ from kubernetes_asyncio import client as typed_client
 
 from admitter.api.base import GROUP, Resource
 from admitter.controller import kube
-from admitter.controller.actions import resource_of
-from admitter.jobs.interface import ClearsStartTime
+from admitter.controller.actions import resource_of, runtime_resource
+from admitter.jobs.interface import ClearsStartTime, ReadsRuntimes
 from admitter.jobs.registry import SUSPENDABLE
 from admitter.webhook.resources import KINDS
 
@@ -61,6 +61,11 @@ RESOURCE_CLASSES: dict[str, type[Resource]] = {kind.__name__: kind for kind in K
 JOB_STATUS_KINDS = {resource_of(kind) for kind in SUSPENDABLE.values()
                     if isinstance(kind, ClearsStartTime)}
 """Job kinds whose status admitter writes: only to make their templates mutable again."""
+
+
+RUNTIME_KINDS = {runtime_resource(runtime_kind) for kind in SUSPENDABLE.values()
+                 if isinstance(kind, ReadsRuntimes) for runtime_kind in kind.runtime_kinds}
+"""The objects job kinds resolve their pod sets from (a TrainJob's training runtimes)."""
 
 
 def _is_job_kind(expr: ast.expr) -> bool:
@@ -170,6 +175,8 @@ class Reader:
             return {KIND_CONSTANTS[name]}
         if _is_job_kind(expr):
             return {resource_of(kind) for kind in SUSPENDABLE.values()}  # any job kind
+        if isinstance(expr, ast.Call) and _tail(expr.func) == "runtime_resource":
+            return RUNTIME_KINDS
         if isinstance(expr, ast.IfExp):
             return (self._kinds(module, expr.body, at, depth + 1)
                     | self._kinds(module, expr.orelse, at, depth + 1))

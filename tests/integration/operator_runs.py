@@ -12,8 +12,11 @@ from admitter_world import workloads
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthorizationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from admitter.api.workload import CONDITION_FINISHED, Reason
+from admitter.controller import kube
 from admitter.controller.actions import resource_of
 from admitter.controller.kube import Kind, Kube, Obj
+from admitter.controller.translate import condition, is_true
 from admitter.jobs.registry import job_of
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
@@ -88,6 +91,17 @@ async def users_jobs(kube_client: ApiClient, user_client: ApiClient, namespace: 
     return UserJobs(user_client, kind, namespace)
 
 
+async def finished_and_released(api: Kube, job: Obj, what: str) -> None:
+    """Wait until the job's Workload is Finished as Succeeded, its quota released."""
+    async def finished() -> Obj | None:
+        wl = await workload_of(api, job)
+        return wl if wl is not None and is_true(wl, CONDITION_FINISHED) else None
+
+    wl = await eventually(finished, f"{what}'s Workload finished", timeout=120.0)
+    assert not wl["status"].get("admission"), "its quota released"
+    assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED
+
+
 async def clear(api: Kube, namespace: str, *kinds: Kind) -> None:
     """Delete every job of `kinds` in `namespace` and wait for its pods to be gone, so later
     tests find the nodes free."""
@@ -95,7 +109,7 @@ async def clear(api: Kube, namespace: str, *kinds: Kind) -> None:
         await api.request("DELETE", kind.path(namespace), {"propagationPolicy": "Background"})
 
     async def no_pods() -> bool:
-        listed = await api.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+        listed = await api.request("GET", kube.PODS.path(namespace))
         return not listed["items"]
 
     await eventually(no_pods, "the test's pods gone", timeout=90.0)

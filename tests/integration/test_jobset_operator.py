@@ -23,7 +23,16 @@ from admitter_world import (
 )
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import GPU, UNSUSPEND, admitted_to, clear, read, users_jobs, workload_of
+from operator_runs import (
+    GPU,
+    UNSUSPEND,
+    admitted_to,
+    clear,
+    finished_and_released,
+    read,
+    users_jobs,
+    workload_of,
+)
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -32,11 +41,11 @@ from admitter.api.contract import (
     QUEUE_LABEL,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
-from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, Reason
+from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.controller import kube
 from admitter.controller.actions import Actions, resource_of
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition, is_true
+from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.jobset import JobSet
 from admitter.testing import RACK_LABEL, LocalCluster
@@ -226,13 +235,7 @@ async def test_a_jobset_finishes_and_releases_its_quota_and_one_too_big_for_a_ra
     short = await api.create(JOBSETS, queued_jobset(namespace, "short", 4, runtime="3s"))
     too_big = await api.create(JOBSETS, queued_jobset(namespace, "too-big", 8))
     async with in_process_controller(kubeconfig):
-        async def finished() -> Obj | None:
-            wl = await workload_of(api, short)
-            return wl if wl is not None and is_true(wl, CONDITION_FINISHED) else None
-
-        wl = await eventually(finished, "the short JobSet's Workload finished", timeout=120.0)
-        assert not wl["status"].get("admission"), "its quota released"
-        assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED
+        await finished_and_released(api, short, "the short JobSet")
 
         async def waiting() -> Obj | None:
             found = await workload_of(api, too_big)

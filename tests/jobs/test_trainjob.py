@@ -7,7 +7,7 @@ import pytest
 from kind_objects import GPU, RACK, apply, pod_template
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
-from admitter.jobs.trainjob import ANCESTOR_LABEL, TrainJob
+from admitter.jobs.trainjob import ANCESTOR_LABEL, MissingRuntime, TrainJob
 
 
 def replicated(name: str, ancestor: str | None, container: str, **job_spec: int) -> dict:
@@ -63,7 +63,8 @@ def test_an_mpi_runtime_running_its_launcher_as_a_node_gives_the_node_job_one_po
 
 
 def test_a_missing_runtime_or_a_bad_size_is_named():
-    with pytest.raises(LookupError, match=r"spec\.runtimeRef: no ClusterTrainingRuntime 'torch'"):
+    with pytest.raises(MissingRuntime,
+                       match=r"spec\.runtimeRef: no ClusterTrainingRuntime .torch.; the TrainJob"):
         kind_for(None).pod_sets(trainjob())
     with pytest.raises(ValueError, match=r"spec\.runtimeRef\.kind must be one of"):
         kind_for(TORCH).pod_sets(trainjob(runtimeRef={"name": "torch", "kind": "Job"}))
@@ -102,3 +103,14 @@ def test_starting_pins_every_job_through_overrides_and_restoring_gives_back_the_
 ])
 def test_a_trainjob_has_finished_when_its_conditions_say_so(conditions, ended):
     assert TrainJob().finished({**trainjob(), "status": {"conditions": conditions}}) == ended
+
+
+def test_ready_pods_are_its_ready_or_done_child_jobs_times_their_pods():
+    wide = runtime(replicated("prep", None, "prep", parallelism=3),
+                   replicated("node", "trainer", "node"))
+    job = trainjob(trainer={"numNodes": 4})
+    job["status"] = {"jobsStatus": [{"name": "prep", "succeeded": 1},
+                                    {"name": "node", "ready": 1}]}
+    assert kind_for(wide).pods_ready(job) == 3 + 4
+    job["status"]["jobsStatus"][1] = {"name": "node", "active": 1}
+    assert kind_for(wide).pods_ready(job) == 3

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admitter.api.clusterqueue import ClusterQueue
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
-from admitter.webhook.jobs import JobPolicy, validate_job
+from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
 from admitter.webhook.names import CONTROLLER_USERNAME
 from admitter.webhook.review import AdmissionRequest, Verdict, parse_review
 
@@ -132,8 +133,32 @@ def standard_lookup() -> FakeLookup:
     ])
 
 
+# What the job webhooks' tests of every kind check alike ---------------------------------
+
+
+def admitted(obj: dict[str, Any]) -> dict[str, Any]:
+    """The job running, as admitter starts it."""
+    return changed(obj, suspend=False, annotations={ADMITTED_WORKLOAD_ANNOTATION: "wl"})
+
+
 async def verdict(obj: dict[str, Any], old: dict[str, Any] | None = None,
                   user: str = USER) -> Verdict:
     """The job validating webhook's answer to `user` creating `obj` (or changing `old` to it)
     against the standard queues."""
     return await validate_job(request(obj, old, user), standard_lookup(), POLICY)
+
+
+async def queue_move_denial(job: dict[str, Any]) -> Verdict:
+    """The verdict on moving the admitted `job` to LocalQueue `other`."""
+    running = admitted(job)
+    moved = copy.deepcopy(running)
+    moved["metadata"]["labels"][QUEUE_LABEL] = "other"
+    return await verdict(moved, running)
+
+
+async def left_to_its_parent(child: dict[str, Any], controller: str) -> bool:
+    """Whether the job webhooks leave a queued job's child alone: not suspended on create,
+    and its parent's controller may unsuspend it."""
+    made = await mutate_job(request(child), standard_lookup(), POLICY)
+    return made.patch == [] and (await verdict(changed(child, suspend=False), child,
+                                               controller)).allowed

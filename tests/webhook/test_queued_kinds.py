@@ -1,14 +1,25 @@
-"""The job webhooks treat every queued kind alike: created suspended, and not unsuspended by
-its owner before admitter admits it, the denial naming the kind."""
+"""The job webhooks treat every queued kind alike: created suspended, not unsuspended by its
+owner before admitter admits it (the denial naming the kind), and moved to another queue only
+while pending."""
 
 import pytest
-from review_fixtures import POLICY, changed, request, standard_lookup, verdict
+from review_fixtures import (
+    POLICY,
+    changed,
+    queue_move_denial,
+    request,
+    standard_lookup,
+    verdict,
+)
 from test_jobset_rules import jobset
 from test_rayjob_rules import rayjob
+from test_trainjob_rules import trainjob
 
+from admitter.api.contract import QUEUE_LABEL
 from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job
 
-KINDS = [pytest.param(jobset, id="JobSet"), pytest.param(rayjob, id="RayJob")]
+KINDS = [pytest.param(jobset, id="JobSet"), pytest.param(rayjob, id="RayJob"),
+         pytest.param(trainjob, id="TrainJob")]
 
 
 @pytest.mark.parametrize("make", KINDS)
@@ -25,3 +36,9 @@ async def test_a_pending_job_of_each_kind_cannot_be_unsuspended_by_its_owner(mak
     assert not denied.allowed
     assert f"spec.suspend: alice may not unsuspend a {kind} that admitter has not admitted" in (
         denied.message)
+
+
+@pytest.mark.parametrize("make", KINDS)
+async def test_an_admitted_job_of_each_kind_stays_in_its_queue(make):
+    denied = await queue_move_denial(make())
+    assert not denied.allowed and f"metadata.labels[{QUEUE_LABEL}]" in denied.message

@@ -1,0 +1,127 @@
+"""A TrainJob in the controller: its pod sets resolved from the training runtimes the
+controller caches, one naming a missing runtime waiting with the reason until it appears, and
+its pods (labelled with its JobSet's name) counted as its own, never as its child JobSet's."""
+
+from __future__ import annotations
+
+from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
+
+from admitter.api.contract import QUEUE_LABEL
+from admitter.api.workload import Reason
+from admitter.controller import kube
+from admitter.controller.actions import resource_of
+from admitter.controller.kube import Obj
+from admitter.controller.pacing import SWEEP_EVERY
+from admitter.controller.snapshot import _pods_ready
+from admitter.controller.translate import workload_name
+from admitter.core.model import GPU
+from admitter.jobs.jobset import JobSet
+from admitter.jobs.trainjob import ANCESTOR_LABEL, TrainJob
+
+TRAINJOBS = resource_of(TrainJob())
+JOBSETS = resource_of(JobSet())
+NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def training_runtime(kind: str, name: str, namespace: str | None = None) -> Obj:
+    """One trainer job of `node` containers, as Trainer's torch runtimes have it."""
+    meta: Obj = {"name": name, "uid": f"u-{name}"}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    node_job = {"name": "node", "template": {
+        "metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "torch"}]}}}}}
+    return {"apiVersion": TrainJob.api_version, "kind": kind, "metadata": meta,
+            "spec": {"mlPolicy": {"numNodes": 1},
+                     "template": {"spec": {"replicatedJobs": [node_job]}}}}
+
+
+def trainjob(name: str, runtime: str, runtime_kind: str = "ClusterTrainingRuntime") -> Obj:
+    return {"apiVersion": TrainJob.api_version, "kind": TrainJob.kind,
+            "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
+                         "resourceVersion": "1", "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"suspend": True, "runtimeRef": {"name": runtime, "kind": runtime_kind},
+                     "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {GPU: "2"}}}}}
+
+
+async def test_a_trainjob_is_shaped_by_the_cached_runtime_and_one_without_waits_for_it() -> None:
+    api = FakeApi()
+    now = [CLOCK]
+    controller = reconciler(api, lambda: now[0])
+    caches = controller.caches
+    team(api, controller, 8, node_a=8)
+    add(api, caches.runtimes["TrainingRuntime"], kube.Kind(TrainJob.api_version,
+                                                           "trainingruntimes", True),
+        training_runtime("TrainingRuntime", "torch", "ns"))
+    add(api, caches.jobs["TrainJob"], TRAINJOBS, trainjob("ready", "torch", "TrainingRuntime"))
+    lost = add(api, caches.jobs["TrainJob"], TRAINJOBS, trainjob("lost", "torch"))
+    for _ in range(2):
+        await settled_pass(controller)
+    ready = caches.jobs["TrainJob"].get("ns", "ready")
+    assert ready is not None
+    wl = caches.workloads.get("ns", workload_name(ready))
+    assert wl is not None
+    assert [(s["name"], s["count"], s["requests"]) for s in wl["spec"]["podSets"]] == [
+        ("node", 2, {GPU: 2})]
+    assert (wl.get("status") or {}).get("admission"), "admitted as one gang"
+    assert caches.workloads.get("ns", workload_name(lost)) is None
+    (told,) = [e["message"] for e in api.events() if e["involvedObject"]["name"] == "lost"
+               and e["reason"] == Reason.UNREADABLE]
+    assert "spec.runtimeRef: no ClusterTrainingRuntime 'torch'; the TrainJob waits" in told
+
+    # The cluster's runtime appears: the next sweep reads the TrainJob again.
+    add(api, caches.runtimes["ClusterTrainingRuntime"],
+        kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False),
+        training_runtime("ClusterTrainingRuntime", "torch"))
+    now[0] += SWEEP_EVERY
+    await settled_pass(controller)
+    assert caches.workloads.get("ns", workload_name(lost)) is not None
+
+
+def node_pod(name: str, trainjob_name: str) -> Obj:
+    """A pod of the JobSet Trainer makes for a TrainJob (one of its child Jobs' pods)."""
+    return {"metadata": {"name": name, "namespace": "ns", "labels": {NAME_LABEL: trainjob_name},
+                         "ownerReferences": [{"kind": "Job", "name": f"{trainjob_name}-node-0"}]},
+            "spec": {"nodeName": "node-a",
+                     "containers": [{"name": "node", "resources": {"requests": {GPU: "2"}}}]},
+            "status": {"phase": "Running"}}
+
+
+def test_a_trainjobs_pods_count_for_it_not_for_its_labelled_child_jobset() -> None:
+    api = FakeApi()
+    caches = reconciler(api).caches
+    caches.pods.observe(node_pod("train-node-0-0", "train"))
+    caches.pods.observe(node_pod("train-node-0-1", "train"))
+    child = {"apiVersion": JOBSETS.group_version, "kind": "JobSet",
+             "metadata": {"name": "train", "namespace": "ns", "uid": "u-js",
+                          "labels": {QUEUE_LABEL: "default"},
+                          "ownerReferences": [{"kind": "TrainJob", "name": "train",
+                                               "uid": "u-train"}]},
+             "spec": {"replicatedJobs": []}}
+    add(api, caches.jobs["JobSet"], JOBSETS, child)
+    assert caches.foreign_usage() == {"node-a": {GPU: 4}}, "a child is no queued job itself"
+    added = add(api, caches.jobs["TrainJob"], TRAINJOBS, trainjob("train", "torch"))
+    assert caches.foreign_usage() == {}
+    assert caches.bound_pods() == {("TrainJob", "ns", "train"): {"node-a": 2}}
+    caches.jobs["TrainJob"]._apply({"type": "DELETED", "object": added})
+    assert caches.foreign_usage() == {"node-a": {GPU: 4}} and caches.bound_pods() == {}
+
+
+def test_a_plain_jobsets_pods_still_count_for_the_jobset() -> None:
+    api = FakeApi()
+    caches = reconciler(api).caches
+    caches.pods.observe(node_pod("solo-node-0-0", "solo"))
+    add(api, caches.jobs["JobSet"], JOBSETS,
+        {"apiVersion": JOBSETS.group_version, "kind": "JobSet",
+         "metadata": {"name": "solo", "namespace": "ns", "uid": "u-solo"}, "spec": {}})
+    assert caches.bound_pods() == {("JobSet", "ns", "solo"): {"node-a": 1}}
+
+
+def test_an_admitted_trainjob_is_ready_once_its_pods_run_though_trainer_counts_none() -> None:
+    """Trainer v2.0 leaves `status.jobsStatus` empty: the pods on nodes tell readiness."""
+    job = trainjob("train", "torch")
+    wl = {"status": {"admission": {"clusterQueue": "team"}}}
+    key = ("TrainJob", "ns", "train")
+    assert not _pods_ready(wl, job, 2, {key: {"node-a": 1}})
+    assert _pods_ready(wl, job, 2, {key: {"node-a": 1, "node-b": 1}})
+    assert not _pods_ready(wl, job, 2, {("JobSet", "ns", "train"): {"node-a": 2}})
