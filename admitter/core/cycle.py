@@ -39,10 +39,11 @@ from admitter.core.model import GPU, Workload
 from admitter.core.moments import moment, span
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure, place
-from admitter.core.preemption import NOT_TRIED, Blocked, Search, drain_may_take
+from admitter.core.preemption import drain_may_take
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations, QuotaBlock
 from admitter.core.reservation import RESERVATION_KEY, choose, describe, hold
+from admitter.core.room import NOT_TRIED, Blocked, Search
 from admitter.core.selection import QueueSelector
 
 PREEMPTION_ATTEMPTS = 16

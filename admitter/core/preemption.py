@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import Enum
 from operator import itemgetter
 
 from admitter.core.candidates import CandidateGroups
@@ -47,6 +45,7 @@ from admitter.core.nodes import held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaBlock, QuotaLedger
 from admitter.core.ranking import NON_RESUMABLE_GAP, SWAP_MARGIN, Ranking, beyond
+from admitter.core.room import Blocked, Room, Search, Victim
 from admitter.core.statement import Statement
 from admitter.core.topology import HOSTNAME, Domain
 
@@ -55,40 +54,6 @@ MAX_VICTIMS = 64
 
 DOMAINS_TRIED = 3
 """Candidate domains simulated per preemptor, best plan first."""
-
-class Search(Enum):
-    """What a search may take: ranked victims (the rule above), or a drain's."""
-
-    RANKED = "ranked"
-    DRAIN = "drain"
-
-
-@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
-class Victim:
-    workload: Workload
-    reason: EvictionReason
-    message: str
-
-
-@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
-class Room:
-    """Proved: evicting `victims` lets the preemptor be placed at `placement`."""
-
-    placement: Placement
-    victims: tuple[Victim, ...]
-
-
-@dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
-class Blocked:
-    """No room could be proved. `protected_until` is when protected candidates free up;
-    `protected` names them when asked to explain."""
-
-    protected: tuple[Workload, ...]
-    protected_until: float | None
-
-
-NOT_TRIED = Blocked((), None)
-"""Blocked without a search (one instance: most preemptors of a busy cycle get it)."""
 
 
 class RoomFinder:
