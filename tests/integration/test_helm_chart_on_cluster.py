@@ -212,5 +212,9 @@ async def run_the_cycle(cluster: LocalCluster, api: Kube, namespace: str, settin
         assert controller.alive()
     finally:
         controller.kill()
-    log = controller.log.read_text()
-    assert "403" not in log and "forbidden" not in log.lower(), log[-3000:]
+    # The controller watches every namespace: a job an earlier test left in a namespace being
+    # deleted gets a 403 for its Workload (NamespaceTerminating), which says nothing of RBAC.
+    denied = [line for line in controller.log.read_text().splitlines()
+              if ("403" in line or "forbidden" in line.lower())
+              and "because it is being terminated" not in line]
+    assert not denied, denied[-5:]
