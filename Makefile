@@ -50,5 +50,6 @@ lint: setup helm
 	$(BIN)/mypy
 	$(BIN)/admitter crds --check
 	$(BIN)/admitter crds --check --out deploy/helm/admitter/crds
+	$(BIN)/admitter crds --check --out deploy/crds
 	"$$(bash hack/helm/build.sh)" lint --quiet --strict deploy/helm/admitter
 	$(BIN)/pytest -q -p no:cacheprovider tests/deploy/test_helm_chart.py

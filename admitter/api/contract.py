@@ -27,12 +27,14 @@ class ContractError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class JobContract:
-    """What a Job declared through its annotations."""
+    """What a Job declared through its annotations (and its pod templates', for
+    `pod_set_topology`: (required, preferred) per pod set, empty when none asks)."""
 
     min_runtime: float
     resumable: bool
     topology_required: str | None
     topology_preferred: str | None
+    pod_set_topology: tuple[tuple[str | None, str | None], ...] = ()
 
 
 def parse_contract(
@@ -61,6 +63,15 @@ def parse_contract(
         raise ContractError(
             f"annotation {RESUMABLE_ANNOTATION}={raw_resumable!r} must be 'true' or 'false'"
         )
+    required, preferred = parse_topology(annotations, topology_levels)
+    return JobContract(min_runtime, raw_resumable == "true", required, preferred)
+
+
+def parse_topology(annotations: Mapping[str, str],
+                   topology_levels: list[str] | None) -> tuple[str | None, str | None]:
+    """The (required, preferred) topology levels the annotations name, checked against the
+    cluster's Topology (coarsest first; None when none exists). The same rule reads a job's
+    own annotations and a pod template's (that pod set's own request)."""
     required = annotations.get(TOPOLOGY_REQUIRED_ANNOTATION) or None
     preferred = annotations.get(TOPOLOGY_PREFERRED_ANNOTATION) or None
     for key, level in ((TOPOLOGY_REQUIRED_ANNOTATION, required),
@@ -85,4 +96,4 @@ def parse_contract(
             f"{TOPOLOGY_REQUIRED_ANNOTATION}={required!r}; the preferred level must be the "
             "same or finer"
         )
-    return JobContract(min_runtime, raw_resumable == "true", required, preferred)
+    return required, preferred

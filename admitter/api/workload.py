@@ -101,6 +101,15 @@ class NodeSelectorTermSpec(ApiModel):
     """Requirements on node fields (`metadata.name`)."""
 
 
+class TopologyRequestSpec(ApiModel):
+    """Where the gang must, or should, be kept together."""
+
+    required: LabelKey | None = None
+    """Node label key of a Topology level: all pods in one domain of it."""
+    preferred: LabelKey | None = None
+    """Node label key of a level tried first, falling back level by level."""
+
+
 class PodSetSpec(ApiModel):
     """A group of identical pods, with where kube-scheduler may put them."""
 
@@ -119,15 +128,9 @@ class PodSetSpec(ApiModel):
     node_selector_terms: list[NodeSelectorTermSpec] = Field(default_factory=list)
     """The pod template's own required node affinity (terms ORed; empty: none). admitter's
     topology pin is kept apart, in the admission's `topologyDomain`."""
-
-
-class TopologyRequestSpec(ApiModel):
-    """Where the gang must, or should, be kept together."""
-
-    required: LabelKey | None = None
-    """Node label key of a Topology level: all pods in one domain of it."""
-    preferred: LabelKey | None = None
-    """Node label key of a level tried first, falling back level by level."""
+    topology: TopologyRequestSpec | None = None
+    """This pod set's own placement constraint, inside the workload's domain: from its pod
+    template's topology annotations (a JobSet's replicated job in one rack)."""
 
 
 class WorkloadSpec(ApiModel):
@@ -174,6 +177,15 @@ class LeaderTerm(ApiModel):
     """The Lease's leaseTransitions when the holder took it: one number per holding."""
 
 
+class PodSetDomain(ApiModel):
+    """The domain one pod set is pinned to, when its own topology request narrows it."""
+
+    pod_set: str
+    """Pod set name."""
+    domain: dict[str, str]
+    """Node label key and value of every level on the domain's path."""
+
+
 class Admission(ApiModel):
     """Where and when the workload was admitted."""
 
@@ -181,6 +193,8 @@ class Admission(ApiModel):
     """The leaf ClusterQueue charged."""
     topology_domain: dict[str, str] = Field(default_factory=dict)
     """Node label key and value injected as a required node affinity, e.g. rack = r3."""
+    pod_set_domains: list[PodSetDomain] = Field(default_factory=list)
+    """Pod sets placed in a narrower domain of their own, inside `topologyDomain`."""
     node_hints: list[NodeHint] = Field(default_factory=list)
     """Per-node pod counts the gang-fit check assumed."""
     admitted_at: datetime

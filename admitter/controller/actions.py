@@ -23,7 +23,13 @@ from admitter.api.workload import (
 )
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition, evicting, format_time, parse_time
+from admitter.controller.translate import (
+    condition,
+    evicting,
+    format_time,
+    narrower_domains,
+    parse_time,
+)
 from admitter.core.decisions import Admission
 from admitter.core.model import GPU, is_funded
 from admitter.jobs.interface import ClearsStartTime, GenericJob
@@ -76,6 +82,9 @@ def admission_status(wl: Obj, decision: Admission, now: float,
              for node, count in sorted(counts.items())]
     admission = {"clusterQueue": decision.queue, "topologyDomain": dict(decision.affinity),
                  "nodeHints": hints, "admittedAt": format_time(now)}
+    if decision.pod_set_domains:
+        admission["podSetDomains"] = [{"podSet": name, "domain": dict(domain)}
+                                      for name, domain in decision.pod_set_domains]
     if admitted_by is not None:
         admission["admittedBy"] = admitted_by
     return {"admission": admission, "conditions": conditions, "requeueAt": None,
@@ -102,10 +111,11 @@ class Actions:
         status field is unset (`ClearsStartTime`) gets that done first, as Kueue does."""
         job = await self.clear_start_time(job)
         kind = job_of(job)
-        domain = wl["status"]["admission"].get("topologyDomain") or {}
+        admission = wl["status"]["admission"]
+        patch = kind.run_patch(job, wl["metadata"]["name"], admission.get("topologyDomain") or {},
+                               narrower_domains(admission))
         meta = job["metadata"]
-        return await self.kube.patch(resource_of(kind), meta["name"],
-                                     kind.run_patch(job, wl["metadata"]["name"], domain),
+        return await self.kube.patch(resource_of(kind), meta["name"], patch,
                                      meta["namespace"], content_type=kube.JSON_PATCH)
 
     async def clear_start_time(self, job: Obj) -> Obj:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.contract import QUEUE_LABEL, ContractError, parse_contract
+from admitter.api.contract import QUEUE_LABEL, ContractError
 from admitter.api.convert import core_fair_share_settings, effective_max_min_runtime
 from admitter.api.settings import Settings
 from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
@@ -39,6 +39,7 @@ from admitter.controller.snapshot import Translations, View, build_view, core_qu
 from admitter.controller.status import QueueUsage, StatusWriter
 from admitter.controller.translate import (
     condition,
+    job_contract,
     job_ended,
     job_owner,
     parse_time,
@@ -255,8 +256,8 @@ class Reconciler:
         limit = self.settings.max_min_runtime
         if cluster_queue is not None and cluster_queue in tree:
             limit = effective_max_min_runtime(tree, cluster_queue, limit)
-        contract = parse_contract(meta.get("annotations") or {}, max_min_runtime=limit,
-                                  topology_levels=self.caches.topology_levels())
+        contract = job_contract(job, max_min_runtime=limit,
+                                topology_levels=self.caches.topology_levels())
         priority = self.caches.priority_of(priority_class_of(job))
         return workload_for(job, contract, priority)
 

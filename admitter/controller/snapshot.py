@@ -24,6 +24,7 @@ from admitter.controller.translate import (
     core_node,
     core_workload,
     job_owner,
+    pod_set_domains,
 )
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.core.decisions import Pending, PendingReason, Snapshot
@@ -108,11 +109,11 @@ class Translation:
             done = (int((job.get("status") or {}).get("succeeded", 0)),)
         seen = (core, pods, done)
         if self.pods is None or self.pods_seen != seen:
-            domain = ((wl.get("status") or {}).get("admission") or {}).get(
-                "topologyDomain") or {}
+            domains = pod_set_domains((wl.get("status") or {}).get("admission") or {},
+                                      core.pod_sets)
             self.pods_seen = seen
             self.pods = AdmittedPods(core.key, core.pod_sets, tuple(recorded_placements(core)),
-                                     pods, domain, done)
+                                     pods, domains, done)
         return self.pods
 
 

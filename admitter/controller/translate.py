@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from admitter.api.contract import QUEUE_LABEL, JobContract
+from admitter.api.contract import (
+    QUEUE_LABEL,
+    ContractError,
+    JobContract,
+    parse_contract,
+    parse_topology,
+)
 from admitter.api.duration import format_duration, parse_duration
 from admitter.api.quantity import format_quantity, from_base_units, kube_base_units
 from admitter.api.workload import CONDITION_EVICTED
 from admitter.core.model import (
     ANYWHERE,
+    NO_TOPOLOGY,
     Node,
     NodeSelection,
     NodeSelectorRequirement,
@@ -27,6 +35,7 @@ from admitter.core.model import (
     TopologyRequest,
     Workload,
 )
+from admitter.jobs.interface import dotted
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import SUSPENDABLE, reader_of
 
@@ -136,6 +145,43 @@ def _requirement(requirement: Mapping[str, Any]) -> Obj:
     return found
 
 
+def job_contract(job: Obj, *, max_min_runtime: float,
+                 topology_levels: list[str] | None) -> JobContract:
+    """What a job declared: its own contract annotations and its pod templates' topology."""
+    contract = parse_contract(job["metadata"].get("annotations") or {},
+                              max_min_runtime=max_min_runtime, topology_levels=topology_levels)
+    return replace(contract, pod_set_topology=pod_set_topology(job, topology_levels))
+
+
+def pod_set_topology(owner: Obj, topology_levels: list[str] | None,
+                     ) -> tuple[tuple[str | None, str | None], ...]:
+    """Each pod set's own (required, preferred) topology levels, from its pod template's
+    annotations (empty when none asks for one); a ContractError names the template."""
+    found = []
+    for pod_set in reader_of(owner).pod_sets(owner):
+        try:
+            found.append(parse_topology(pod_set.annotations, topology_levels))
+        except ContractError as error:
+            where = (dotted(pod_set.path[:-1]) if pod_set.path[-1] == "spec"
+                     else f"of pod set {pod_set.name}")
+            raise ContractError(f"pod template {where}: {error}") from None
+    return tuple(found) if any(any(pair) for pair in found) else ()
+
+
+def narrower_domains(admission: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The admission's pod sets pinned to a domain of their own, by pod set name."""
+    return {entry["podSet"]: dict(entry.get("domain") or {})
+            for entry in admission.get("podSetDomains") or ()}
+
+
+def pod_set_domains(admission: Mapping[str, Any], pod_sets: tuple[PodSet, ...],
+                    ) -> tuple[dict[str, str], ...]:
+    """The domain each pod set is pinned to, in pod set order."""
+    domain = dict(admission.get("topologyDomain") or {})
+    narrower = narrower_domains(admission)
+    return tuple(narrower.get(pod_set.name, domain) for pod_set in pod_sets)
+
+
 def priority_class_of(owner: Obj) -> str | None:
     """The priority class its pods name (the first pod set's that names one)."""
     for pod_set in reader_of(owner).pod_sets(owner):
@@ -151,11 +197,15 @@ def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
     reader = reader_of(owner)
     meta = owner["metadata"]
     pod_sets = []
-    for pod_set in reader.pod_sets(owner):
+    for index, pod_set in enumerate(reader.pod_sets(owner)):
         requests = {r: format_quantity(a) for r, a in pod_requests(pod_set.pod_spec).items()}
         pod_sets.append({"name": pod_set.name, "count": pod_set.count, "requests": requests,
                          **placement_constraints(pod_set.pod_spec,
                                                  pod_set.pod_spec.get("affinity"))})
+        own = contract.pod_set_topology[index] if contract.pod_set_topology else (None, None)
+        if any(own):
+            pod_sets[-1]["topology"] = {k: v for k, v in zip(("required", "preferred"), own,
+                                                             strict=True) if v}
     topology = {k: v for k, v in (("required", contract.topology_required),
                                   ("preferred", contract.topology_preferred)) if v}
     workload_spec: Obj = {
@@ -242,7 +292,7 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
                tuple(Toleration(t.get("key", ""), t.get("operator") or "Equal",
                                 t.get("value", ""), t.get("effect", ""))
                      for t in p.get("tolerations") or ()),
-               _selection(p))
+               _selection(p), _topology(p.get("topology")))
         for p in spec["podSets"]
     )
     placements: list[dict[str, int]] = [{} for _ in pod_sets]
@@ -255,7 +305,6 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
     for counts in placements:
         for node, count in counts.items():
             merged[node] = merged.get(node, 0) + count
-    topology = spec.get("topology") or {}
     return Workload(
         key=f"{meta['namespace']}/{meta['name']}",
         queue=cluster_queue,
@@ -264,7 +313,7 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
         priority=spec.get("priority", 0),
         min_runtime=parse_duration(spec.get("minRuntime", 0)),
         resumable=spec.get("resumable", True),
-        topology=TopologyRequest(topology.get("required"), topology.get("preferred")),
+        topology=_topology(spec.get("topology")),
         phase=Phase.ADMITTED if admission else Phase.PENDING,
         admitted_at=parse_time((admission or {}).get("admittedAt")),
         placement=merged,
@@ -272,6 +321,13 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
         pods_ready=pods_ready,
         eligible_at=parse_time(status.get("requeueAt")) or 0.0,
     )
+
+
+def _topology(spec: Obj | None) -> TopologyRequest:
+    """A Workload's (or a pod set's) topology request; the shared empty one for none."""
+    if not spec:
+        return NO_TOPOLOGY
+    return TopologyRequest(spec.get("required"), spec.get("preferred"))
 
 
 def _selection(pod_set: Obj) -> NodeSelection:

@@ -12,6 +12,7 @@ waits, note the first moment time alone could change a decision, and the result.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from operator import attrgetter
 
 from admitter.core.backfill import Backfill
@@ -181,10 +182,14 @@ class CycleState:
             self.unsettled = True  # this cycle might now find victims
         self.unfunded_held = None
         self.pending.pop(workload.key, None)
-        where = ("in " + ", ".join(f"{k}={v}" for k, v in placement.affinity.items())
-                 if placement.affinity else "anywhere in the cluster")
+        where = _where(placement.affinity)
+        narrower = tuple((pod_set.name, affinity) for pod_set, affinity in zip(
+            workload.pod_sets, placement.pod_set_affinity, strict=True)
+            if affinity != placement.affinity)
+        where += "".join(f"; pod set {name} {_where(affinity)}" for name, affinity in narrower)
         self.admissions.append(Admission(workload.key, workload.queue, placement.node_counts,
-                                         dict(placement.affinity), f"{why}; placed {where}"))
+                                         dict(placement.affinity), f"{why}; placed {where}",
+                                         narrower))
 
     def _evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
         self.statement.evict(workload)
@@ -223,3 +228,9 @@ class CycleState:
             statuses=lambda: queue_statuses(tree, allocated, running.values(), pending),
             ranking=self.ranking,
         )
+
+
+def _where(affinity: Mapping[str, str]) -> str:
+    """A domain as admission messages name it."""
+    return ("in " + ", ".join(f"{k}={v}" for k, v in affinity.items()) if affinity
+            else "anywhere in the cluster")

@@ -85,13 +85,15 @@ class PendingReason(StrEnum):
 class Admission:
     """Admit `key`: the pods per node per pod set the gang check assumed, and the required
     node-affinity term (label key → value) to inject; empty for no topology constraint.
-    Read-only by convention."""
+    `pod_set_domains` names each pod set placed in a narrower domain of its own, with that
+    domain's term. Read-only by convention."""
 
     key: str
     queue: str
     pod_set_nodes: tuple[Mapping[str, int], ...]
     affinity: Mapping[str, str]
     message: str
+    pod_set_domains: tuple[tuple[str, Mapping[str, str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

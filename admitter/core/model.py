@@ -175,16 +175,29 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Node label keys naming topology levels; `None` means no constraint at that strength."""
+
+    required: str | None = None
+    preferred: str | None = None
+
+
+NO_TOPOLOGY = TopologyRequest()
+
+
+@dataclass(frozen=True, slots=True)
 class PodSet:
     """`count` identical pods, each asking for `requests` (the pod's effective request), that
     kube-scheduler puts only on nodes whose blocking taints `tolerations` tolerate and that
-    `selection` matches."""
+    `selection` matches. `topology` keeps this pod set's pods in one domain of a level
+    (inside the workload's own domain), as a JobSet's leader and its workers each in a rack."""
 
     name: str
     count: int
     requests: Resources
     tolerations: tuple[Toleration, ...] = ()
     selection: NodeSelection = ANYWHERE
+    topology: TopologyRequest = NO_TOPOLOGY
 
     def admits(self, node: Node) -> bool:
         """Whether kube-scheduler's taint and node-affinity filters let these pods on `node`
@@ -197,16 +210,14 @@ class PodSet:
         pending workload's shape."""
         return None if self.selection is ANYWHERE else self.selection
 
+    def topology_key(self) -> tuple[str | None, str | None] | None:
+        """The topology for memo keys: None when unconstrained (see `selection_key`)."""
+        if self.topology is NO_TOPOLOGY:
+            return None
+        return self.topology.required, self.topology.preferred
+
     def total(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyRequest:
-    """Node label keys naming topology levels; `None` means no constraint at that strength."""
-
-    required: str | None = None
-    preferred: str | None = None
 
 
 def is_funded(min_runtime: float) -> bool:
@@ -241,7 +252,7 @@ class Workload:
     priority: int = 0
     min_runtime: float = 0.0
     resumable: bool = True
-    topology: TopologyRequest = TopologyRequest()
+    topology: TopologyRequest = NO_TOPOLOGY
     phase: Phase = Phase.PENDING
     admitted_at: float | None = None
     placement: dict[str, int] = field(default_factory=dict)
@@ -258,8 +269,8 @@ class Workload:
                 total[resource] = total.get(resource, 0) + amount * pod_set.count
         object.__setattr__(self, "_total", total)
         object.__setattr__(self, "_shape", tuple(
-            [(p.count, tuple(sorted(p.requests.items())), p.tolerations, p.selection_key())
-             for p in self.pod_sets]))
+            [(p.count, tuple(sorted(p.requests.items())), p.tolerations, p.selection_key(),
+              p.topology_key()) for p in self.pod_sets]))
 
     @property
     def funded(self) -> bool:

@@ -4,9 +4,12 @@ A workload is placed all or nothing. Its topology request picks the levels to tr
 alone, or `preferred` first and then each coarser level up to `required` (or the whole
 cluster). At each level the fitting domain with the least free capacity wins (bin-pack, keeps
 big domains whole), and inside it pods go to the most-allocated nodes first. Pod sets are packed
-one after another in the chosen domain, each seeing the ones before it as used. A preferred
-level no finer than the required one adds nothing. See docs/gang-fit.md for why the per-node
-floor sum is a sound check.
+one after another in the chosen domain, each seeing the ones before it as used. A pod set with
+a topology request of its own goes, by the same levels and the same bin-pack, into one domain
+inside the workload's (a JobSet's workers in one rack, its leader anywhere in the block); the
+first pod set's choice is not revisited for the next one. A preferred level no finer than the
+required one adds nothing. See docs/gang-fit.md for why the per-node floor sum is a sound
+check.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from admitter.core.fit import Demand, Shape, capacity, fill, fits, free_key, largest, ranked
-from admitter.core.model import TopologyRequest, Workload
+from admitter.core.model import NO_TOPOLOGY, PodSet, TopologyRequest, Workload
 from admitter.core.nodes import ClusterState
 from admitter.core.topology import HOSTNAME, Domain, DomainTree
 
@@ -28,13 +31,15 @@ class Placement:
 
     `affinity` holds every topology label on the domain's path (empty for the whole cluster),
     to inject as a required nodeAffinity term; `node_counts[i]` maps node name to pods of pod
-    set i, what `ClusterState.assume` takes.
+    set i, what `ClusterState.assume` takes; `pod_set_affinity[i]` is pod set i's own,
+    narrower or the same.
     """
 
     domain_level: str | None
     domain_value: str | None
     affinity: dict[str, str]
     node_counts: tuple[dict[str, int], ...]
+    pod_set_affinity: tuple[dict[str, str], ...]
 
 
 @dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
@@ -55,12 +60,19 @@ def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailu
     depths = _depths(state.tree, workload.topology)
     if isinstance(depths, PlacementFailure):
         return depths
+    for pod_set in workload.pod_sets:
+        if pod_set.topology is not NO_TOPOLOGY:
+            unknown = _depths(state.tree, pod_set.topology)
+            if isinstance(unknown, PlacementFailure):
+                return PlacementFailure(_label(workload, pod_set.name) + unknown.reason)
     if fits(state.tree.root, demand):
         for depth in depths:
             for domain in ranked(state.tree, depth, depths[-1], demand):
                 packed = _pack(state, workload, domain, demand)
                 if packed is not None:
-                    return Placement(domain.level, domain.value, dict(domain.affinity), packed)
+                    counts, affinities = packed
+                    return Placement(domain.level, domain.value, dict(domain.affinity), counts,
+                                     affinities)
     return PlacementFailure(_explain(state, workload, demand, depths[-1]))
 
 
@@ -95,9 +107,10 @@ def _depths(tree: DomainTree, request: TopologyRequest) -> list[int] | Placement
     return list(range(max(preferred, required), required - 1, -1))
 
 
-def _pack(state: ClusterState, workload: Workload, domain: Domain,
-          demand: Demand) -> tuple[dict[str, int], ...] | None:
-    """Pack pod sets in turn into `domain`, assuming each while packing the next.
+def _pack(state: ClusterState, workload: Workload, domain: Domain, demand: Demand,
+          ) -> tuple[tuple[dict[str, int], ...], tuple[dict[str, str], ...]] | None:
+    """Pack pod sets in turn into `domain` (each into its own domain inside it, if it asks
+    for one), assuming each while packing the next: pods per node and the affinity of each.
 
     The trial holds are the one change to the node model that bypasses the cycle's `Statement`:
     they never outlive this call (each is released on the way out, whatever happens), so no
@@ -105,18 +118,55 @@ def _pack(state: ClusterState, workload: Workload, domain: Domain,
     trials: list[str] = []
     try:
         packed: list[dict[str, int]] = []
+        affinities: list[dict[str, str]] = []
         for pod_set, (shape, count) in zip(workload.pod_sets, demand.pod_sets, strict=True):
-            if capacity(domain, shape) < count:
+            where: Domain | None = domain
+            if pod_set.topology is not NO_TOPOLOGY:
+                where = _inner_domain(state.tree, domain, pod_set, shape, count)
+            if where is None or capacity(where, shape) < count:
                 return None
-            nodes = fill(domain, shape, count) if count > 0 else {}
+            nodes = fill(where, shape, count) if count > 0 else {}
             packed.append({state.names[node]: nodes[node] for node in sorted(nodes)})
+            affinities.append(dict(where.affinity))
             if len(packed) < len(demand.pod_sets):
                 trials.append(f"{_TRIAL}{len(packed)}")
                 state.assume(trials[-1], (pod_set,), (packed[-1],))
-        return tuple(packed)
+        return tuple(packed), tuple(affinities)
     finally:
         for key in reversed(trials):
             state.release(key)
+
+
+def _inner_domain(tree: DomainTree, domain: Domain, pod_set: PodSet, shape: Shape,
+                  count: int) -> Domain | None:
+    """Where inside `domain` a pod set with a topology request of its own goes: its levels
+    tried as a workload's are (preferred, then coarser down to required), at each the least
+    free domain that holds it; `domain` itself once a level is no finer than it."""
+    depths = _depths(tree, pod_set.topology)
+    assert not isinstance(depths, PlacementFailure)  # place() checked every pod set's levels
+    required = depths[-1]
+    resources = tuple(resource for resource, _ in shape.request)
+    for depth in depths:
+        if depth <= domain.depth:
+            if _ancestor(domain, depth) is not None and _ancestor(domain, required) is not None:
+                return domain
+            continue  # a host whose labels stop above the level
+        inside = [d for d in tree.domains(tree.levels[depth])
+                  if _ancestor(d, domain.depth) is domain
+                  and _ancestor(d, required) is not None and capacity(d, shape) >= count]
+        if inside:
+            return min(inside, key=lambda d: (
+                free_key(d, resources, shape.classes, shape.nodes), d.order))
+    return None
+
+
+def _ancestor(domain: Domain, depth: int) -> Domain | None:
+    """The domain at `depth` that `domain` is or lies in (the root at -1); None for a host
+    whose labels stop above that level."""
+    found: Domain | None = domain
+    while found is not None and found.depth > depth:
+        found = found.parent
+    return found if found is not None and found.depth == depth else None
 
 
 def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int) -> str:
@@ -131,6 +181,9 @@ def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int
             return label + _no_node(state, shape)
         if capacity(root, shape) < count:
             return label + _short(state, shape, count, [root], None)
+    inner = _inner_short(state, workload, demand)
+    if inner is not None:
+        return inner
     if depth < 0:
         return f"pod sets {', '.join(p.name for p in workload.pod_sets)} do not fit together"
     level = state.tree.levels[depth]
@@ -143,6 +196,21 @@ def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int
             return _label(workload, pod_set.name) + _short(state, shape, count, domains, noun)
     names = ", ".join(p.name for p in workload.pod_sets)
     return f"no {noun} fits pod sets {names} together"
+
+
+def _inner_short(state: ClusterState, workload: Workload, demand: Demand) -> str | None:
+    """Why a pod set's own required level holds it nowhere, if no domain of it does."""
+    for pod_set, (shape, count) in zip(workload.pod_sets, demand.pod_sets, strict=True):
+        level = pod_set.topology.required
+        if level is None:
+            continue
+        domains = state.tree.domains(level)
+        noun = f"{_noun(level)} ({level})"
+        if not domains:
+            return f"{_label(workload, pod_set.name)}no node has the topology label {level}"
+        if max(capacity(d, shape) for d in domains) < count:
+            return _label(workload, pod_set.name) + _short(state, shape, count, domains, noun)
+    return None
 
 
 def _no_node(state: ClusterState, shape: Shape) -> str:

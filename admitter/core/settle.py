@@ -39,8 +39,8 @@ class AdmittedPods:
     """Where the admission assumed each pod set's pods."""
     bound: Placement
     """Where pods are bound now, per pod set (empty mappings while none is)."""
-    domain: Mapping[str, str]
-    """Node labels the pods are pinned to (empty: anywhere)."""
+    domains: tuple[Mapping[str, str], ...]
+    """Node labels each pod set's pods are pinned to (empty: anywhere)."""
     done: tuple[int, ...] = ()
     """Pods per pod set that ran to completion: they need no room any more (empty: none)."""
 
@@ -57,9 +57,10 @@ def settle(nodes: Sequence[Node], admitted: Sequence[AdmittedPods]) -> dict[str,
     for workload in sorted(admitted, key=lambda w: w.key):
         done = workload.done or (0,) * len(workload.pod_sets)
         placement = tuple(
-            settler.place(pod_set, hinted, bound, workload.domain, finished)
-            for pod_set, hinted, bound, finished in zip(
-                workload.pod_sets, workload.hinted, workload.bound, done, strict=True))
+            settler.place(pod_set, hinted, bound, domain, finished)
+            for pod_set, hinted, bound, domain, finished in zip(
+                workload.pod_sets, workload.hinted, workload.bound, workload.domains, done,
+                strict=True))
         if any(p != h for p, h in zip(placement, workload.hinted, strict=True)):
             settled[workload.key] = placement
     return settled

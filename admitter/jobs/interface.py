@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 Obj = dict[str, Any]
+
+NO_NARROWER: Mapping[str, Mapping[str, str]] = {}
+"""No pod set pinned to a domain of its own: all go to the workload's."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,8 @@ class PodSetInfo:
     """Where the pod spec sits in the job object, for the patches that pin it."""
     size_field: str = ""
     """The field a user edits to change `count` (`spec.parallelism`), as denials name it."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """The pod template's annotations, where a pod set asks for a topology of its own."""
 
 
 class JobReader(Protocol):
@@ -61,9 +66,11 @@ class GenericJob(JobReader, Protocol):
         """A merge patch that suspends it and takes admitter's admitted mark away."""
         ...
 
-    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
-        """A JSON patch that unsuspends it, each pod set pinned to `domain`, on the version
-        read (so a job changed meanwhile is looked at again)."""
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
+        """A JSON patch that unsuspends it, each pod set pinned to `domain` (or to its own
+        domain in `narrower`, by pod set name), on the version read (so a job changed
+        meanwhile is looked at again)."""
         ...
 
     def restore_patch(self, obj: Obj) -> list[Obj]:

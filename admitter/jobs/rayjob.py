@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from admitter.jobs.interface import Obj, PodSetInfo, dotted, nested, pointer
+from admitter.jobs.interface import NO_NARROWER, Obj, PodSetInfo, dotted, nested, pointer
 from admitter.jobs.templated import TemplatedJob
 
 HEAD_POD_SET = "head"
@@ -86,9 +86,10 @@ class RayJob(TemplatedJob):
         set holds at least one pod. Their templates are still pinned, like the others."""
         return [pod_set for pod_set in super().pod_sets(obj) if pod_set.count > 0]
 
-    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
         name = obj["metadata"]["name"]
-        return [*super().run_patch(obj, workload_name, domain),
+        return [*super().run_patch(obj, workload_name, domain, narrower),
                 *(_label_op(obj, path[:-1], name) for _, _, path in self.pod_set_shapes(obj))]
 
     def restore_patch(self, obj: Obj) -> list[Obj]:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
 from admitter.jobs.interface import (
+    NO_NARROWER,
     Obj,
     PodSetInfo,
     dotted,
@@ -105,14 +106,17 @@ class TemplatedJob(SuspendsBySpec):
             spec.pop(self.pin_field, None)
             if affinity is not None:
                 spec[self.pin_field] = affinity
-            found.append(PodSetInfo(name, count, spec, path, self.size_field(path)))
+            template = nested(obj, path[:-1]).get("metadata") or {}
+            found.append(PodSetInfo(name, count, spec, path, self.size_field(path),
+                                    template.get("annotations") or {}))
         return found
 
-    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
         own = self.user_affinities(obj)
         ops = mark_ops(obj, workload_name, self.encode_affinities(own))
-        for (_, _, path), affinity in zip(self.pod_set_shapes(obj), own, strict=True):
-            pinned = self.pin(affinity, domain)
+        for (name, _, path), affinity in zip(self.pod_set_shapes(obj), own, strict=True):
+            pinned = self.pin(affinity, narrower.get(name, domain))
             ops.append(_set_or_remove(obj, (*path, self.pin_field), pinned))
         ops.append({"op": "add", "path": "/spec/suspend", "value": False})
         return [op for op in ops if op]

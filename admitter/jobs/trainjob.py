@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION
-from admitter.jobs.interface import Obj, PodSetInfo
+from admitter.jobs.interface import NO_NARROWER, Obj, PodSetInfo
 from admitter.jobs.templated import SuspendsBySpec, mark_ops, unmark_ops
 
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -120,7 +120,9 @@ class TrainJob(SuspendsBySpec):
                 if any(t.get("name") == job["name"] for t in override.get("targetJobs") or ()):
                     _override(spec, override)
             # The template is in the runtime: the TrainJob is pinned through its overrides.
-            found.append(PodSetInfo(job["name"], max(count, 1), spec, OVERRIDES))
+            template = job_spec["template"].get("metadata") or {}
+            found.append(PodSetInfo(job["name"], max(count, 1), spec, OVERRIDES,
+                                    annotations=template.get("annotations") or {}))
         return found
 
     def pods_ready(self, obj: Obj) -> int:
@@ -155,11 +157,13 @@ class TrainJob(SuspendsBySpec):
             return kept
         return list(obj["spec"].get("podSpecOverrides") or [])
 
-    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str]) -> list[Obj]:
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
         own = self.user_overrides(obj)
         ops = mark_ops(obj, workload_name, json.dumps(own))
-        pins = [{"targetJobs": [{"name": pod_set.name}], "nodeSelector": dict(domain)}
-                for pod_set in self.pod_sets(obj)] if domain else []
+        pins = [{"targetJobs": [{"name": pod_set.name}],
+                 "nodeSelector": dict(narrower.get(pod_set.name, domain))}
+                for pod_set in self.pod_sets(obj) if narrower.get(pod_set.name, domain)]
         ops.append({"op": "add", "path": "/spec/podSpecOverrides", "value": own + pins})
         ops.append({"op": "add", "path": "/spec/suspend", "value": False})
         return ops

@@ -44,6 +44,7 @@ from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.jobs.interface import PodSetInfo, ReadsRuntimes, RefusesSpecs, dotted
 from admitter.jobs.registry import reader_of
 from admitter.webhook.lookup import Lookup
+from admitter.webhook.pod_set_topology import pod_set_topology_problems
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
 
 CONTRACT_ANNOTATIONS = (
@@ -189,6 +190,8 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
         problems += await _moving_admitted_workload_problems(request, lookup)
     if queue is not None and (joining or (old is not None and _contract_changed(new, old))):
         problems += await _queue_and_contract_problems(request, queue, lookup, policy, joining)
+    if queue is not None:
+        problems += await pod_set_topology_problems(_pod_sets(new), _pod_sets(old), lookup)
     if problems:
         return deny_problems(request.display_name, problems)
     warning = await _never_preempted_warning(new, lookup, policy) if old is None else None
@@ -312,9 +315,11 @@ def _size_field_problems(kind: str, new: Job, old: Job, fix: str) -> Iterator[Pr
                           f"cannot change to {value!r} while admitted; {fix}")
 
 
-def _pod_sets(job: Job) -> list[PodSetInfo] | None:
+def _pod_sets(job: Job | None) -> list[PodSetInfo] | None:
     """The job's pod sets, None when they cannot be read; none for a kind whose pod sets
     live in a runtime the webhook does not read (its size fields are guarded instead)."""
+    if job is None:
+        return None
     try:
         reader = reader_of(dict(job))
         return [] if isinstance(reader, ReadsRuntimes) else reader.pod_sets(dict(job))

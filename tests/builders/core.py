@@ -85,10 +85,16 @@ def gang(
     *,
     cpu: int = 0,
     tolerations: tuple[Toleration, ...] = (),
+    required: str | None = None,
+    preferred: str | None = None,
 ) -> PodSet:
-    """`count` pods of `gpus` GPUs each (and `cpu` millicores)."""
+    """`count` pods of `gpus` GPUs each (and `cpu` millicores), kept in one domain of the
+    `required` level (or of `preferred` where one fits) if given."""
     requests = {GPU: gpus, CPU: cpu} if cpu else {GPU: gpus}
-    return PodSet(name, count, requests, tolerations)
+    if required is None and preferred is None:
+        return PodSet(name, count, requests, tolerations)
+    return PodSet(name, count, requests, tolerations,
+                  topology=TopologyRequest(required, preferred))
 
 
 def workload(

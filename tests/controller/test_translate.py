@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 
-from admitter.api.contract import JobContract
+import pytest
+
+from admitter.api.contract import ContractError, JobContract
 from admitter.api.workload import CONDITION_ADMITTED, Reason
 from admitter.api.workload import Workload as WorkloadObject
 from admitter.controller.actions import with_condition
 from admitter.controller.translate import (
     core_workload,
     format_time,
+    job_contract,
     pod_requests,
+    pod_set_domains,
     workload_for,
     workload_name,
 )
 from admitter.core.decisions import PendingReason
-from admitter.core.model import GPU, Phase
+from admitter.core.model import GPU, Phase, TopologyRequest
 from admitter.jobs.interface import pin_to_domain
 
 JOB = {
@@ -69,6 +74,34 @@ def test_core_workload_reads_the_admission_back():
     assert workload.admitted_at - workload.submitted_at == 300
     assert workload.placement == {"n1": 2} and workload.pod_set_placements == ({"n1": 2},)
     assert workload.requests()[GPU] == 16 and workload.min_runtime == 3600
+
+
+def test_a_templates_own_topology_reaches_the_core_and_its_domain_is_read_back() -> None:
+    job = copy.deepcopy(JOB)
+    job["spec"]["template"]["metadata"] = {
+        "annotations": {"admitter.dev/topology-preferred": "rack"}}
+    contract = job_contract(job, max_min_runtime=86400, topology_levels=["block", "rack"])
+    assert contract.pod_set_topology == ((None, "rack"),)
+    obj = workload_for(job, contract, priority=0)
+    WorkloadObject.model_validate(obj)
+    assert obj["spec"]["podSets"][0]["topology"] == {"preferred": "rack"}
+    obj["status"] = {"admission": {
+        "clusterQueue": "team-a", "admittedAt": "2026-11-29T10:05:00Z",
+        "topologyDomain": {"block": "b1"},
+        "podSetDomains": [{"podSet": "main", "domain": {"block": "b1", "rack": "r2"}}]}}
+    WorkloadObject.model_validate(obj)
+    workload = core_workload(obj, "team-a", pods_ready=True)
+    assert workload.pod_sets[0].topology == TopologyRequest(None, "rack")
+    assert pod_set_domains(obj["status"]["admission"], workload.pod_sets) == (
+        {"block": "b1", "rack": "r2"},)
+
+
+def test_a_templates_unknown_topology_level_is_an_error_naming_the_template() -> None:
+    job = copy.deepcopy(JOB)
+    job["spec"]["template"]["metadata"] = {"annotations": {"admitter.dev/topology-required": "x"}}
+    with pytest.raises(ContractError, match=r"^pod template spec.template: annotation "
+                                            r"admitter.dev/topology-required='x' is not a"):
+        job_contract(job, max_min_runtime=86400, topology_levels=["block", "rack"])
 
 
 def test_pinning_narrows_every_required_term_and_keeps_the_rest():

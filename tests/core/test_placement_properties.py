@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from admitter.core.model import (
     ANYWHERE,
+    NO_TOPOLOGY,
     Node,
     NodeSelection,
     PodSet,
@@ -92,7 +93,10 @@ def nodes(draw: st.DrawFn) -> list[Node]:
 
 
 @st.composite
-def workloads(draw: st.DrawFn, max_pod_sets: int = 2) -> list[Workload]:
+def workloads(draw: st.DrawFn, max_pod_sets: int = 2,
+              own_topology: bool = True) -> list[Workload]:
+    """Workloads of up to `max_pod_sets` pod sets, each with a topology of its own at times
+    (`own_topology`)."""
     result = []
     for i in range(draw(st.integers(1, 6))):
         pod_sets = []
@@ -100,8 +104,11 @@ def workloads(draw: st.DrawFn, max_pod_sets: int = 2) -> list[Workload]:
             requests = {GPU: draw(st.integers(0, 8))}
             if draw(st.booleans()):
                 requests[CPU] = draw(st.integers(1, 4)) * 1_000
+            own = (TopologyRequest(draw(LEVEL), draw(LEVEL))
+                   if own_topology and draw(st.booleans()) else NO_TOPOLOGY)
             pod_sets.append(PodSet(f"p{j}", draw(st.integers(1, 4)), requests,
-                                   draw(TOLERATIONS), draw(st.sampled_from(list(SELECTIONS)))))
+                                   draw(TOLERATIONS), draw(st.sampled_from(list(SELECTIONS))),
+                                   own))
         topology = TopologyRequest(draw(LEVEL), draw(LEVEL))
         result.append(Workload(f"w{i}", "q", tuple(pod_sets), float(i), topology=topology))
     return result
@@ -212,13 +219,17 @@ def run(state: ClusterState, all_nodes: Sequence[Node], batch: Sequence[Workload
             assert decision.reason
             continue
         decisions.append(decision)
-        for pod_set, counts in zip(workload.pod_sets, decision.node_counts, strict=True):
+        for pod_set, counts, own in zip(workload.pod_sets, decision.node_counts,
+                                        decision.pod_set_affinity, strict=True):
             assert sum(counts.values()) == pod_set.count, "partial gang"
+            assert own.items() >= decision.affinity.items(), "a pod set outside the workload"
+            if pod_set.topology.required is not None:
+                assert pod_set.topology.required in own
             for name, count in counts.items():
                 n = by_name[name]
                 assert count > 0 and not n.unschedulable and tolerated(n, pod_set)
                 labels = {**n.labels, HOSTNAME: n.labels.get(HOSTNAME, n.name)}
-                assert all(labels.get(k) == v for k, v in decision.affinity.items())
+                assert all(labels.get(k) == v for k, v in own.items())
         if workload.topology.required is not None:
             assert workload.topology.required in decision.affinity
         (state if statement is None else statement).assume(
@@ -241,7 +252,7 @@ def test_no_overcommit_no_partial_gang_required_topology_kept(
 
 
 @PROPERTY
-@given(nodes(), workloads(max_pod_sets=1))
+@given(nodes(), workloads(max_pod_sets=1, own_topology=False))
 def test_single_pod_set_matches_brute_force(all_nodes: list[Node],
                                             batch: list[Workload]) -> None:
     """Fails exactly when no domain fits; otherwise the least-free fitting domain of the first

@@ -16,7 +16,7 @@ from builders.core import LEVELS, RACK, gang, node, workload
 
 def admitted(key: str, pod_set: PodSet, hinted: dict[str, int], bound: dict[str, int] | None = None,
              domain: dict[str, str] | None = None) -> AdmittedPods:
-    return AdmittedPods(key, (pod_set,), (hinted,), (bound or {},), domain or {})
+    return AdmittedPods(key, (pod_set,), (hinted,), (bound or {},), (domain or {},))
 
 
 def model(nodes: tuple[Node, ...], pods: list[AdmittedPods]) -> ClusterState:
@@ -134,7 +134,7 @@ def test_pods_that_ran_to_completion_need_no_room() -> None:
     finished it is still admitted, but counting it at its hint would hold room nothing uses
     (and push the pods that do need room elsewhere)."""
     nodes = (node("n1", 4),)
-    done = AdmittedPods("done", (gang(1, 4),), ({"n1": 1},), ({},), {}, (1,))
+    done = AdmittedPods("done", (gang(1, 4),), ({"n1": 1},), ({},), ({},), (1,))
     waiting = admitted("next", gang(1, 4), {"n1": 1})
     assert settle(nodes, [done, waiting]) == {"done": ({},)}
     assert model(nodes, [done, waiting]).free("n1") == {GPU: 0}, "only `next` holds n1"

@@ -4,7 +4,8 @@ makes for an admission (pin every pod set to the admitted domain, unsuspend), an
 controller and kube-scheduler then do with the pods; then end to end, with admitter's controller
 and webhooks running: created suspended, admitted as one gang inside a rack, drained and
 admitted again in another rack, finished with its quota released, a forged unsuspend denied,
-and a gang too big for any rack waiting with a reason naming the rack level."""
+a gang too big for any rack waiting with a reason naming the rack level, and replicated jobs
+each kept in a rack of their own inside the JobSet's block."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.jobset import JobSet
-from admitter.testing import RACK_LABEL, LocalCluster
+from admitter.testing import BLOCK_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.waiting import eventually
@@ -290,3 +291,53 @@ async def test_a_jobset_preempted_by_a_gang_needing_its_rack_runs_again_in_anoth
     assert any(e["reason"] == EvictionReason.PREEMPTED.value
                and e["involvedObject"]["kind"] == "JobSet" for e in events["items"])
 
+
+
+async def test_replicated_jobs_that_each_ask_for_a_rack_get_one_each_inside_the_jobsets_block(
+        jobset_operator: None, api: Kube, namespace: str, team_queue: str,
+        kubeconfig: Path) -> None:
+    """Two replicated jobs of 2 × 4 pods × 2 GPUs, each filling a rack (16 GPUs), the
+    JobSet in one block (32 GPUs); the pod templates carry the rack request."""
+    js = leader_and_workers(namespace)
+    js["metadata"].update(name="racks", labels={QUEUE_LABEL: "default"},
+                          annotations={TOPOLOGY_REQUIRED_ANNOTATION: BLOCK_LABEL})
+    js["spec"]["replicatedJobs"] = [
+        {"name": name, "replicas": 2, "template": {"spec": {
+            "parallelism": 4, "completions": 4, "template": {
+                "metadata": {"annotations": {TOPOLOGY_REQUIRED_ANNOTATION: RACK_LABEL}},
+                **pod_template(2)}}}}
+        for name in ("a", "b")]
+    js = await api.create(JOBSETS, js)
+    nodes = await api.request("GET", kube.NODES.path())
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes["items"]}
+
+    async def bound() -> dict[str, set[str]] | None:
+        listed = await api.request("GET", f"/api/v1/namespaces/{namespace}/pods", query={
+            "labelSelector": f"{NAME_LABEL}=racks"})
+        live = [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
+        if len(live) < 16 or not all(p["spec"].get("nodeName") for p in live):
+            return None
+        racks: dict[str, set[str]] = {}
+        for pod in live:
+            replicated = pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"]
+            racks.setdefault(replicated, set()).add(labels[pod["spec"]["nodeName"]][RACK_LABEL])
+        return racks
+
+    async with in_process_controller(kubeconfig):
+        racks = await eventually(bound, "16 pods bound", timeout=90.0)
+    assert set(racks) == {"a", "b"} and all(len(found) == 1 for found in racks.values()), racks
+    (rack_a,), (rack_b,) = racks["a"], racks["b"]
+    assert rack_a != rack_b
+    wl = await workload_of(api, js)
+    assert wl is not None
+    admission = wl["status"]["admission"]
+    (block,) = {labels[node][BLOCK_LABEL] for node in labels
+                if labels[node].get(RACK_LABEL) in (rack_a, rack_b)}
+    assert admission["topologyDomain"] == {BLOCK_LABEL: block}
+    assert {entry["podSet"]: entry["domain"][RACK_LABEL]
+            for entry in admission["podSetDomains"]} == {"a": rack_a, "b": rack_b}
+    started = await read(api, js)
+    for replicated, rack in zip(started["spec"]["replicatedJobs"], (rack_a, rack_b),
+                                strict=True):
+        selector = replicated["template"]["spec"]["template"]["spec"]["nodeSelector"]
+        assert selector == {BLOCK_LABEL: block, RACK_LABEL: rack}

@@ -94,6 +94,25 @@ def test_starting_a_jobset_pins_every_pod_set_and_restoring_gives_back_the_users
     assert ORIGINAL_AFFINITY_ANNOTATION not in restored["metadata"]["annotations"]
 
 
+def test_a_replicated_job_pinned_to_a_rack_of_its_own_gets_that_rack_and_its_template_asks():
+    kind = JobSet()
+    asking = jobset()
+    workers = asking["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]
+    workers["metadata"] = {"annotations": {"admitter.dev/topology-required": "rack"}}
+    assert [s.annotations for s in kind.pod_sets(asking)] == [
+        {}, {"admitter.dev/topology-required": "rack"}]
+    own = {"topology.admitter.dev/rack": "rack-5"}
+    started = apply(asking, kind.run_patch(asking, "jobset-train-abcde", {}, {"workers": own}))
+    leader, pinned = (r["template"]["spec"]["template"]["spec"]
+                      for r in started["spec"]["replicatedJobs"])
+    assert "nodeSelector" not in leader
+    assert pinned["nodeSelector"] == {"pool": "a100", **own}
+    contract = JobContract(min_runtime=0, resumable=True, topology_required=None,
+                           topology_preferred=None, pod_set_topology=((None, None), ("rack", None)))
+    made = workload_for(asking, contract, 0)["spec"]["podSets"]
+    assert "topology" not in made[0] and made[1]["topology"] == {"required": "rack"}
+
+
 def test_a_jobs_original_affinity_annotation_keeps_the_one_templates_affinity():
     job = {"kind": "Job", "metadata": {"name": "j", "resourceVersion": "1", "annotations": {}},
            "spec": {"suspend": True, "parallelism": 2,

@@ -49,3 +49,16 @@ async def test_the_child_jobs_a_jobsets_controller_makes_are_left_to_the_jobset(
              "spec": {"suspend": True, "template": jobset()["spec"]["replicatedJobs"][0][
                  "template"]["spec"]["template"]}}
     assert await left_to_its_parent(child, "jobset-controller")
+
+
+async def test_a_replicated_jobs_topology_names_a_level_or_is_denied_naming_its_template():
+    wanted = jobset()
+    template = wanted["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]
+    template["metadata"] = {"annotations": {"admitter.dev/topology-required": "rackk"}}
+    denied = await verdict(changed(wanted, suspend=True))
+    assert not denied.allowed
+    assert ("spec.replicatedJobs[1].template.spec.template.metadata.annotations: annotation "
+            "admitter.dev/topology-required='rackk' is not a topology level") in denied.message
+    template["metadata"]["annotations"]["admitter.dev/topology-required"] = (
+        "topology.admitter.dev/rack")
+    assert (await verdict(changed(wanted, suspend=True))).allowed
