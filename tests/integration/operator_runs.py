@@ -91,15 +91,16 @@ async def users_jobs(kube_client: ApiClient, user_client: ApiClient, namespace: 
     return UserJobs(user_client, kind, namespace)
 
 
-async def finished_and_released(api: Kube, job: Obj, what: str) -> None:
-    """Wait until the job's Workload is Finished as Succeeded, its quota released."""
+async def finished_and_released(api: Kube, job: Obj, what: str,
+                                reason: str = Reason.SUCCEEDED) -> None:
+    """Wait until the job's Workload is Finished for `reason`, its quota released."""
     async def finished() -> Obj | None:
         wl = await workload_of(api, job)
         return wl if wl is not None and is_true(wl, CONDITION_FINISHED) else None
 
     wl = await eventually(finished, f"{what}'s Workload finished", timeout=120.0)
     assert not wl["status"].get("admission"), "its quota released"
-    assert condition(wl, CONDITION_FINISHED)["reason"] == Reason.SUCCEEDED
+    assert condition(wl, CONDITION_FINISHED)["reason"] == reason
 
 
 async def clear(api: Kube, namespace: str, *kinds: Kind) -> None:

@@ -6,7 +6,8 @@ makes KubeRay delete the cluster, and after the user's own templates are restore
 in another domain. Then end to end, with admitter's controller (and, for users' requests, its
 webhooks) running: a queued RayJob admitted in a rack, its pods counted as its admission,
 preempted by a higher-priority Job (its cluster torn down), waiting suspended while the queue
-has no room and admitted again once there is; a forged unsuspend and a cluster kept after the
+has no room and admitted again once there is; one that ends (KubeRay's deadline) finished with
+its quota released and its cluster deleted; a forged unsuspend and a cluster kept after the
 job ends refused naming the field."""
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from pathlib import Path
 import pytest
 from admitter_world import apply_all, cluster_topology, in_process_controller, priority_class
 from kubernetes_asyncio.client import ApiClient
-from operator_runs import GPU, UNSUSPEND, admitted_to, clear, read, users_jobs, workload_of
+from operator_runs import (
+    GPU,
+    UNSUSPEND,
+    admitted_to,
+    clear,
+    finished_and_released,
+    read,
+    users_jobs,
+    workload_of,
+)
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -27,7 +37,7 @@ from admitter.api.contract import (
     QUEUE_LABEL,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
-from admitter.api.workload import CONDITION_QUOTA_RESERVED
+from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
 from admitter.controller.actions import Actions, resource_of
 from admitter.controller.kube import Kube, Obj
@@ -225,6 +235,30 @@ async def test_a_queued_rayjob_is_preempted_by_a_higher_priority_job_and_waits_f
     events = await api.request("GET", kube.EVENTS.path(namespace))
     assert any(e["reason"] == EvictionReason.PREEMPTED.value
                and e["involvedObject"]["kind"] == "RayJob" for e in events["items"])
+
+
+async def test_a_rayjob_that_ends_releases_its_quota_and_its_cluster_goes(
+        kuberay_operator: None, api: Kube, namespace: str, kubeconfig: Path) -> None:
+    """KWOK runs no Ray, so the Ray job never reports an end: KubeRay's own deadline ends the
+    RayJob (`activeDeadlineSeconds`, deployment `Failed`), which is an end like any other."""
+    await cluster_topology(api)
+    name = f"rayjobs-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
+                    local_queue(name, namespace=namespace))
+    wanted = queued_rayjob(namespace, "deadline")
+    wanted["spec"]["activeDeadlineSeconds"] = 15
+    job = await api.create(RAYJOBS, wanted)
+    async with in_process_controller(kubeconfig):
+        await eventually(lambda: bound_pods(api, job), "head and 3 workers bound", timeout=90.0)
+        await finished_and_released(api, job, "the RayJob", reason=Reason.FAILED)
+        wl = await workload_of(api, job)
+        assert wl is not None and "DeadlineExceeded" in condition(wl, CONDITION_FINISHED)[
+            "message"]
+
+        async def gone() -> bool:
+            return await ray_clusters(api, namespace) == [] and not await cluster_pods(api, job)
+
+        await eventually(gone, "the ended RayJob's cluster deleted", timeout=90.0)
 
 
 async def test_the_webhook_suspends_a_users_rayjob_and_refuses_what_admitter_cannot_count(
