@@ -1,6 +1,6 @@
 """One full admission cycle at scale, and how its time grows with each dimension.
 
-    .venv/bin/python benchmarks/bench_cycle.py [--quick] [--passes 50] [--plot out/cycle.png]
+    .venv/bin/python benchmarks/bench_cycle.py [--quick] [--large] [--passes 50] [--plot PNG]
 
 The headline case, the scale of the 200 ms target: 10,000 pending workloads, 2,000 nodes of 8
 GPUs in four topology levels (zone/block/rack/host), 1,000 leaf queues under 10 parents, with a
@@ -9,7 +9,9 @@ the caption says whether the core ran compiled (`make setup`) or as Python sourc
 runs two ways, taking turns: the cycle alone, and as the controller runs it, on a frozen heap
 (`admitter/controller/frozen_heap.py`); then, that way, once the cluster settled and one
 workload finished and one arrived (target 100 ms); `--passes` then repeats whole passes each
-way, for the collector's cost outside the cycle and for memory.
+way, for the collector's cost outside the cycle and for memory. `--large` adds a cold cycle ten
+times larger in pending work and five times in nodes (100,000 pending, 10,000 nodes, 1,000 leaf
+queues; target 1 s), with the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import gc
 import os
 import random
+import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +42,8 @@ from builders.world import NO_TIME_FAIRNESS, World
 LEVELS = (ZONE, BLOCK, RACK, HOST)
 TARGET_MS = 200
 """The bound for the headline cycle, drawn on the plot."""
+LARGE = {"pending": 100_000, "nodes": 10_000, "leaves": 1_000}
+"""The large row's shape (`--large`)."""
 CHANGED_TARGET_MS = 100
 """The bound for the cycle after one change (`after_a_change`)."""
 SETTLING_CYCLES = 50
@@ -195,6 +200,11 @@ def passes(count: int, decide: Decide, shape: dict[str, int]) -> list[str]:
             f"{tracked:,}", f"{after:,}"]
 
 
+def _peak_mb() -> float:
+    """The process's peak resident memory so far (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _resident_mb() -> float:
     """The process's resident memory now (Linux), not its peak."""
     with open("/proc/self/statm") as statm:
@@ -208,6 +218,8 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=0,
                         help="also this many passes on fresh snapshots, each heap, for memory")
     parser.add_argument("--plot", help="write a PNG of the scaling curves here")
+    parser.add_argument("--large", action="store_true",
+                        help="also a cold cycle at 100k pending, 10k nodes, 1k leaf queues")
     args = parser.parse_args()
     console = Console()
     base = {"pending": 10_000, "nodes": 2_000, "leaves": 1_000}
@@ -223,6 +235,12 @@ def main() -> None:
     for heap, (seconds, cpu, least, collecting, admitted) in rows:
         table.add_row("10000", "2000", "1000", heap, str(admitted), f"{seconds * 1000:.0f}",
                       f"{cpu * 1000:.0f}", f"{least * 1000:.0f}", f"{collecting * 1000:.0f}")
+    if args.large:
+        large = measure(build(**LARGE), args.repeat, (run_cycle, as_controller))
+        for heap, (seconds, cpu, least, collecting, admitted) in zip(HEAPS, large, strict=True):
+            table.add_row(*(str(LARGE[k]) for k in ("pending", "nodes", "leaves")), heap,
+                          str(admitted), f"{seconds * 1000:.0f}", f"{cpu * 1000:.0f}",
+                          f"{least * 1000:.0f}", f"{collecting * 1000:.0f}")
     curves: dict[str, list[tuple[int, float]]] = {}
     if not args.quick:
         sweeps = {"pending": [1_000, 2_500, 5_000, 10_000], "nodes": [250, 500, 1_000, 2_000],
@@ -238,6 +256,7 @@ def main() -> None:
                               f"{cpu * 1000:.0f}", f"{least * 1000:.0f}",
                               f"{collecting * 1000:.0f}")
     console.print(table)
+    console.print(f"peak resident memory: {_peak_mb():.0f} MB")
     (_, live, live_least, _, _), (_, frozen, frozen_least, _, _) = headline
     console.print(f"headline cpu, frozen / live: median {frozen / live:.2f}, "
                   f"least {frozen_least / live_least:.2f}")
