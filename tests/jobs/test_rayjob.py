@@ -158,3 +158,20 @@ def test_a_rayjob_admitter_cannot_account_for_is_named_by_its_field(change, fiel
 
 def test_a_rayjob_that_makes_and_takes_down_its_own_fixed_cluster_is_supported():
     assert RayJob().unsupported(rayjob(worker_group("gpu", 8, replicas=2))) == []
+
+
+def test_a_worker_group_that_asks_for_a_rack_of_its_own_is_pinned_there_and_the_head_is_not():
+    kind = RayJob()
+    group = worker_group("gpu", 8, replicas=2)
+    group["template"]["metadata"] = {"annotations": {"admitter.dev/topology-required": "rack"}}
+    job = rayjob(group)
+    assert [s.annotations for s in kind.pod_sets(job)] == [
+        {}, {"admitter.dev/topology-required": "rack"}]
+    started = apply(job, kind.run_patch(job, "rayjob-tune-abcde", {}, {"gpu": RACK}))
+    head = started["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    worker = started["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert "affinity" not in head
+    (term,) = worker["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "topology.admitter.dev/rack", "operator": "In", "values": ["rack-2"]} in (
+        term["matchExpressions"])

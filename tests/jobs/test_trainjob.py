@@ -114,3 +114,17 @@ def test_ready_pods_are_its_ready_or_done_child_jobs_times_their_pods():
     assert kind_for(wide).pods_ready(job) == 3 + 4
     job["status"]["jobsStatus"][1] = {"name": "node", "active": 1}
     assert kind_for(wide).pods_ready(job) == 3
+
+
+def test_a_runtime_job_that_asks_for_a_rack_of_its_own_is_pinned_there_alone():
+    node = replicated("node", "trainer", "node")
+    node["template"]["spec"]["template"]["metadata"] = {
+        "annotations": {"admitter.dev/topology-required": "rack"}}
+    kind = kind_for(runtime(replicated("dataset-initializer", "dataset-initializer", "init"),
+                            node))
+    job = trainjob()
+    assert [s.annotations for s in kind.pod_sets(job)] == [
+        {}, {"admitter.dev/topology-required": "rack"}]
+    started = apply(job, kind.run_patch(job, "trainjob-llm-abcde", {}, {"node": RACK}))
+    assert started["spec"]["podSpecOverrides"] == [
+        {"targetJobs": [{"name": "node"}], "nodeSelector": RACK}]
