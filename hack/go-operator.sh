@@ -9,6 +9,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/${dir}"
 module_dir="$(go list -m -f '{{.Dir}}' "${module}")"
 manager="../bin/${dir}-$(go list -m -f '{{.Version}}' "${module}")/manager"
 
+# `make test` builds the operators in the background while the first tests run, and a test
+# that needs one runs this too: the lock makes the second wait for the first's build.
+mkdir -p ../bin
+exec 9>"../bin/.${dir}.lock"
+flock 9
 if [[ ! -x "${manager}" ]]; then
   started=${SECONDS}
   mkdir -p "$(dirname "${manager}")"

@@ -7,6 +7,7 @@ bump there makes the launcher look for (and the build script produce) a new bina
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,15 @@ _COMPONENTS = {
     "etcd": ("go.etcd.io/etcd/server/v3", ("etcd",)),
     "kwok": ("sigs.k8s.io/kwok", ("kwok",)),
 }
+
+
+def run_build(script: Path) -> str:
+    """Run a hack/ build script (it builds only what is missing, and waits for a build of the
+    same binary already under way); what it prints. A failure carries the build's errors."""
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout.strip()
 
 
 class BinariesMissingError(RuntimeError):

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from admitter.api.settings import Settings
+from admitter.testing.binaries import run_build
 from admitter.webhook.names import NAMESPACE
 
 Obj = dict[str, Any]
@@ -21,8 +22,7 @@ BUILD = ROOT / "hack" / "helm" / "build.sh"
 
 def helm() -> Path:
     """The Helm binary, built first if needed (cached under hack/bin)."""
-    done = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=True)
-    return Path(done.stdout.strip())
+    return Path(run_build(BUILD))
 
 
 def render(values: Obj | None = None, namespace: str = NAMESPACE, release: str = "admitter",

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from admitter.testing.binaries import run_build
 from admitter.testing.cluster import LocalCluster
 from admitter.testing.waiting import wait_for
 
@@ -33,9 +34,7 @@ class Operator:
 
     def build(self) -> Path:
         """Build the manager if needed (cached); the module's directory in Go's cache."""
-        script = ROOT / "hack" / self.name / "build.sh"
-        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True)
-        return Path(done.stdout.strip())
+        return Path(run_build(ROOT / "hack" / self.name / "build.sh"))
 
     def manager_path(self) -> Path:
         go_mod = (ROOT / "hack" / self.name / "go.mod").read_text().splitlines()

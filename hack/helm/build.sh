@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 helm="../bin/helm-$(go list -m -f '{{.Version}}' helm.sh/helm/v4)/helm"
 
+# Built in the background by `make test` while the first tests run (as the operators are):
+# a test that needs it meanwhile waits on the lock for that build.
+mkdir -p ../bin
+exec 9>../bin/.helm.lock
+flock 9
 if [[ ! -x "${helm}" ]]; then
   started=${SECONDS}
   mkdir -p "$(dirname "${helm}")"

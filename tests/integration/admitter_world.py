@@ -25,15 +25,20 @@ from builders.kube import topology
 FAST = Settings(cycle=1.0, pods_ready_timeout=120.0)
 
 
-async def earlier_pods_gone(api: Kube) -> bool:
+async def earlier_work_gone(api: Kube) -> bool:
     """No earlier test's pod holds a node or is about to: none bound and not terminated, and
-    none waiting to be bound without a scheduling gate. Hazard: a pod the scheduler binds
-    after this check (its Job started just before the earlier test ended) takes GPUs the
-    test counted as idle, and the test sees one preemption more than it planned."""
+    none waiting to be bound without a scheduling gate; and no earlier test's Workload still
+    holds an admission (one in a namespace being deleted outlives its pods for a while, and the
+    controller counts its room at its hints until it is gone). Hazard: a pod the scheduler binds
+    after this check (its Job started just before the earlier test ended) takes GPUs the test
+    counted as idle, and the test sees one preemption more than it planned."""
     listed = await api.request("GET", kube.PODS.path())
-    return not any((p.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES and (
-        p["spec"].get("nodeName") or not p["spec"].get("schedulingGates"))
-        for p in listed["items"])
+    if any((p.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES and (
+            p["spec"].get("nodeName") or not p["spec"].get("schedulingGates"))
+           for p in listed["items"]):
+        return False
+    admitted = await api.request("GET", kube.WORKLOADS.path())
+    return not any((wl.get("status") or {}).get("admission") for wl in admitted["items"])
 
 
 async def apply_all(client: Kube, *objects: Obj) -> None:

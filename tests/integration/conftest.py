@@ -119,8 +119,8 @@ async def idle_cluster(api: Kube, namespace: str) -> AsyncIterator[None]:
     Jobs removed afterwards."""
     await admitter_world.cluster_topology(api)
 
-    await eventually(lambda: admitter_world.earlier_pods_gone(api),
-                     "the cluster's nodes to be free of earlier tests' pods", 60)
+    await eventually(lambda: admitter_world.earlier_work_gone(api),
+                     "the cluster to be free of earlier tests' pods and admissions", 60)
     yield
     for job in (await admitter_world.jobs(api, namespace)).values():
         await api.request("DELETE", kube.JOBS.path(namespace, job["metadata"]["name"]),

@@ -7,7 +7,7 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator
 
-from admitter_world import apply_all, cluster_topology, earlier_pods_gone, jobs, pods
+from admitter_world import apply_all, cluster_topology, earlier_work_gone, jobs, pods
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube
@@ -26,7 +26,8 @@ async def two_teams(api: Kube, namespace: str,
     gone, so the next test on the shared cluster finds its GPUs free."""
     root = f"{prefix}-{secrets.token_hex(3)}"
     team_a, team_b = f"{root}-a", f"{root}-b"
-    await eventually(lambda: earlier_pods_gone(api), "earlier tests' pods to be gone", timeout=180)
+    await eventually(lambda: earlier_work_gone(api),
+                     "earlier tests' pods and admissions to be gone", timeout=180)
     await cluster_topology(api)
     await apply_all(api, cluster_queue(root, 64),
                     *leaf_queue(team_a, 32, parent=root, namespace=namespace, local_name="a"),
