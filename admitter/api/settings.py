@@ -45,8 +45,8 @@ class ShortJobSettings(ApiModel):
     debug workloads have "a minimum runtime of 15 minutes or less". 0 makes no workload
     short."""
     max_gpus: int = Field(default=_CORE.short_jobs.max_gpus, ge=1, le=2**31 - 1)
-    """...and asks for at most this many GPUs in its one pod. 4 by default (Ai2's "a small
-    number of GPUs"): half an 8-GPU host, so that a short job never needs a whole node emptied.
+    """The most GPUs a short job's one pod asks for. 4 by default (Ai2's "a small number of
+    GPUs"): half an 8-GPU host, so that a short job never needs a whole node emptied.
     Long starts also keep one node with this many GPUs idle or held by work short jobs may
     requeue."""
     least_room_fraction: float = Field(default=_CORE.short_jobs.least_room_fraction, ge=0,

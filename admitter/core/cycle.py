@@ -161,14 +161,14 @@ class _Cycle(CycleState):
         starving: list[Workload] = []
         wanting: set[str] = set()  # queues with long funded work waiting, ancestors included
         for leaf, waiting in self.waiting_funded.items():
-            if not all(self.short.is_short(w) for w in waiting):
+            if not all(self.short_jobs.is_short(w) for w in waiting):
                 wanting.update(self.tree.path(leaf))
         over_served = self.ranking.over_served(
             wanting, self.snapshot.settings.time_slicing.swap_margin)
         for leaf, waiting in self.waiting_funded.items():
             well_ranked: bool | None = None
             for workload in waiting:
-                if self.short.is_short(workload) or not self._eligible(workload, quiet=True):
+                if self.short_jobs.is_short(workload) or not self._eligible(workload, quiet=True):
                     continue  # a short job finds the headroom, not a drain
                 if workload.submitted_at + bound > self.now:
                     self._until(workload.submitted_at + bound)
@@ -196,7 +196,7 @@ class _Cycle(CycleState):
                 for other in self.running.values():
                     until = other.protected_until()
                     if until is not None and drain_may_take(
-                            other, self.non_preemptible_priority, self.short):
+                            other, self.non_preemptible_priority, self.short_jobs):
                         self._until(until)
             # What a drain may take depends on the gang's queue and priority (its rank).
             takes = self.finder.drain_takes(workload)
@@ -220,7 +220,7 @@ class _Cycle(CycleState):
                 return
             self.backfill = Backfill(workload, chosen, start_time(
                 self.state, chosen, workload, self.running.values(), takes, self.now),
-                takes, waits_for, self.short)
+                takes, waits_for, self.short_jobs)
             hold(self.statement, chosen)
             self.reserved_for = workload
             # Held capacity turns away what comes after; a re-run could admit differently only
@@ -240,7 +240,7 @@ class _Cycle(CycleState):
         """Short jobs first, before a drain holds capacity: they see all the headroom kept for
         them, and what they take on drained nodes the drain takes back past their min runtime
         (`preemption`)."""
-        self._serve({leaf: [w for w in ws if self.short.is_short(w) is short]
+        self._serve({leaf: [w for w in ws if self.short_jobs.is_short(w) is short]
                      for leaf, ws in self._waiting(funded=True).items()}, unfunded=False)
 
     def _try_funded(self, workload: Workload, starving: bool = False) -> bool:
@@ -250,7 +250,7 @@ class _Cycle(CycleState):
             return False
         limit = self.ledger.limit_block(workload)
         preemptible = workload.preemptible(self.non_preemptible_priority)
-        share = None if preemptible or self.short.is_short(workload) else (
+        share = None if preemptible or self.short_jobs.is_short(workload) else (
             self.ledger.share_block(workload))
         bound = limit if limit is not None else share
         if bound is None and not self.headroom.allows(workload):
@@ -261,7 +261,7 @@ class _Cycle(CycleState):
                 self._admit(workload, placed, "fits")
                 return True
             why = placed.reason if isinstance(placed, PlacementFailure) else (
-                f"starting here would leave no node with {self.short.max_gpus} {GPU} idle or "
+                f"starting here would leave no node with {self.short_jobs.max_gpus} {GPU} idle or "
                 "held by work short jobs may requeue")
         else:  # only victims under the queue at its bound can lower what it holds
             why = bound

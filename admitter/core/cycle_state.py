@@ -48,7 +48,7 @@ class CycleState:
         self.snapshot = snapshot
         self.now = snapshot.now
         self.non_preemptible_priority = snapshot.settings.non_preemptible_priority
-        self.short = snapshot.settings.short_jobs
+        self.short_jobs = snapshot.settings.short_jobs
         """Who is a short job (`ShortJobs.is_short`), for every step alike."""
         self.tree = QueueTree(snapshot.queues) if tree is None else tree
         self.nodes = {node.name: node for node in snapshot.nodes}
@@ -97,7 +97,7 @@ class CycleState:
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
         self.headroom = Headroom(self.state, snapshot.workloads, self.now,
-                                 self.non_preemptible_priority, self.short,
+                                 self.non_preemptible_priority, self.short_jobs,
                                  self.ledger.within_deserved, snapshot.short_gpus)
         self.statement = Statement(self.state, allocations, self.headroom)
         """Every change to the node model, the allocations and the headroom's count; `run_cycle`

@@ -37,40 +37,32 @@ import math
 from collections.abc import Callable, Iterable
 
 from admitter.core.fit import Shape, capacity
-from admitter.core.model import GPU, Phase, PodSet, Toleration, Workload
+from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement
 from admitter.core.policy import ShortJobs
 
 
-def room_needed(gpus: int, short_gpus: float, short: ShortJobs) -> tuple[int, str]:
+def room_needed(gpus: int, short_gpus: float, short_jobs: ShortJobs) -> tuple[int, str]:
     """How many of `gpus` schedulable GPUs the pool keeps, and why: what short jobs held on
     average over the window (`short_gpus`, rounded up), as by Little's law that is how many
     GPUs their arrivals need at once on average; never less than the least room fraction
     (`ShortJobs.least_room_fraction`, rounded down)."""
-    floor = math.floor(short.least_room_fraction * gpus)
+    floor = math.floor(short_jobs.least_room_fraction * gpus)
     used = min(gpus, math.ceil(short_gpus - 1e-9))
     if used > floor:
         return used, f"what short jobs held on average over the window: {short_gpus:.1f}"
-    return floor, f"{short.least_room_fraction:.0%} of the schedulable {GPU}"
-
-
-def largest_short_pod(short: ShortJobs) -> Workload:
-    """The pod a node must have room for: `ShortJobs.max_gpus` GPUs, on any schedulable node
-    (it tolerates every taint). Hazard: a node tainted for work that short jobs do not tolerate
-    counts too; the node model does not know which tolerations future short jobs bring."""
-    return Workload("\0largest short pod", "", (PodSet(
-        "short", 1, {GPU: short.max_gpus}, (Toleration(operator="Exists"),)),), 0.0)
+    return floor, f"{short_jobs.least_room_fraction:.0%} of the schedulable {GPU}"
 
 
 def yielded_gpus(workload: Workload, now: float, non_preemptible_priority: int | None,
-                 short: ShortJobs) -> dict[str, int] | None:
+                 short_jobs: ShortJobs) -> dict[str, int] | None:
     """GPUs per node that an admitted workload gives the short jobs at once, or None if it does
     not yield: it yields if unfunded, or long, resumable, preemptible, past its min runtime and
     on one node."""
     if workload.funded:
         until = workload.protected_until()
-        if (until is None or until > now or not workload.resumable or short.is_short(workload)
+        if (until is None or until > now or not workload.resumable or short_jobs.is_short(workload)
                 or not workload.preemptible(non_preemptible_priority)):
             return None
     per_node = held_per_node(workload, GPU)
@@ -82,11 +74,11 @@ class Headroom:
     `Statement` (`change`) as it allocates and evicts, simulations included."""
 
     def __init__(self, state: ClusterState, workloads: Iterable[Workload], now: float,
-                 non_preemptible_priority: int | None, short: ShortJobs,
+                 non_preemptible_priority: int | None, short_jobs: ShortJobs,
                  guaranteed: Callable[[Workload], bool] | None = None,
                  short_gpus: float = 0.0) -> None:
         self._state = state
-        self.short = short
+        self.short_jobs = short_jobs
         """Who is a short job, and the room's floor and per-node size."""
         self._guaranteed = guaranteed
         """Whether a start stays within its queues' guarantee, read live as the cycle admits
@@ -103,15 +95,15 @@ class Headroom:
         for workload in workloads:
             if workload.phase is not Phase.ADMITTED:
                 continue
-            per_node = yielded_gpus(workload, now, non_preemptible_priority, short)
+            per_node = yielded_gpus(workload, now, non_preemptible_priority, short_jobs)
             if per_node is not None:
                 self._yielding.add(workload.key)
                 self.held += workload.requests().get(GPU, 0)
                 for node, gpus in per_node.items():
                     self._on_node.setdefault(node, []).append((workload.key, gpus))
         self._gpus = state.schedulable_capacity().get(GPU, 0)
-        self.needed, self._sized_by = room_needed(self._gpus, short_gpus, short)
-        demand = state.demand(largest_short_pod(short))
+        self.needed, self._sized_by = room_needed(self._gpus, short_gpus, short_jobs)
+        demand = state.demand(short_jobs.largest_pod)
         self._short_pod: Shape | None = None if demand is None else demand.pod_sets[0][0]
         self._schedulable: set[str] | None = None
         self.exempt: str | None = None
@@ -121,7 +113,7 @@ class Headroom:
         """Whether `workload` is held to the headroom at all (to the count: `exempting` the
         drain's target). Flexible work and work within its queues' guarantee are not."""
         return self.needed > 0 and not (exempting and workload.key == self.exempt) and (
-            not self.short.flexible(workload)
+            not self.short_jobs.flexible(workload)
             and workload.requests().get(GPU, 0) <= self._gpus - self.needed
             and not (self._guaranteed is not None and self._guaranteed(workload)))
 
@@ -174,7 +166,7 @@ class Headroom:
         assert shape is not None
         state = self._state
         slots = capacity(state.tree.root, shape)
-        size = self.short.max_gpus
+        size = self.short_jobs.max_gpus
         for node, gpus in taken.items():
             free = state.free_of(node, GPU)
             slots -= free // size - max(0, free - gpus) // size

@@ -8,9 +8,9 @@ exists once. The defaults and why they are what they are: `admitter/api/settings
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from admitter.core.model import GPU, Workload
+from admitter.core.model import GPU, PodSet, Toleration, Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,15 @@ class ShortJobs:
     max_min_runtime: float = 900.0
     max_gpus: int = 4
     least_room_fraction: float = 0.02
+    largest_pod: Workload = field(init=False, repr=False, compare=False)
+    """The pod a node must keep room for: `max_gpus` GPUs, on any schedulable node (it
+    tolerates every taint). Made once with the settings, not once a cycle (an interpreted
+    dataclass). Hazard: a node tainted for work that short jobs do not tolerate counts too;
+    the node model does not know which tolerations future short jobs bring."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "largest_pod", Workload("\0largest short pod", "", (PodSet(
+            "short", 1, {GPU: self.max_gpus}, (Toleration(operator="Exists"),)),), 0.0))
 
     def is_short(self, workload: Workload) -> bool:
         """Whether `workload` is a debug job (asked on hot paths: no allocation)."""

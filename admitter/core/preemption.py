@@ -81,7 +81,7 @@ class RoomFinder:
         self._now = now
         self._ranking = ranking
         self._headroom = headroom
-        self._short = headroom.short
+        self._short = headroom.short_jobs
         self._swap_margin = time_slicing.swap_margin
         self._non_resumable_gap = time_slicing.non_resumable_gap
         self._ranked = False
@@ -251,7 +251,8 @@ class RoomFinder:
         decides once per such subtree and takes its candidates whole, instead of once per
         leaf that holds running work."""
         gpus = preemptor.requests().get(GPU, 0)
-        short = self._short.is_short(preemptor)
+        policy = self._short
+        short = policy.is_short(preemptor)
         ranking, ledger = self._ranking, self._ledger
         # What one preemptor may take depends on its queue, priority, kind and bound only (and,
         # when use is what is held, on its size and on the allocations as they stand): searches
@@ -283,9 +284,9 @@ class RoomFinder:
                         charged = ranking.after_run(mine, gpus, preemptor.min_runtime)
                     worse = ranking.ratio(sibling)
                     if beyond(worse, charged, self._non_resumable_gap):
-                        lost = self._short.long_and_lost
                         chosen.extend(group.funded if not short else (
-                            item for item in group.funded if not lost(item[1])))
+                            item for item in group.funded
+                            if not policy.long_and_lost(item[1])))
                     elif short or beyond(worse, better, self._swap_margin):
                         chosen.extend(group.swappable)
             own = groups.below.get(preemptor.queue)
@@ -315,11 +316,12 @@ class RoomFinder:
         never drain each other in turn). The domain is chosen by what this takes
         (`reservation.choose`): a domain full of better-ranked work would only empty as that
         work finishes."""
-        ranking, threshold, short = self._ranking, self._non_preemptible_priority, self._short
+        ranking, threshold = self._ranking, self._non_preemptible_priority
+        policy = self._short
         gpus = gang.requests().get(GPU, 0)
 
         def takes(workload: Workload) -> bool:
-            if not drain_may_take(workload, threshold, short):
+            if not drain_may_take(workload, threshold, policy):
                 return False
             if workload.queue == gang.queue:
                 return workload.priority < gang.priority
@@ -337,10 +339,11 @@ class RoomFinder:
         Better-ranked allocations' long work is not waited for: a domain it fills would stand
         held for as long as that work runs (counting it cost seeds of the family up to 5 points
         of occupancy), and neither is long non-resumable work."""
-        ranking, threshold, short = self._ranking, self._non_preemptible_priority, self._short
+        ranking, threshold = self._ranking, self._non_preemptible_priority
+        policy = self._short
 
         def waits_for(workload: Workload) -> bool:
-            return short.is_short(workload) or (
+            return policy.is_short(workload) or (
                 workload.resumable and workload.preemptible(threshold)
                 and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
 
@@ -439,8 +442,8 @@ class RoomFinder:
                 EvictionReason.PREEMPTED if same else EvictionReason.RECLAIMED,
                 f"unfunded workload evicted for funded {preemptor.key}",
             )
-        is_short = self._short.is_short
-        if is_short(preemptor) and self._short.long_and_lost(victim):
+        policy = self._short
+        if policy.is_short(preemptor) and policy.long_and_lost(victim):
             return None
         if victim.queue == preemptor.queue:
             if not victim.resumable:
@@ -451,7 +454,7 @@ class RoomFinder:
                 f"preempted by {preemptor.key} (priority {preemptor.priority} > "
                 f"{victim.priority}) in queue {victim.queue}",
             )
-        swappable = victim.resumable and not is_short(victim)
+        swappable = victim.resumable and not policy.is_short(victim)
         gap = self._swap_margin if swappable else self._non_resumable_gap
         if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
                                        preemptor.requests().get(GPU, 0),
@@ -459,7 +462,7 @@ class RoomFinder:
                                        0.0 if swappable else preemptor.min_runtime):
             why = (f"queue {victim.queue}'s allocation has used more of its GPU budget than "
                    f"{preemptor.queue}'s")
-        elif victim.resumable and is_short(preemptor) and not is_short(victim):
+        elif victim.resumable and policy.is_short(preemptor) and not policy.is_short(victim):
             why = "a short job may requeue resumable work past its min runtime"
         else:
             return None
@@ -468,11 +471,11 @@ class RoomFinder:
 
 
 def drain_may_take(workload: Workload, non_preemptible_priority: int | None,
-                   short: ShortJobs) -> bool:
+                   short_jobs: ShortJobs) -> bool:
     """Whether a drain could take `workload` once past its min runtime, for some gang: it is
     preemptible, and resumable or short (`RoomFinder.drain_takes` adds whose gang)."""
     return workload.preemptible(non_preemptible_priority) and (
-        workload.resumable or short.is_short(workload))
+        workload.resumable or short_jobs.is_short(workload))
 
 
 def _freeing(bound: QuotaBlock, plans: list[list[Workload]],
