@@ -9,7 +9,7 @@ inside its protected min runtime, by long non-resumable work past it (no short j
 it), by long resumable work past it (the only long work a short job may requeue), by other
 short jobs, by unfunded work, and idle; the part of those cycles with a drain holding nodes;
 the short jobs requeued by long work (a drain or a swap), which lose their progress; and which
-admissions took the short jobs' last room (a node with `SHORT_MAX_GPUS` GPUs idle or yielding,
+admissions took the short jobs' last room (a node with `ShortJobs.max_gpus` GPUs idle or yielding,
 `headroom.keeps_room`): short or unfunded work, which may, or long work, which must not.
 """
 
@@ -24,12 +24,14 @@ import bench_impact
 from rich.console import Console
 from rich.table import Table
 
+from admitter.api.convert import core_cycle_settings
 from admitter.api.scenario_file import parse_scenario
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import CycleResult, PendingReason, Snapshot
-from admitter.core.headroom import SHORT_MAX_GPUS, is_short, yielded_gpus
+from admitter.core.headroom import yielded_gpus
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.policy import ShortJobs
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
 from admitter.sim.engine import Simulation
@@ -39,10 +41,10 @@ WAITED = 60.0
 HOLDERS = ("protected", "past, non-resumable", "past, resumable", "short", "unfunded", "idle")
 
 
-def _holder(workload: Workload, now: float) -> str:
+def _holder(workload: Workload, now: float, short: ShortJobs) -> str:
     if not workload.funded:
         return "unfunded"
-    if is_short(workload):
+    if short.is_short(workload):
         return "short"
     until = workload.protected_until()
     if until is not None and until > now:
@@ -57,15 +59,16 @@ def _schedulable_gpus(snapshot: Snapshot) -> dict[str, int]:
 
 
 def _has_room(snapshot: Snapshot, admitted: list[Workload]) -> bool:
-    """Whether some schedulable node has `SHORT_MAX_GPUS` GPUs idle or held by yielding work."""
+    """Whether some schedulable node has `ShortJobs.max_gpus` GPUs idle or held by yielding
+    work."""
     room = _schedulable_gpus(snapshot)
-    threshold = snapshot.settings.non_preemptible_priority
+    threshold, short = snapshot.settings.non_preemptible_priority, snapshot.settings.short_jobs
     for workload in admitted:
-        yielded = yielded_gpus(workload, snapshot.now, threshold) or {}
+        yielded = yielded_gpus(workload, snapshot.now, threshold, short) or {}
         for node, gpus in held_per_node(workload, GPU).items():
             if node in room:
                 room[node] -= gpus - yielded.get(node, 0)
-    return any(gpus >= SHORT_MAX_GPUS for gpus in room.values())
+    return any(gpus >= short.max_gpus for gpus in room.values())
 
 
 class Watch:
@@ -82,6 +85,7 @@ class Watch:
                  allocations: Allocations) -> CycleResult:
         result = run_cycle(snapshot, nodes, tree, allocations)
         now, by_key = snapshot.now, {w.key: w for w in snapshot.workloads}
+        is_short = snapshot.settings.short_jobs.is_short
         admitted = [w for w in snapshot.workloads if w.phase is Phase.ADMITTED]
         starting = {a.key for a in result.admissions}
         if any(w.phase is Phase.PENDING and is_short(w) and w.key not in self.started
@@ -93,7 +97,7 @@ class Watch:
             for workload in admitted:
                 for node, gpus in held_per_node(workload, GPU).items():
                     if node in free:  # not on a cordoned node
-                        self.held[_holder(workload, now)] += gpus
+                        self.held[_holder(workload, now, snapshot.settings.short_jobs)] += gpus
                         free[node] -= gpus
             self.held["idle"] += sum(free.values())
         self.started |= starting
@@ -113,6 +117,7 @@ def run(family_dir: Path, seed: int, days: int, scale: float) -> list[str]:
     scenario = parse_scenario(generated, f"seed{seed}-{days}d.yaml")
     watch = Watch()
     outcome = Simulation(scenario, decide=watch).run()
+    is_short = core_cycle_settings(scenario.settings).short_jobs.is_short
     short = [job for job in outcome.jobs if is_short(job.instance.pending)]
     waits = sorted((job.first_start if job.first_start is not None else outcome.end)
                    - job.instance.submitted_at for job in short)

@@ -13,6 +13,7 @@ from admitter.api.topology import HOSTNAME_LABEL
 from admitter.core.decisions import CycleSettings
 from admitter.core.model import FairShareSettings as CoreFairShareSettings
 from admitter.core.model import Node, Queue, ResourceQuota, Taint
+from admitter.core.policy import ShortJobs, TimeSlicing
 from admitter.core.queue_tree import QueueTree
 from admitter.core.topology import with_host_level
 
@@ -34,6 +35,10 @@ def core_cycle_settings(settings: Settings) -> CycleSettings:
         starvation_bound=settings.starvation_bound,
         pods_ready_timeout=settings.pods_ready_timeout,
         non_preemptible_priority=settings.non_preemptible_priority,
+        short_jobs=ShortJobs(settings.short_jobs.max_min_runtime, settings.short_jobs.max_gpus,
+                             settings.short_jobs.least_room_fraction),
+        time_slicing=TimeSlicing(settings.time_slicing.swap_margin,
+                                 settings.time_slicing.non_resumable_gap),
     )
 
 

@@ -34,6 +34,60 @@ class FairShareSettings(ApiModel):
         return k_value
 
 
+class ShortJobSettings(ApiModel):
+    """Short (debug) jobs: who counts as one, and the room long work leaves them. A funded
+    workload is short when it is protected for at most `maxMinRuntime` and is one pod of at
+    most `maxGpus` GPUs; short jobs start ahead of long work, may requeue resumable work past
+    its min runtime, and long starts leave them room (docs/admission-cycle.md)."""
+
+    max_min_runtime: Duration = _CORE.short_jobs.max_min_runtime
+    """A workload protected for at most this long may be short. 15 minutes by default: Ai2's
+    debug workloads have "a minimum runtime of 15 minutes or less". 0 makes no workload
+    short."""
+    max_gpus: int = Field(default=_CORE.short_jobs.max_gpus, ge=1, le=2**31 - 1)
+    """The most GPUs a short job's one pod asks for. 4 by default (Ai2's "a small number of
+    GPUs"): half an 8-GPU host, so that a short job never needs a whole node emptied.
+    Long starts also keep one node with this many GPUs idle or held by work short jobs may
+    requeue."""
+    least_room_fraction: float = Field(default=_CORE.short_jobs.least_room_fraction, ge=0,
+                                       lt=1, allow_inf_nan=False)
+    """Least part of the schedulable GPUs kept for short jobs, rounded down (none below 50
+    GPUs at the default); more when short jobs held more on average over the fair-share
+    window. 0.02 by default: Ai2 runs at 98 % occupancy with debug p90 at 30 s, so 2 % fits
+    inside what is not occupied anyway, and at most that stands idle when short jobs and
+    unfunded work use none of it. Kept whether or not short work is waiting now: debug jobs
+    arrive one at a time, and a room refilled only once one waits would be taken by long work
+    in between. Never taken from a queue's deserved quota."""
+
+
+class TimeSlicingSettings(ApiModel):
+    """How far apart two allocations must rank (their funded GPU time over their GPU budget)
+    before the worse one's work past its min runtime is requeued for the better one's."""
+
+    swap_margin: float = Field(default=_CORE.time_slicing.swap_margin, ge=0,
+                               allow_inf_nan=False)
+    """Relative gap in ratio beyond which resumable work is requeued. 0.05 by default: half
+    the 10 % shortfall Ai2 accepts for its worst-served team, so allocations drift at most 5 %
+    from each other before GPUs change hands, which keeps every team well inside the 90 %
+    floor without swapping at every cycle. Smaller swaps sooner and more often."""
+    non_resumable_gap: float = Field(default=_CORE.time_slicing.non_resumable_gap, ge=0,
+                                     allow_inf_nan=False)
+    """Relative gap for requeueing non-resumable or short work, which loses what it did. 9 by
+    default: the worse allocation must have used at least ten times as much of its budget (an
+    order of magnitude); Ai2 requeues only "workloads that can resume later" to rebalance, and
+    this keeps the exception for allocations far off their budget. The preemptor's side is
+    compared with its own protected run charged, so an allocation that has used next to
+    nothing does not requeue hours of non-resumable work for its very first job. At least
+    `swapMargin`: work that loses everything is never easier to take than work that resumes."""
+
+    @model_validator(mode="after")
+    def _non_resumable_work_is_not_easier_to_take(self) -> TimeSlicingSettings:
+        if self.non_resumable_gap < self.swap_margin:
+            raise ValueError(f"nonResumableGap ({self.non_resumable_gap:g}) must be at least "
+                             f"swapMargin ({self.swap_margin:g})")
+        return self
+
+
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 NEVER_SELECTED = ("kube-system", "kube-public", "kube-node-lease", "admitter-system")
@@ -146,6 +200,10 @@ class Settings(ApiModel):
     starvation_bound: Duration = _CORE.starvation_bound
     """After waiting this long, the head of the highest-ranked queue gets capacity reserved
     so a stream of small jobs cannot starve a large gang."""
+    short_jobs: ShortJobSettings = Field(default_factory=ShortJobSettings)
+    """Who is a short (debug) job and how much room long work leaves them."""
+    time_slicing: TimeSlicingSettings = Field(default_factory=TimeSlicingSettings)
+    """How far apart allocations rank before GPUs change hands."""
     unlabelled_work: UnlabelledWork | None = None
     """Opt-in: queue Jobs without the queue label, and plain GPU Pods, in the namespaces
     selected (docs/webhooks.md); null leaves unlabelled work alone."""

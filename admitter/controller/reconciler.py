@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL, ContractError
-from admitter.api.convert import core_fair_share_settings, effective_max_min_runtime
+from admitter.api.convert import core_cycle_settings, effective_max_min_runtime
 from admitter.api.settings import Settings
 from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
@@ -80,7 +80,7 @@ class Reconciler:
         self.actions = Actions(client)
         self.events = EventRecorder(client, identity)
         self.status = StatusWriter(client)
-        self.usage = QueueUsage(core_fair_share_settings(settings.fair_share))
+        self.usage = QueueUsage(core_cycle_settings(settings))
         """Funded GPU time per queue, restored from the ClusterQueues by each new leader."""
         self.queue_finalizers = QueueFinalizers(client, self._observe_queue)
         self.metrics = Metrics()
@@ -144,7 +144,7 @@ class Reconciler:
         await self.caches.workloads.refresh()
         self._swept_at = -math.inf  # a new leader checks every Job at once
         # and reads usage from the ClusterQueues: its own may miss what another leader charged
-        self.usage = QueueUsage(core_fair_share_settings(self.settings.fair_share))
+        self.usage = QueueUsage(core_cycle_settings(self.settings))
         try:
             while True:
                 result: CycleResult | None = None

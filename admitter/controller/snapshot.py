@@ -230,7 +230,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     translations.forget_unseen()
     core_settings = core_cycle_settings(settings)
     if usage is None:
-        usage = QueueUsage(core_settings.fair_share)
+        usage = QueueUsage(core_settings)
     used = usage.observe(cluster_queues, workloads, now)
     snapshot = Snapshot(now, nodes, tuple(caches.topology_levels() or ()), queues, workloads,
                         used, core_settings, usage.ledger.short_gpus(float(math.floor(now))))

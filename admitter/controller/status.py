@@ -30,9 +30,8 @@ from admitter.controller.actions import with_condition
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import Holdings, active_condition, outside_tree_condition
 from admitter.controller.translate import condition, format_time, parse_time
-from admitter.core.decisions import CycleResult, Pending
-from admitter.core.headroom import is_short
-from admitter.core.model import GPU, FairShareSettings, Phase, Workload
+from admitter.core.decisions import CycleResult, CycleSettings, Pending
+from admitter.core.model import GPU, Phase, Workload
 from admitter.core.usage import HOUR, UsageLedger
 
 log = logging.getLogger(__name__)
@@ -68,9 +67,11 @@ class QueueUsage:
     persisted form restores exactly. What a new leader cannot know is the time, since the last
     status write, of runs that stopped before it took over: that is lost."""
 
-    def __init__(self, settings: FairShareSettings) -> None:
-        self.ledger = UsageLedger(settings)
-        self.window = settings.window
+    def __init__(self, settings: CycleSettings) -> None:
+        self.ledger = UsageLedger(settings.fair_share)
+        self.window = settings.fair_share.window
+        self._is_short = settings.short_jobs.is_short
+        """The cycle's own rule for a short job, whose GPU time is counted apart."""
         self._restored: dict[str, str] = {}
         """ClusterQueue name → uid of the object its hours were restored from."""
 
@@ -98,7 +99,7 @@ class QueueUsage:
         for workload in sorted(unknown, key=lambda w: (w.admitted_at or at, w.key)):
             self.ledger.open(workload.key, workload.queue,
                              min(workload.admitted_at or at, at), _gpus(workload),
-                             is_short(workload))
+                             self._is_short(workload))
         return self.ledger.usage(at)
 
     def decided(self, evicted: Iterable[str], admitted: Iterable[Workload],
@@ -110,7 +111,7 @@ class QueueUsage:
         for workload in admitted:
             if workload.funded:
                 self.ledger.open(workload.key, workload.queue, at, _gpus(workload),
-                                 is_short(workload))
+                                 self._is_short(workload))
 
     def status(self, name: str) -> dict[str, Any]:
         """The queue's usage fields as its status persists them."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 
-from admitter.core.headroom import is_short
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.policy import ShortJobs
 
 
 def start_time(state: ClusterState, chosen: list[str], gang: Workload,
@@ -83,18 +83,19 @@ class Backfill:
     """
 
     def __init__(self, gang: Workload, chosen: list[str], start_at: float | None,
-                 takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool]
-                 ) -> None:
+                 takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool],
+                 short: ShortJobs) -> None:
         self.gang = gang
         self.chosen = chosen
         self.start_at = start_at
         # What the drain takes and waits for besides (`RoomFinder`): what `choose` reads.
         self.takes = takes
         self.waits_for = waits_for
+        self._short = short
 
     def may_take(self, workload: Workload, now: float) -> bool:
         """Long funded resumable work that the drain takes, protected no later than the gang
         could start anyway."""
         return (self.start_at is not None and workload.funded and workload.resumable
-                and not is_short(workload) and now + workload.min_runtime <= self.start_at
-                and self.takes(workload))
+                and not self._short.is_short(workload)
+                and now + workload.min_runtime <= self.start_at and self.takes(workload))

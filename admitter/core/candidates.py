@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from admitter.core.headroom import is_short
 from admitter.core.model import Workload
+from admitter.core.policy import ShortJobs
 
 
 class QueueCandidates:
     """Workloads as (position in the ranking, workload): unfunded, funded, and the funded that
-    are resumable and not short (what a margin of `SWAP_MARGIN` may take)."""
+    are resumable and not short (what the swap margin, `TimeSlicing.swap_margin`, may take)."""
 
     __slots__ = ("funded", "swappable", "unfunded")
 
@@ -34,13 +34,13 @@ class CandidateGroups:
     __slots__ = ("below", "children")
 
     def __init__(self, ordered: Iterable[Workload],
-                 path: Callable[[str], tuple[str, ...]]) -> None:
+                 path: Callable[[str], tuple[str, ...]], short: ShortJobs) -> None:
         self.below: dict[str, QueueCandidates] = {}
         self.children: dict[str | None, list[str]] = {}
         for position, workload in enumerate(ordered):
             item = (position, workload)
             funded = workload.funded
-            swappable = funded and workload.resumable and not is_short(workload)
+            swappable = funded and workload.resumable and not short.is_short(workload)
             parent: str | None = None
             for name in path(workload.queue):
                 group = self.below.get(name)

@@ -34,7 +34,6 @@ from admitter.core.decisions import (
     Snapshot,
 )
 from admitter.core.fit import fits
-from admitter.core.headroom import SHORT_MAX_GPUS, is_short
 from admitter.core.model import GPU, Workload
 from admitter.core.moments import moment, span
 from admitter.core.nodes import ClusterState, held_per_node
@@ -162,13 +161,14 @@ class _Cycle(CycleState):
         starving: list[Workload] = []
         wanting: set[str] = set()  # queues with long funded work waiting, ancestors included
         for leaf, waiting in self.waiting_funded.items():
-            if not all(is_short(w) for w in waiting):
+            if not all(self.short_jobs.is_short(w) for w in waiting):
                 wanting.update(self.tree.path(leaf))
-        over_served = self.ranking.over_served(wanting)
+        over_served = self.ranking.over_served(
+            wanting, self.snapshot.settings.time_slicing.swap_margin)
         for leaf, waiting in self.waiting_funded.items():
             well_ranked: bool | None = None
             for workload in waiting:
-                if is_short(workload) or not self._eligible(workload, quiet=True):
+                if self.short_jobs.is_short(workload) or not self._eligible(workload, quiet=True):
                     continue  # a short job finds the headroom, not a drain
                 if workload.submitted_at + bound > self.now:
                     self._until(workload.submitted_at + bound)
@@ -195,7 +195,8 @@ class _Cycle(CycleState):
                 # (short work too: a debug-sized job past its min runtime is the drain's).
                 for other in self.running.values():
                     until = other.protected_until()
-                    if until is not None and drain_may_take(other, self.non_preemptible_priority):
+                    if until is not None and drain_may_take(
+                            other, self.non_preemptible_priority, self.short_jobs):
                         self._until(until)
             # What a drain may take depends on the gang's queue and priority (its rank).
             takes = self.finder.drain_takes(workload)
@@ -219,7 +220,7 @@ class _Cycle(CycleState):
                 return
             self.backfill = Backfill(workload, chosen, start_time(
                 self.state, chosen, workload, self.running.values(), takes, self.now),
-                takes, waits_for)
+                takes, waits_for, self.short_jobs)
             hold(self.statement, chosen)
             self.reserved_for = workload
             # Held capacity turns away what comes after; a re-run could admit differently only
@@ -239,7 +240,7 @@ class _Cycle(CycleState):
         """Short jobs first, before a drain holds capacity: they see all the headroom kept for
         them, and what they take on drained nodes the drain takes back past their min runtime
         (`preemption`)."""
-        self._serve({leaf: [w for w in ws if is_short(w) is short]
+        self._serve({leaf: [w for w in ws if self.short_jobs.is_short(w) is short]
                      for leaf, ws in self._waiting(funded=True).items()}, unfunded=False)
 
     def _try_funded(self, workload: Workload, starving: bool = False) -> bool:
@@ -249,7 +250,7 @@ class _Cycle(CycleState):
             return False
         limit = self.ledger.limit_block(workload)
         preemptible = workload.preemptible(self.non_preemptible_priority)
-        share = None if preemptible or is_short(workload) else (
+        share = None if preemptible or self.short_jobs.is_short(workload) else (
             self.ledger.share_block(workload))
         bound = limit if limit is not None else share
         if bound is None and not self.headroom.allows(workload):
@@ -260,8 +261,8 @@ class _Cycle(CycleState):
                 self._admit(workload, placed, "fits")
                 return True
             why = placed.reason if isinstance(placed, PlacementFailure) else (
-                f"starting here would leave no node with {SHORT_MAX_GPUS} {GPU} idle or held by "
-                "work short jobs may requeue")
+                f"starting here would leave no node with {self.short_jobs.max_gpus} {GPU} idle or "
+                "held by work short jobs may requeue")
         else:  # only victims under the queue at its bound can lower what it holds
             why = bound
         if bound is None and self._on_held(workload):

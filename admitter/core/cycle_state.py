@@ -48,6 +48,8 @@ class CycleState:
         self.snapshot = snapshot
         self.now = snapshot.now
         self.non_preemptible_priority = snapshot.settings.non_preemptible_priority
+        self.short_jobs = snapshot.settings.short_jobs
+        """Who is a short job (`ShortJobs.is_short`), for every step alike."""
         self.tree = QueueTree(snapshot.queues) if tree is None else tree
         self.nodes = {node.name: node for node in snapshot.nodes}
         # Input order must not matter: only `running` iterates in an order that shows (drain
@@ -95,13 +97,14 @@ class CycleState:
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
         self.headroom = Headroom(self.state, snapshot.workloads, self.now,
-                                 self.non_preemptible_priority, self.ledger.within_deserved,
-                                 snapshot.short_gpus)
+                                 self.non_preemptible_priority, self.short_jobs,
+                                 self.ledger.within_deserved, snapshot.short_gpus)
         self.statement = Statement(self.state, allocations, self.headroom)
         """Every change to the node model, the allocations and the headroom's count; `run_cycle`
         rolls it back to hand a caller's models back unchanged."""
         self.finder = RoomFinder(self.statement, self.ledger, self.running, self.now,
-                                 self.ranking, self.headroom, self.non_preemptible_priority)
+                                 self.ranking, self.headroom, self.non_preemptible_priority,
+                                 snapshot.settings.time_slicing)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}

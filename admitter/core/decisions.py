@@ -19,6 +19,7 @@ from admitter.core.model import (
     Queue,
     Workload,
 )
+from admitter.core.policy import ShortJobs, TimeSlicing
 from admitter.core.ranking import Ranking
 
 
@@ -31,6 +32,10 @@ class CycleSettings:
     pods_ready_timeout: float = 600.0
     non_preemptible_priority: int | None = NON_PREEMPTIBLE_PRIORITY
     """Priorities at or above it are never preempted; None: every priority may be."""
+    short_jobs: ShortJobs = field(default_factory=ShortJobs)
+    """Who is a short job and how much room they keep; read by the usage ledger too."""
+    time_slicing: TimeSlicing = field(default_factory=TimeSlicing)
+    """How far apart allocations rank before GPUs change hands."""
 
 
 @dataclass(frozen=True, slots=True)

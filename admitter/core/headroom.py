@@ -8,7 +8,7 @@ its min runtime (a short job may requeue it, and it resumes without loss). It mu
 two ways:
 - at least `needed` of them in the whole cluster, so that short jobs arriving together find
   room;
-- and on at least one node, `SHORT_MAX_GPUS` of them: a short job's pod runs on one node, so a
+- and on at least one node, `ShortJobs.max_gpus` of them: a short job's pod runs on one node, so a
   pool of fragments (2 idle GPUs here, 1 there) holds no 4-GPU debug job however large it is.
   Whether a start keeps such a node depends on where it lands, so this is checked on its
   placement (`keeps_room`), reading per-node free GPUs from the node model.
@@ -21,14 +21,14 @@ A reserve is made of surplus, never of a queue's guarantee: a start that keeps e
 its path within its deserved GPUs (`guaranteed`, `QuotaLedger.within_deserved`) is not held
 to either bound, and a swap that takes on every node only what its victims free there
 (`takes_nothing`) leaves both as it found them, so it is not refused for them.
-Short jobs (`is_short`) may use the pool, and unfunded work may fill it; evicting yielding work
-does not grow it (the GPUs only change hands inside it). A workload too large ever to leave the
-pool (more GPUs than the cluster's minus the pool) is not held to it. The drain's target
-(`exempt`) is not held to the count: it has waited past the starvation bound, and a domain
-emptied for it would otherwise still wait for the rest of the cluster to refill the pool. It
-must still keep the one node: some gang is starving nearly all the time on a cluster with 2-3x
-demand, so an exemption from both would leave short jobs no room whenever drains run (drained
-gangs would take the last idle GPUs of a small cluster).
+Short jobs (`ShortJobs.is_short`) may use the pool, and unfunded work may fill it; evicting
+yielding work does not grow it (the GPUs only change hands inside it). A workload too large
+ever to leave the pool (more GPUs than the cluster's minus the pool) is not held to it. The
+drain's target (`exempt`) is not held to the count: it has waited past the starvation bound,
+and a domain emptied for it would otherwise still wait for the rest of the cluster to refill
+the pool. It must still keep the one node: some gang is starving nearly all the time on a
+cluster with 2-3x demand, so an exemption from both would leave short jobs no room whenever
+drains run (drained gangs would take the last idle GPUs of a small cluster).
 """
 
 from __future__ import annotations
@@ -37,66 +37,32 @@ import math
 from collections.abc import Callable, Iterable
 
 from admitter.core.fit import Shape, capacity
-from admitter.core.model import GPU, Phase, PodSet, Toleration, Workload
+from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement
-
-HEADROOM_FRACTION = 0.02
-"""Least part of the schedulable GPUs kept for short jobs, rounded down (none below 50 GPUs);
-more when short jobs held more on average over the window (`room_needed`). Ai2 runs
-at 98 % occupancy with debug p90 at 30 s: 2 % fits inside what is not occupied anyway, and at
-most that stands idle when short jobs and unfunded work use none of it. Kept whether or not short
-work is waiting now: debug jobs arrive one at a time, and a pool refilled only once one waits
-would be taken by long work in between."""
-
-SHORT_MIN_RUNTIME = 900.0
-"""A workload protected for at most this long may be short (Ai2's debug workloads: "a minimum
-runtime of 15 minutes or less")."""
-
-SHORT_MAX_GPUS = 4
-"""...and asking for at most this many GPUs ("a small number of GPUs"): half an 8-GPU host, so
-that a short job never needs a whole node emptied."""
-
-_LARGEST_SHORT_POD = Workload(
-    "\0largest short pod", "",
-    (PodSet("short", 1, {GPU: SHORT_MAX_GPUS}, (Toleration(operator="Exists"),)),), 0.0)
-"""The pod a node must have room for: `SHORT_MAX_GPUS` GPUs, on any schedulable node (it
-tolerates every taint). Hazard: a node tainted for work that short jobs do not tolerate counts
-too; the node model does not know which tolerations future short jobs bring."""
+from admitter.core.policy import ShortJobs
 
 
-def room_needed(gpus: int, short_gpus: float) -> tuple[int, str]:
+def room_needed(gpus: int, short_gpus: float, short_jobs: ShortJobs) -> tuple[int, str]:
     """How many of `gpus` schedulable GPUs the pool keeps, and why: what short jobs held on
     average over the window (`short_gpus`, rounded up), as by Little's law that is how many
-    GPUs their arrivals need at once on average; never less than `HEADROOM_FRACTION`."""
-    floor = math.floor(HEADROOM_FRACTION * gpus)
+    GPUs their arrivals need at once on average; never less than the least room fraction
+    (`ShortJobs.least_room_fraction`, rounded down)."""
+    floor = math.floor(short_jobs.least_room_fraction * gpus)
     used = min(gpus, math.ceil(short_gpus - 1e-9))
     if used > floor:
         return used, f"what short jobs held on average over the window: {short_gpus:.1f}"
-    return floor, f"{HEADROOM_FRACTION:.0%} of the schedulable {GPU}"
+    return floor, f"{short_jobs.least_room_fraction:.0%} of the schedulable {GPU}"
 
 
-def is_short(workload: Workload) -> bool:
-    """A debug job: funded, protected for at most `SHORT_MIN_RUNTIME`, one pod of at most
-    `SHORT_MAX_GPUS` GPUs."""
-    return (0 < workload.min_runtime <= SHORT_MIN_RUNTIME
-            and sum(p.count for p in workload.pod_sets) == 1
-            and workload.requests().get(GPU, 0) <= SHORT_MAX_GPUS)
-
-
-def flexible(workload: Workload) -> bool:
-    """Work that may use the pool: short or unfunded."""
-    return not workload.funded or is_short(workload)
-
-
-def yielded_gpus(workload: Workload, now: float,
-                 non_preemptible_priority: int | None) -> dict[str, int] | None:
+def yielded_gpus(workload: Workload, now: float, non_preemptible_priority: int | None,
+                 short_jobs: ShortJobs) -> dict[str, int] | None:
     """GPUs per node that an admitted workload gives the short jobs at once, or None if it does
     not yield: it yields if unfunded, or long, resumable, preemptible, past its min runtime and
     on one node."""
     if workload.funded:
         until = workload.protected_until()
-        if (until is None or until > now or not workload.resumable or is_short(workload)
+        if (until is None or until > now or not workload.resumable or short_jobs.is_short(workload)
                 or not workload.preemptible(non_preemptible_priority)):
             return None
     per_node = held_per_node(workload, GPU)
@@ -108,10 +74,12 @@ class Headroom:
     `Statement` (`change`) as it allocates and evicts, simulations included."""
 
     def __init__(self, state: ClusterState, workloads: Iterable[Workload], now: float,
-                 non_preemptible_priority: int | None,
+                 non_preemptible_priority: int | None, short_jobs: ShortJobs,
                  guaranteed: Callable[[Workload], bool] | None = None,
                  short_gpus: float = 0.0) -> None:
         self._state = state
+        self.short_jobs = short_jobs
+        """Who is a short job, and the room's floor and per-node size."""
         self._guaranteed = guaranteed
         """Whether a start stays within its queues' guarantee, read live as the cycle admits
         and evicts; None where nothing is guaranteed (a caller with no ledger)."""
@@ -127,15 +95,15 @@ class Headroom:
         for workload in workloads:
             if workload.phase is not Phase.ADMITTED:
                 continue
-            per_node = yielded_gpus(workload, now, non_preemptible_priority)
+            per_node = yielded_gpus(workload, now, non_preemptible_priority, short_jobs)
             if per_node is not None:
                 self._yielding.add(workload.key)
                 self.held += workload.requests().get(GPU, 0)
                 for node, gpus in per_node.items():
                     self._on_node.setdefault(node, []).append((workload.key, gpus))
         self._gpus = state.schedulable_capacity().get(GPU, 0)
-        self.needed, self._sized_by = room_needed(self._gpus, short_gpus)
-        demand = state.demand(_LARGEST_SHORT_POD)
+        self.needed, self._sized_by = room_needed(self._gpus, short_gpus, short_jobs)
+        demand = state.demand(short_jobs.largest_pod)
         self._short_pod: Shape | None = None if demand is None else demand.pod_sets[0][0]
         self._schedulable: set[str] | None = None
         self.exempt: str | None = None
@@ -145,7 +113,8 @@ class Headroom:
         """Whether `workload` is held to the headroom at all (to the count: `exempting` the
         drain's target). Flexible work and work within its queues' guarantee are not."""
         return self.needed > 0 and not (exempting and workload.key == self.exempt) and (
-            not flexible(workload) and workload.requests().get(GPU, 0) <= self._gpus - self.needed
+            not self.short_jobs.flexible(workload)
+            and workload.requests().get(GPU, 0) <= self._gpus - self.needed
             and not (self._guaranteed is not None and self._guaranteed(workload)))
 
     def pool(self) -> int:
@@ -182,7 +151,7 @@ class Headroom:
 
     def keeps_room(self, workload: Workload, placement: Placement) -> bool:
         """Whether, with `workload` at `placement` (not yet assumed), some node still has
-        `SHORT_MAX_GPUS` GPUs idle or held by yielding work. The drain's target is held to it
+        `ShortJobs.max_gpus` GPUs idle or held by yielding work. The drain's target is held to it
         too."""
         if self._short_pod is None or not self.applies(workload, exempting=False):
             return True
@@ -197,9 +166,10 @@ class Headroom:
         assert shape is not None
         state = self._state
         slots = capacity(state.tree.root, shape)
+        size = self.short_jobs.max_gpus
         for node, gpus in taken.items():
             free = state.free_of(node, GPU)
-            slots -= free // SHORT_MAX_GPUS - max(0, free - gpus) // SHORT_MAX_GPUS
+            slots -= free // size - max(0, free - gpus) // size
         if slots > 0:
             return True
         if self._schedulable is None:  # once a cycle, and only on a cluster this full
@@ -209,7 +179,7 @@ class Headroom:
                 continue  # cordoned, or gone from the snapshot
             pool = max(0, state.free_of(node, GPU) - taken.get(node, 0)) + sum(
                 gpus for key, gpus in holders if state.assumed(key))
-            if pool >= SHORT_MAX_GPUS:
+            if pool >= size:
                 return True
         return False
 

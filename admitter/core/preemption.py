@@ -8,8 +8,11 @@ Who may be a victim of a funded preemptor (never mixed up):
   priority multiplied the GPU-hours wasted);
 - time-slicing: workloads of another queue past their min runtime whose allocation is clearly
   worse ranked than the preemptor's (`ranking.Ranking.clearly_worse`): resumable ones beyond
-  `SWAP_MARGIN`, non-resumable and short ones beyond `NON_RESUMABLE_GAP`;
-- a short preemptor (`headroom.is_short`, a debug job) may take resumable work past its min
+  the swap margin, non-resumable and short ones beyond the non-resumable gap (`TimeSlicing`;
+  the preemptor's side with its own protected run charged, `Ranking.after_run`: an allocation
+  that has used next to nothing yet is infinitely far below anyone who used anything, and would
+  otherwise requeue hours of non-resumable work for its very first job);
+- a short preemptor (`ShortJobs.is_short`, a debug job) may take resumable work past its min
   runtime from any allocation, except other short jobs: it gives the GPUs back within minutes.
   It never takes long non-resumable work, whatever the gap: it would run minutes for hours lost.
   Hazard: short jobs are taken only at the larger gap (else a short job and the work it
@@ -39,12 +42,13 @@ from operator import itemgetter
 
 from admitter.core.candidates import CandidateGroups
 from admitter.core.decisions import EvictionReason
-from admitter.core.headroom import Headroom, is_short
+from admitter.core.headroom import Headroom
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
+from admitter.core.policy import ShortJobs, TimeSlicing
 from admitter.core.quota import QuotaBlock, QuotaLedger
-from admitter.core.ranking import NON_RESUMABLE_GAP, SWAP_MARGIN, Ranking, beyond
+from admitter.core.ranking import Ranking, beyond
 from admitter.core.room import Blocked, Room, Search, Victim
 from admitter.core.statement import Statement
 from admitter.core.topology import HOSTNAME, Domain
@@ -68,7 +72,7 @@ class RoomFinder:
 
     def __init__(self, statement: Statement, ledger: QuotaLedger, running: dict[str, Workload],
                  now: float, ranking: Ranking, headroom: Headroom,
-                 non_preemptible_priority: int | None) -> None:
+                 non_preemptible_priority: int | None, time_slicing: TimeSlicing) -> None:
         self._statement = statement
         self._state = statement.nodes
         self._non_preemptible_priority = non_preemptible_priority
@@ -77,9 +81,12 @@ class RoomFinder:
         self._now = now
         self._ranking = ranking
         self._headroom = headroom
+        self._short = headroom.short_jobs
+        self._swap_margin = time_slicing.swap_margin
+        self._non_resumable_gap = time_slicing.non_resumable_gap
         self._ranked = False
-        self._evictable = CandidateGroups((), ledger.path)
-        self._protected = CandidateGroups((), ledger.path)
+        self._evictable = CandidateGroups((), ledger.path, self._short)
+        self._protected = CandidateGroups((), ledger.path, self._short)
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
         self._kept_off: set[str] = set()
@@ -177,8 +184,8 @@ class RoomFinder:
         """Within every limit (and fair share, if non-preemptible and long: a short job gives
         its GPUs back within minutes anyway) on the ledger as it is."""
         return self._ledger.limit_block(preemptor) is None and (
-            preemptor.preemptible(self._non_preemptible_priority) or is_short(preemptor) or (
-                self._ledger.share_block(preemptor) is None))
+            preemptor.preemptible(self._non_preemptible_priority)
+            or self._short.is_short(preemptor) or self._ledger.share_block(preemptor) is None)
 
     def _place(self, preemptor: Workload, victims: list[Victim],
                swap: bool) -> Placement | None:
@@ -228,8 +235,10 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
-        self._evictable = CandidateGroups([w for _, w in ranked], self._ledger.path)
-        self._protected = CandidateGroups([w for _, _, w in protected], self._ledger.path)
+        self._evictable = CandidateGroups([w for _, w in ranked], self._ledger.path,
+                                           self._short)
+        self._protected = CandidateGroups([w for _, _, w in protected], self._ledger.path,
+                                           self._short)
 
     def _eligible(self, groups: CandidateGroups, preemptor: Workload, within: str | None,
                   search: Search) -> list[tuple[int, Workload]]:
@@ -242,7 +251,8 @@ class RoomFinder:
         decides once per such subtree and takes its candidates whole, instead of once per
         leaf that holds running work."""
         gpus = preemptor.requests().get(GPU, 0)
-        short = is_short(preemptor)
+        policy = self._short
+        short = policy.is_short(preemptor)
         ranking, ledger = self._ranking, self._ledger
         # What one preemptor may take depends on its queue, priority, kind and bound only (and,
         # when use is what is held, on its size and on the allocations as they stand): searches
@@ -273,10 +283,11 @@ class RoomFinder:
                         better = ranking.ratio(mine, gpus)
                         charged = ranking.after_run(mine, gpus, preemptor.min_runtime)
                     worse = ranking.ratio(sibling)
-                    if beyond(worse, charged, NON_RESUMABLE_GAP):
+                    if beyond(worse, charged, self._non_resumable_gap):
                         chosen.extend(group.funded if not short else (
-                            item for item in group.funded if not _long_and_lost(item[1])))
-                    elif short or beyond(worse, better, SWAP_MARGIN):
+                            item for item in group.funded
+                            if not policy.long_and_lost(item[1])))
+                    elif short or beyond(worse, better, self._swap_margin):
                         chosen.extend(group.swappable)
             own = groups.below.get(preemptor.queue)
             if own is not None:
@@ -306,10 +317,11 @@ class RoomFinder:
         (`reservation.choose`): a domain full of better-ranked work would only empty as that
         work finishes."""
         ranking, threshold = self._ranking, self._non_preemptible_priority
+        policy = self._short
         gpus = gang.requests().get(GPU, 0)
 
         def takes(workload: Workload) -> bool:
-            if not drain_may_take(workload, threshold):
+            if not drain_may_take(workload, threshold, policy):
                 return False
             if workload.queue == gang.queue:
                 return workload.priority < gang.priority
@@ -328,9 +340,10 @@ class RoomFinder:
         held for as long as that work runs (counting it cost seeds of the family up to 5 points
         of occupancy), and neither is long non-resumable work."""
         ranking, threshold = self._ranking, self._non_preemptible_priority
+        policy = self._short
 
         def waits_for(workload: Workload) -> bool:
-            return is_short(workload) or (
+            return policy.is_short(workload) or (
                 workload.resumable and workload.preemptible(threshold)
                 and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
 
@@ -429,7 +442,8 @@ class RoomFinder:
                 EvictionReason.PREEMPTED if same else EvictionReason.RECLAIMED,
                 f"unfunded workload evicted for funded {preemptor.key}",
             )
-        if is_short(preemptor) and _long_and_lost(victim):
+        policy = self._short
+        if policy.is_short(preemptor) and policy.long_and_lost(victim):
             return None
         if victim.queue == preemptor.queue:
             if not victim.resumable:
@@ -440,15 +454,15 @@ class RoomFinder:
                 f"preempted by {preemptor.key} (priority {preemptor.priority} > "
                 f"{victim.priority}) in queue {victim.queue}",
             )
-        swappable = victim.resumable and not is_short(victim)
-        if self._ranking.clearly_worse(victim.queue, preemptor.queue,
-                                       SWAP_MARGIN if swappable else NON_RESUMABLE_GAP,
+        swappable = victim.resumable and not policy.is_short(victim)
+        gap = self._swap_margin if swappable else self._non_resumable_gap
+        if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
                                        preemptor.requests().get(GPU, 0),
                                        victim.requests().get(GPU, 0),
                                        0.0 if swappable else preemptor.min_runtime):
             why = (f"queue {victim.queue}'s allocation has used more of its GPU budget than "
                    f"{preemptor.queue}'s")
-        elif victim.resumable and is_short(preemptor) and not is_short(victim):
+        elif victim.resumable and policy.is_short(preemptor) and not policy.is_short(victim):
             why = "a short job may requeue resumable work past its min runtime"
         else:
             return None
@@ -456,11 +470,12 @@ class RoomFinder:
                       f"requeued past its min runtime for {preemptor.key}: {why}")
 
 
-def drain_may_take(workload: Workload, non_preemptible_priority: int | None) -> bool:
+def drain_may_take(workload: Workload, non_preemptible_priority: int | None,
+                   short_jobs: ShortJobs) -> bool:
     """Whether a drain could take `workload` once past its min runtime, for some gang: it is
     preemptible, and resumable or short (`RoomFinder.drain_takes` adds whose gang)."""
     return workload.preemptible(non_preemptible_priority) and (
-        workload.resumable or is_short(workload))
+        workload.resumable or short_jobs.is_short(workload))
 
 
 def _freeing(bound: QuotaBlock, plans: list[list[Workload]],
@@ -486,9 +501,3 @@ def _freeing(bound: QuotaBlock, plans: list[list[Workload]],
         if topped and freed >= excess and topped not in freeing:
             freeing.append(topped)
     return sorted(freeing, key=len)
-
-
-def _long_and_lost(workload: Workload) -> bool:
-    """Long non-resumable work: requeued, it loses hours. Never a short job's victim, whatever
-    the rank gap: the short job would run minutes for it."""
-    return not workload.resumable and not is_short(workload)

@@ -29,22 +29,6 @@ from collections.abc import Callable
 from admitter.core.model import GPU, UNLIMITED
 from admitter.core.queue_tree import QueueTree
 
-SWAP_MARGIN = 0.05
-"""Relative gap in ratio (use / budget) beyond which an allocation's running work past its min
-runtime is requeued for a better-ranked one's pending work. Half the 10 % shortfall that Ai2
-accepts for its worst-served team: allocations then drift at most 5 % from each other before
-GPUs change hands, which keeps every team well inside the 90 % floor without swapping at every
-cycle."""
-
-NON_RESUMABLE_GAP = 9.0
-"""Relative gap for taking non-resumable work, which loses everything it did: its allocation
-must have used at least ten times as much of its budget as the preemptor's (an order of
-magnitude). Ai2 requeues only "workloads that can resume later" to rebalance; this keeps the
-exception for allocations that are far off their budget, not for ordinary time-slicing. The
-preemptor's side is compared with its own protected run charged (`Ranking.after_run`): an
-allocation that has used next to nothing yet is infinitely far below anyone who used anything,
-and would otherwise requeue hours of non-resumable work for its very first job."""
-
 
 def gpu_budgets(tree: QueueTree, gpus: int) -> dict[str, float]:
     """Every queue's GPU budget (see the module docstring): deserved quota, then the over-quota
@@ -150,11 +134,12 @@ class Ranking:
             return False
         return not self.by_holding or self.ratio(theirs, -lost) >= better
 
-    def over_served(self, wanting: set[str]) -> Callable[[str], bool]:
+    def over_served(self, wanting: set[str], margin: float) -> Callable[[str], bool]:
         """Whether, for a leaf, some queue on its path is clearly worse than a sibling that is
         `wanting` (has long funded work waiting): its ratio exceeds that sibling's by more than
-        the margin. A sibling whose demand is met does not count: a small team that asks for
-        less than its budget ranks low for ever, and being ahead of it takes nothing from it.
+        `margin` (`TimeSlicing.swap_margin`). A sibling whose demand is met does not count: a
+        small team that asks for less than its budget ranks low for ever, and being ahead of it
+        takes nothing from it.
 
         Asked leaf after leaf, so each group of siblings' lowest wanting ratio is found once.
         The queue itself may be among them: no ratio (never negative) exceeds itself by the
@@ -172,7 +157,7 @@ class Ranking:
                     siblings = tree.children(parent) if parent is not None else tree.roots
                     best = lowest[parent] = min(
                         (self.ratio(s) for s in siblings if s in wanting), default=math.inf)
-                if self.ratio(name) > (1.0 + SWAP_MARGIN) * best:
+                if self.ratio(name) > (1.0 + margin) * best:
                     return True
             return False
 

@@ -184,7 +184,7 @@ class UsageLedger:
 
     def open(self, key: str, queue: str, at: float, gpus: float, short: bool = False) -> None:
         """A funded workload started holding `gpus` at `at`; `short`: a debug job
-        (`headroom.is_short`), whose GPU time is also counted apart (`short_gpus`)."""
+        (`ShortJobs.is_short`), whose GPU time is also counted apart (`short_gpus`)."""
         if self._window <= 0 or gpus <= 0 or key in self._runs:
             return
         state = self._queues.get(queue)

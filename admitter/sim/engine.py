@@ -41,7 +41,6 @@ from admitter.api.scenario import ClusterEvent, Scenario
 from admitter.api.scenario_file import queue_tree
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import Admission, CycleResult, Eviction, Snapshot
-from admitter.core.headroom import is_short
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
@@ -332,5 +331,5 @@ class Simulation:
         workload = job.instance.pending
         if workload.funded:
             self._ledger.open(job.key, workload.queue, at, job.instance.gpus,
-                              is_short(workload))
+                              self._settings.short_jobs.is_short(workload))
         self._push(finish_at, _Kind.FINISH, (job, stint))

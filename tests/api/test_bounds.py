@@ -60,6 +60,37 @@ def test_k_value_is_finite():
 
 
 @pytest.mark.parametrize(
+    "settings, expected",
+    [
+        ({"shortJobs": {"maxMinRuntime": "-5m"}},
+         "shortJobs.maxMinRuntime: '-5m' is not a duration"),
+        ({"shortJobs": {"maxGpus": 0}},
+         "shortJobs.maxGpus: Input should be greater than or equal to 1 (got 0)"),
+        ({"shortJobs": {"maxGpus": 2.5}}, "shortJobs.maxGpus"),
+        ({"shortJobs": {"leastRoomFraction": 1}},
+         "shortJobs.leastRoomFraction: Input should be less than 1 (got 1)"),
+        ({"shortJobs": {"leastRoomFraction": -0.01}}, "shortJobs.leastRoomFraction"),
+        ({"shortJobs": {"leastRoomFraction": float("nan")}}, "shortJobs.leastRoomFraction"),
+        ({"timeSlicing": {"swapMargin": -0.05}},
+         "timeSlicing.swapMargin: Input should be greater than or equal to 0 (got -0.05)"),
+        ({"timeSlicing": {"swapMargin": float("inf")}}, "timeSlicing.swapMargin"),
+        ({"timeSlicing": {"swapMargin": 0.5, "nonResumableGap": 0.2}},
+         "timeSlicing: nonResumableGap (0.2) must be at least swapMargin (0.5)"),
+        ({"timeSlicing": {"swapMargn": 0.1}}, "timeSlicing.swapMargn: unknown key"),
+    ],
+)
+def test_policy_settings_are_bounded(settings, expected):
+    assert expected in problems(Settings, settings)
+
+
+def test_policy_settings_take_their_edge_values():
+    edge = Settings.model_validate({
+        "shortJobs": {"maxMinRuntime": 0, "maxGpus": 1, "leastRoomFraction": 0},
+        "timeSlicing": {"swapMargin": 0, "nonResumableGap": 0}})
+    assert (edge.short_jobs.max_min_runtime, edge.time_slicing.non_resumable_gap) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
     "spec, expected",
     [
         ({"podSets": [{"name": "main", "count": 1, "requests": {"nvidia.com/gpu": -64}}]},

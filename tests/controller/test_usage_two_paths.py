@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 from admitter.api.scenario import Scenario
 from admitter.controller.status import QueueUsage
 from admitter.controller.translate import format_time
-from admitter.core.decisions import Admission, CycleResult, Eviction, EvictionReason, Snapshot
+from admitter.core.decisions import (
+    Admission,
+    CycleResult,
+    CycleSettings,
+    Eviction,
+    EvictionReason,
+    Snapshot,
+)
 from admitter.core.fairshare import compute_fair_share
 from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
 from admitter.core.nodes import ClusterState
@@ -118,7 +125,7 @@ def test_controller_and_simulator_see_the_same_windowed_usage(
                     + [(cycle.at, 1, str(i)) for i, cycle in enumerate(script.cycles)])
 
     fair_share = FairShareSettings(window=window, half_life=half_life)
-    usage = QueueUsage(fair_share)
+    usage = QueueUsage(CycleSettings(fair_share=fair_share))
     persisted: dict[str, dict[str, object]] = {}
     running: dict[str, Workload] = {}
     for at, is_cycle, name in passes:
@@ -137,7 +144,7 @@ def test_controller_and_simulator_see_the_same_windowed_usage(
         running.update((w.key, w.admitted(at, ({"n0": 1},))) for w in cycle.admitted)
         if index in restarts:  # the status written, then another leader's first pass
             persisted = {queue: usage.status(queue) for queue in QUEUES}
-            usage = QueueUsage(fair_share)
+            usage = QueueUsage(CycleSettings(fair_share=fair_share))
             usage.observe(cluster_queues(persisted, "uid"), running.values(), at)
 
 
@@ -149,7 +156,7 @@ def test_a_run_stopped_after_the_last_write_is_lost_to_a_new_leader() -> None:
     queues = cluster_queues({}, "uid")
     pending = Workload("ns/w", "a", (PodSet("main", 1, {GPU: 4}),), 0.0, 0, 600.0)
     running = pending.admitted(0.0, ({"n0": 1},))
-    keeper = QueueUsage(fair_share)
+    keeper = QueueUsage(CycleSettings(fair_share=fair_share))
     keeper.observe(queues, [], 0.0)
     keeper.decided([], [pending], 0.0)
     keeper.observe(queues, [running], HOUR)
@@ -157,7 +164,7 @@ def test_a_run_stopped_after_the_last_write_is_lost_to_a_new_leader() -> None:
     assert written["a"]["usageAccountedAt"] == format_time(HOUR)
     keeper.observe(queues, [], HOUR + 600)  # it finished ten minutes after the write
     assert keeper.observe(queues, [], 2 * HOUR) == {"a": 4 * (HOUR + 600)}
-    successor = QueueUsage(fair_share)
+    successor = QueueUsage(CycleSettings(fair_share=fair_share))
     assert successor.observe(cluster_queues(written, "uid"), [], 2 * HOUR) == {"a": 4 * HOUR}
 
 
@@ -169,7 +176,7 @@ def test_unreadable_usage_in_a_status_is_skipped_not_fatal() -> None:
                         {"gpuSeconds": 5.0},
                         {"start": format_time(HOUR), "gpuSeconds": -3.0}],
               "usageAccountedAt": format_time(100 * HOUR)}
-    keeper = QueueUsage(FairShareSettings(window=7 * 24 * HOUR))
+    keeper = QueueUsage(CycleSettings(fair_share=FairShareSettings(window=7 * 24 * HOUR)))
     pending = Workload("ns/w", "a", (PodSet("main", 1, {GPU: 2}),), 0.0, 0, 600.0)
     running = pending.admitted(2 * HOUR, ({"n0": 1},))
     assert keeper.observe(cluster_queues({"a": status}, "uid"), [running], 2 * HOUR) == {

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import Eviction
-from admitter.core.headroom import is_short
 from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
@@ -246,4 +245,4 @@ def _time_slicing(world: World, eviction: Eviction) -> bool:
         return False
     preemptor, victim = world.workloads[eviction.preemptor], world.workloads[eviction.key]
     return (preemptor.queue != victim.queue and victim.funded
-            and not is_short(preemptor))
+            and not world.settings.short_jobs.is_short(preemptor))

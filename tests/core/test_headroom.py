@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.core.decisions import CycleSettings, EvictionReason
-from admitter.core.headroom import SHORT_MAX_GPUS
 from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
 from admitter.core.nodes import held_per_node
+from admitter.core.policy import ShortJobs
 
 from builders.core import job, queue, racks, running_on
 from builders.world import World, admitted, evicted, pending
@@ -19,6 +19,7 @@ WEEK = FairShareSettings(window=7 * 86400, k_value=1.0)
 NODES = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
 FULL = NODES[:6]
 """Nodes that a's protected 8-GPU jobs fill in every world below."""
+SHORT_MAX_GPUS = ShortJobs().max_gpus
 NO_ROOM = f"would leave no node with {SHORT_MAX_GPUS} nvidia.com/gpu idle or held by work short"
 
 

@@ -10,13 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.core.model import GPU, PodSet, Workload
+from admitter.core.policy import TimeSlicing
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
-from admitter.core.ranking import SWAP_MARGIN, Ranking, gpu_budgets
+from admitter.core.ranking import Ranking, gpu_budgets
 
 from builders.core import queue, tree
 
 PARENTS = ("p0", "p1", "p2")
+MARGIN = TimeSlicing().swap_margin
+
 LEAVES = tuple(f"{parent}-{i}" for parent in PARENTS for i in range(4))
 
 
@@ -26,7 +29,7 @@ def _by_definition(t: QueueTree, ranking: Ranking, leaf: str, wanting: set[str])
         siblings = t.children(parent) if parent is not None else t.roots
         best = min((ranking.ratio(s) for s in siblings if s != name and s in wanting),
                    default=math.inf)
-        if ranking.ratio(name) > (1.0 + SWAP_MARGIN) * best:
+        if ranking.ratio(name) > (1.0 + MARGIN) * best:
             return True
     return False
 
@@ -50,7 +53,7 @@ def test_over_served_says_what_its_definition_says(quotas: list[int], held: list
     window = None if used is None else t.roll_up(dict(zip(LEAVES, used, strict=True)), 0.0)
     ranking = Ranking(t, gpu_budgets(t, 64), window, allocations.funded)
     with_paths = {name for leaf in wanting for name in t.path(leaf)}  # as the drain builds it
-    over_served = ranking.over_served(with_paths)
+    over_served = ranking.over_served(with_paths, MARGIN)
     for leaf in LEAVES:
         assert over_served(leaf) == _by_definition(t, ranking, leaf, with_paths), leaf
 

@@ -14,6 +14,7 @@ from admitter.core.headroom import Headroom
 from admitter.core.model import GPU, Node, Phase, PodSet, Workload
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement, place
+from admitter.core.policy import ShortJobs
 from admitter.core.quota import Allocations
 from admitter.core.statement import Statement
 from admitter.core.topology import HOSTNAME
@@ -28,7 +29,8 @@ PROBES = (workload("probe-1", gang(1, 4)), workload("probe-2", gang(2, 8), requi
 
 
 def statement_over(state: ClusterState, admitted: Sequence[Workload] = ()) -> Statement:
-    return Statement(state, Allocations(QUEUES, admitted), Headroom(state, admitted, 0.0, None))
+    return Statement(state, Allocations(QUEUES, admitted), Headroom(state, admitted, 0.0, None,
+                                                                        ShortJobs()))
 
 
 def fingerprint(statement: Statement, keys: list[str]) -> object:

@@ -55,6 +55,16 @@ def test_the_opt_in_renders_the_settings_and_the_webhooks_registration_makes_for
     assert len(expected[0]["webhooks"]) + len(expected[1]["webhooks"]) == 6
 
 
+def test_the_rules_policies_are_values_merged_over_their_defaults():
+    docs = render({"settings": {"shortJobs": {"maxMinRuntime": "30m"},
+                                "timeSlicing": {"swapMargin": 0.1}}})
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    settings = Settings.model_validate(yaml.safe_load(config["data"]["config.yaml"]))
+    assert (settings.short_jobs.max_min_runtime, settings.short_jobs.max_gpus) == (1800.0, 4)
+    assert (settings.time_slicing.swap_margin, settings.time_slicing.non_resumable_gap) == (
+        0.1, 9.0)
+
+
 def test_the_generated_certificate_is_for_the_service_and_signed_by_the_bundle():
     docs = render(namespace="gpu-admission")
     secret = comparable(docs)["Secret", SECRET]
