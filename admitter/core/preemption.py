@@ -7,11 +7,8 @@ Who may be a victim of a funded preemptor (never mixed up):
   (`_freeing`); non-resumable ones are not taken (docs/admission-cycle.md: taking them for
   priority multiplied the GPU-hours wasted);
 - time-slicing: workloads of another queue past their min runtime whose allocation is clearly
-  worse ranked than the preemptor's (`ranking.Ranking.clearly_worse`): resumable ones beyond
-  the swap margin, non-resumable and short ones beyond the non-resumable gap (`TimeSlicing`;
-  the preemptor's side with its own protected run charged, `Ranking.after_run`: an allocation
-  that has used next to nothing yet is infinitely far below anyone who used anything, and would
-  otherwise requeue hours of non-resumable work for its very first job);
+  worse ranked than the preemptor's (`Ranking.clearly_worse`): resumable ones beyond the swap
+  margin, non-resumable and short ones beyond the non-resumable gap (`TimeSlicing`);
 - a short preemptor (`ShortJobs.is_short`, a debug job) may take resumable work past its min
   runtime from any allocation, except other short jobs: it gives the GPUs back within minutes.
   It never takes long non-resumable work, whatever the gap: it would run minutes for hours lost.
@@ -22,9 +19,8 @@ Who may be a victim of a funded preemptor (never mixed up):
   work past its min runtime there, of lower priority in its own queue or of an allocation ranked
   worse than its own by any margin (a drain never takes from a better-ranked allocation or an
   equal priority, so two gangs never drain each other in turn).
-Non-preemptible workloads (funded, priority at least the settings' threshold, 100 by default)
-are never victims, and no workload is ever taken inside its min runtime. A long preemptor must
-leave the short jobs' headroom (`headroom`).
+Non-preemptible workloads (funded, priority at least the settings' threshold) are never victims,
+nor is any workload inside its min runtime. A long preemptor leaves the short jobs' headroom.
 
 Victims are ranked cheapest first (unfunded; resumable before non-resumable; least progress
 lost; fewest GPUs; lowest priority; worst-ranked allocation; most recently started) and planned

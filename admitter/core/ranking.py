@@ -99,7 +99,10 @@ class Ranking:
 
     def after_run(self, queue: str, gpus: int, seconds: float) -> float:
         """`queue`'s ratio once `gpus` GPUs more have run for `seconds`: with use over a window,
-        that GPU time charged; with use held now, those GPUs held (the time does not count)."""
+        that GPU time charged; with use held now, those GPUs held (the time does not count).
+        The non-resumable gap is measured from it: an allocation that has used next to nothing
+        is infinitely far below anyone who used anything, and would otherwise requeue hours of
+        non-resumable work for its very first job."""
         if self._used is None:
             return self._ratio(queue, gpus)
         budget = self._budgets.get(queue, 0.0)
