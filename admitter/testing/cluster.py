@@ -256,7 +256,7 @@ class LocalCluster:
         """Nodes KWOK reports Ready and the node controller has untainted (schedulable)."""
         selector = urllib.parse.quote(KWOK_NODE_SELECTOR)
         nodes = self.api().request("GET", f"/api/v1/nodes?labelSelector={selector}")["items"]
-        return {node["metadata"]["name"] for node in nodes if _schedulable(node)}
+        return {node["metadata"]["name"] for node in nodes if schedulable(node)}
 
     def _default_service_account_exists(self) -> bool:
         try:
@@ -377,7 +377,9 @@ class LocalCluster:
         ]
 
 
-def _schedulable(node: dict[str, Any]) -> bool:
+def schedulable(node: dict[str, Any]) -> bool:
+    """KWOK reports the node Ready and the node lifecycle controller has taken its
+    `node.kubernetes.io/` taints off (they come back while its heartbeats lapse)."""
     ready = any(
         cond["type"] == "Ready" and cond["status"] == "True"
         for cond in node.get("status", {}).get("conditions", [])

@@ -18,6 +18,7 @@ from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.testing import in_process
+from admitter.testing.cluster import schedulable
 
 from builders.core import LEVELS
 from builders.kube import topology
@@ -27,9 +28,10 @@ FAST = Settings(cycle=1.0, pods_ready_timeout=120.0)
 
 async def earlier_work_gone(api: Kube) -> bool:
     """No earlier test's pod holds a node or is about to: none bound and not terminated, and
-    none waiting to be bound without a scheduling gate; and no earlier test's Workload still
-    holds an admission (one in a namespace being deleted outlives its pods for a while, and the
-    controller counts its room at its hints until it is gone). Hazard: a pod the scheduler binds
+    none waiting to be bound without a scheduling gate; no earlier test's Workload still holds
+    an admission (one in a namespace being deleted outlives its pods for a while, and the
+    controller counts its room at its hints until it is gone); and every node is Ready and
+    untainted (`nodes_ready`). Hazard: a pod the scheduler binds
     after this check (its Job started just before the earlier test ended) takes GPUs the test
     counted as idle, and the test sees one preemption more than it planned."""
     listed = await api.request("GET", kube.PODS.path())
@@ -38,7 +40,17 @@ async def earlier_work_gone(api: Kube) -> bool:
            for p in listed["items"]):
         return False
     admitted = await api.request("GET", kube.WORKLOADS.path())
-    return not any((wl.get("status") or {}).get("admission") for wl in admitted["items"])
+    if any((wl.get("status") or {}).get("admission") for wl in admitted["items"]):
+        return False
+    return await nodes_ready(api)
+
+
+async def nodes_ready(api: Kube) -> bool:
+    """Every node schedulable: after a fault test stopped the API server or etcd, the node
+    lifecycle controller taints the KWOK nodes whose heartbeats lapsed until they report
+    again, and a test starting meanwhile finds fewer nodes."""
+    listed = await api.request("GET", kube.NODES.path())
+    return all(schedulable(node) for node in listed["items"])
 
 
 async def apply_all(client: Kube, *objects: Obj) -> None:
