@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 import bench_impact
@@ -26,14 +27,12 @@ from rich.table import Table
 
 from admitter.api.convert import core_cycle_settings
 from admitter.api.scenario_file import parse_scenario
-from admitter.core.cycle import run_cycle
 from admitter.core.decisions import CycleResult, PendingReason, Snapshot
 from admitter.core.headroom import yielded_gpus
+from admitter.core.incremental import IncrementalCore
 from admitter.core.model import GPU, Phase, Workload
-from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.nodes import held_per_node
 from admitter.core.policy import ShortJobs
-from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations
 from admitter.sim.engine import Simulation
 
 WAITED = 60.0
@@ -72,7 +71,8 @@ def _has_room(snapshot: Snapshot, admitted: list[Workload]) -> bool:
 
 
 class Watch:
-    """Wraps `run_cycle` for the simulator and tallies what the module docstring describes."""
+    """Wraps the simulator's core (`IncrementalCore.cycle`) and tallies what the module
+    docstring describes."""
 
     def __init__(self) -> None:
         self.started: set[str] = set()
@@ -81,10 +81,11 @@ class Watch:
         self.held: Counter[str] = Counter()
         self.room_lost: Counter[str] = Counter()
 
-    def __call__(self, snapshot: Snapshot, nodes: ClusterState, tree: QueueTree,
-                 allocations: Allocations) -> CycleResult:
-        result = run_cycle(snapshot, nodes, tree, allocations)
-        now, by_key = snapshot.now, {w.key: w for w in snapshot.workloads}
+    def __call__(self, core: IncrementalCore, now: float, usage: Mapping[str, float],
+                 short_gpus: float) -> CycleResult:
+        snapshot = core.snapshot(now, usage, short_gpus)
+        result = core.cycle(now, usage, short_gpus)
+        by_key = {w.key: w for w in snapshot.workloads}
         is_short = snapshot.settings.short_jobs.is_short
         admitted = [w for w in snapshot.workloads if w.phase is Phase.ADMITTED]
         starting = {a.key for a in result.admissions}

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from admitter.api.scenario_file import parse_scenario
-from admitter.core.cycle import run_cycle
+from admitter.core.incremental import IncrementalCore
 from admitter.sim.checks import check_simulatable
 from admitter.sim.engine import Simulation
 from admitter.sim.result import build_result
@@ -122,10 +122,10 @@ def main(days: float, cycle: str) -> None:
     in_core = [0.0]
     """CPU seconds inside the decision core; the rest is the simulator's own loop."""
 
-    def timed(*arguments: Any) -> Any:
+    def timed(core: IncrementalCore, *arguments: Any) -> Any:
         began = time.process_time()
         try:
-            return run_cycle(*arguments)
+            return core.cycle(*arguments)
         finally:
             in_core[0] += time.process_time() - began
 

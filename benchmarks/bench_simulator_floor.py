@@ -1,14 +1,14 @@
-"""How cheap can a simulator cycle get while the core rebuilds its state every cycle?
+"""How cheap can a simulator cycle get when the core rebuilds its state every cycle?
 
 Run: `.venv/bin/python benchmarks/bench_simulator_floor.py [days] [--from DAY] [--cycles N]`.
 Simulates the `bench_simulator` scenario for `days` (5), keeps the snapshots of the first N
 (2,000) cycles from day `--from` (3: the steady state, the fair-share window filling), then
-replays them through the compiled core three ways: as they were; with only the newest pending
-workload (what a cycle would cost if every workload already tried were parked, as Kueue parks
-inadmissible ones); and with nothing pending (building the cycle's state alone: node checks,
-fair share, quota ledger). Each replay runs once to warm up, then three times timed. The last
-figure times the number of cycles a 30-day run needs is the floor of a core that starts every
-cycle from the snapshot.
+replays them through the compiled from-scratch core (`run_cycle`) three ways: as they were;
+with only the newest pending workload (what a cycle would cost if every workload already tried
+were parked, as Kueue parks inadmissible ones); and with nothing pending (building the cycle's
+state alone: node checks, fair share, quota ledger). Each replay runs once to warm up, then
+three times timed. The last figure times the number of cycles a 30-day run needs is the floor
+of a core that starts every cycle from the snapshot.
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from rich.console import Console
 from rich.table import Table
 
 from admitter.api.scenario import Scenario
-from admitter.api.scenario_file import parse_scenario, queue_tree
+from admitter.api.scenario_file import parse_scenario
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import CycleResult, Snapshot
+from admitter.core.incremental import IncrementalCore
 from admitter.core.model import Phase
-from admitter.core.nodes import ClusterState
-from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations
 from admitter.sim.engine import Simulation
 
 DAY = 86400.0
@@ -42,26 +40,22 @@ def capture(scenario: Scenario, start_day: float, limit: int) -> list[Snapshot]:
     """The snapshots the simulator hands the core from `start_day` on."""
     captured: list[Snapshot] = []
 
-    def keep(snapshot: Snapshot, *kept: Any) -> CycleResult:
-        if snapshot.now >= start_day * DAY and len(captured) < limit:
-            captured.append(snapshot)
-        return run_cycle(snapshot, *kept)
+    def keep(core: IncrementalCore, now: float, *moment: Any) -> CycleResult:
+        if now >= start_day * DAY and len(captured) < limit:
+            captured.append(core.snapshot(now, *moment))
+        return core.cycle(now, *moment)
 
     Simulation(scenario, decide=keep).run()
     return captured
 
 
-def replay(snapshots: list[Snapshot], tree: QueueTree) -> list[float]:
+def replay(snapshots: list[Snapshot]) -> list[float]:
     """CPU milliseconds per snapshot, the best of three timed rounds after a warm-up."""
-    admitted = [[w for w in s.workloads if w.phase is Phase.ADMITTED] for s in snapshots]
-    models = [ClusterState(s.nodes, s.topology, held)
-              for s, held in zip(snapshots, admitted, strict=True)]
-    sums = [Allocations(tree, held) for held in admitted]
     best = [float("inf")] * len(snapshots)
     for round_ in range(4):
         for index, snapshot in enumerate(snapshots):
             started = time.process_time()
-            run_cycle(snapshot, models[index], tree, sums[index])
+            run_cycle(snapshot)
             if round_:
                 best[index] = min(best[index], (time.process_time() - started) * 1e3)
     return best
@@ -77,7 +71,6 @@ def without_pending(snapshot: Snapshot, keep_newest: bool) -> Snapshot:
 def main(days: float, start_day: float, limit: int) -> None:
     scenario = parse_scenario(scenario_data(days), "bench")
     snapshots = capture(scenario, start_day, limit)
-    tree = queue_tree(scenario)
     pending = statistics.mean(
         sum(1 for w in s.workloads if w.phase is Phase.PENDING) for s in snapshots)
     running = statistics.mean(
@@ -93,7 +86,7 @@ def main(days: float, start_day: float, limit: int) -> None:
         "nothing pending": [without_pending(s, False) for s in snapshots],
     }
     for name, variant in variants.items():
-        times = sorted(replay(variant, tree))
+        times = sorted(replay(variant))
         mean = statistics.mean(times)
         table.add_row(name, f"{mean:.3f}", *(f"{times[int(q * (len(times) - 1))]:.3f}"
                                               for q in (0.1, 0.5, 0.9)),

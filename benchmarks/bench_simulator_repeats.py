@@ -4,8 +4,9 @@ what they cost (BENCHMARKS.md, "What a simulator cycle costs at least").
 Run: `.venv/bin/python benchmarks/bench_simulator_repeats.py [days]` (default 5; the first two
 days, while the backlog builds up, are left out of the figures).
 
-The benchmark scenario of `bench_simulator.py`, with the engine's `run_cycle` wrapped: each
-cycle's pending reasons and admissions are compared with the previous cycle's.
+The benchmark scenario of `bench_simulator.py`, with the engine's core
+(`IncrementalCore.cycle`) wrapped: each cycle's pending reasons and admissions are compared
+with the previous cycle's.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from rich.console import Console
 from rich.table import Table
 
 from admitter.api.scenario_file import parse_scenario
-from admitter.core.cycle import run_cycle
-from admitter.core.decisions import CycleResult, Snapshot
+from admitter.core.decisions import CycleResult
+from admitter.core.incremental import IncrementalCore
 from admitter.sim.engine import Simulation
 
 DAY = 86400.0
@@ -33,12 +34,12 @@ def main(days: float) -> None:
     seconds: dict[str, float] = {"acting": 0.0, "idle": 0.0}
     previous: dict[str, str] = {}
 
-    def observed(snapshot: Snapshot, *kept: Any) -> CycleResult:
+    def observed(core: IncrementalCore, now: float, *moment: Any) -> CycleResult:
         nonlocal previous
         began = time.perf_counter()
-        result = run_cycle(snapshot, *kept)
+        result = core.cycle(now, *moment)
         spent = time.perf_counter() - began
-        if snapshot.now >= WARM_UP_DAYS * DAY:
+        if now >= WARM_UP_DAYS * DAY:
             acted = "acting" if result.admissions or result.evictions else "idle"
             counts["cycles"] += 1
             counts[acted] += 1

@@ -48,7 +48,6 @@ from admitter.controller.translate import (
     workload_name,
 )
 from admitter.controller.unreadable import UNREADABLE_ERRORS
-from admitter.core.cycle import run_cycle
 from admitter.core.decisions import (
     Admission,
     CycleResult,
@@ -57,6 +56,7 @@ from admitter.core.decisions import (
     Pending,
     Snapshot,
 )
+from admitter.core.incremental import IncrementalCore
 from admitter.core.queue_tree import QueueTree
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import SUSPENDABLE, reader_of
@@ -67,13 +67,15 @@ log = logging.getLogger(__name__)
 class Reconciler:
     def __init__(self, client: Kube, settings: Settings, identity: str,
                  clock: Callable[[], float] = time.time,
-                 decide: Callable[[Snapshot], CycleResult] = run_cycle,
+                 decide: Callable[[Snapshot], CycleResult] | None = None,
                  fencing_token: Callable[[], Obj] | None = None) -> None:
         self.kube = client
         self.fencing_token = fencing_token
         """The leader's term each admission records (None: the controller runs unelected)."""
-        self.decide = decide
-        """The decision core (a benchmark passes one that also times it)."""
+        self.decide = decide if decide is not None else IncrementalCore(
+            (), (), (), core_cycle_settings(settings)).decide
+        """The decision core, kept from pass to pass and synced to each pass's snapshot (a
+        benchmark or a test passes one that also times or watches it)."""
         self.settings = settings
         self.clock = clock
         self.caches = Caches.create(client, self._changed)

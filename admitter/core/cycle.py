@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from admitter.core.backfill import Backfill, start_time
-from admitter.core.cycle_state import CycleState
+from admitter.core.cycle_state import CycleInputs, CycleState, scan
 from admitter.core.decisions import (
     CycleResult,
     Eviction,
@@ -51,23 +51,23 @@ plays the same role); the cap bounds cycle time, and the queues left out search 
 next cycle (see `CycleResult.settled`)."""
 
 
-def run_cycle(snapshot: Snapshot, nodes: ClusterState | None = None,
-              tree: QueueTree | None = None,
-              allocations: Allocations | None = None) -> CycleResult:
-    """Decide admissions and evictions for one snapshot; pure and deterministic.
+def run_cycle(snapshot: Snapshot) -> CycleResult:
+    """Decide admissions and evictions for one snapshot, everything built afresh; pure and
+    deterministic. The reference that `incremental.IncrementalCore` decides exactly as."""
+    tree = QueueTree(snapshot.queues)
+    inputs = scan(snapshot.workloads, tree.leaves())
+    nodes = ClusterState(snapshot.nodes, snapshot.topology, inputs.holding)
+    return _Cycle(snapshot, tree, inputs, nodes, Allocations(tree, inputs.admitted)).decide()
 
-    `nodes` lets a caller that runs cycle after cycle (the simulator) keep the node model
-    instead of having it rebuilt: it must be `ClusterState(snapshot.nodes, snapshot.topology,
-    <the admitted workloads>)` kept current with `assume`/`release`. The cycle changes it only
-    through its `Statement` and rolls that back before returning, so the caller gets it back
-    unchanged, with its fit memos warm; the decisions are the same either way. Likewise
-    `allocations` (`Allocations(tree, <admitted workloads of leaf queues>)`, kept current with
-    `add`/`remove`) and `tree` (`QueueTree(snapshot.queues)`: paths, limits, fair share's
-    sibling groups).
-    """
-    cycle = _Cycle(snapshot, nodes, tree, allocations)
-    if nodes is None and allocations is None:
-        return cycle.decide()  # the models are the cycle's own: nothing to hand back
+
+def run_kept_cycle(snapshot: Snapshot, tree: QueueTree, inputs: CycleInputs,
+                   nodes: ClusterState, allocations: Allocations) -> CycleResult:
+    """`run_cycle` on models a caller keeps between cycles (`incremental.IncrementalCore`):
+    `tree` is `QueueTree(snapshot.queues)`, `inputs` what `scan` makes of the workloads, `nodes`
+    the node model holding `inputs.holding` and `allocations` the sums of `inputs.admitted`.
+    The cycle changes the two models only through its `Statement` and rolls that back before
+    returning, so the caller gets them back unchanged, their memos warm."""
+    cycle = _Cycle(snapshot, tree, inputs, nodes, allocations)
     mark = cycle.statement.checkpoint()
     try:
         return cycle.decide()

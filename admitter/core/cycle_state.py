@@ -1,18 +1,20 @@
 """What one admission cycle decides on, and the bookkeeping its steps share.
 
-Step 1 of `cycle`: the snapshot read once (waiting lists in queue order, the admitted work, the
-funded demand per leaf), the node model and the allocations (given by a caller that keeps them
-between cycles, or built), fair share and the ranking of allocations, the short jobs' headroom,
-the `Statement` every admission and eviction goes through (simulated ones included) and the
-preemption search (`preemption.RoomFinder`). Then what every later step does the same way: place
-a workload (failures remembered until capacity is freed), admit, evict, say why a workload
-waits, note the first moment time alone could change a decision, and the result.
+Step 1 of `cycle`: the workloads arranged for the steps (`CycleInputs`: waiting lists in queue
+order, the admitted work, the funded demand per leaf; read afresh by `scan`, or kept by
+`incremental.IncrementalCore`), the node model and the allocations (built, or kept), fair share
+and the ranking of allocations, the short jobs' headroom, the `Statement` every admission and
+eviction goes through (simulated ones included) and the preemption search
+(`preemption.RoomFinder`). Then what every later step does the same way: place a workload
+(failures remembered until capacity is freed), admit, evict, say why a workload waits, note the
+first moment time alone could change a decision, and the result.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from operator import attrgetter
 
 from admitter.core.backfill import Backfill
@@ -40,86 +42,105 @@ from admitter.core.status import queue_statuses
 from admitter.core.usage import fair_share_now
 
 
-class CycleState:
-    """The cycle's state, kept current as the steps (`cycle._Cycle`) admit and evict."""
+@dataclass(slots=True)
+class CycleInputs:
+    """What a cycle reads of the workloads, arranged for its steps. `scan` makes it from a
+    snapshot's workloads (the reference); `incremental.IncrementalCore` keeps one current
+    between cycles as events arrive. A cycle only reads it."""
 
-    def __init__(self, snapshot: Snapshot, nodes: ClusterState | None,
-                 tree: QueueTree | None, allocations: Allocations | None) -> None:
+    waiting_funded: dict[str, list[Workload]]
+    """Per leaf, pending funded workloads in queue order (`workload_key`). Funded and unfunded
+    apart: each later pass reads one kind, and on a saturated cluster unfunded work piles up
+    (thousands waiting for idle GPUs that do not come), so a pass over funded work must not
+    walk it."""
+    waiting_unfunded: dict[str, list[Workload]]
+    position: dict[str, int]
+    """Each pending workload's place in its leaf, funded and unfunded together (1 = next)."""
+    admitted: list[Workload]
+    """Admitted workloads of leaf queues, by key: only `running` iterates in an order that
+    shows (drain evictions), so input order must not matter."""
+    holding: list[Workload]
+    """Every admitted workload, of a leaf queue or not: what the node model holds."""
+    invalid: list[Workload]
+    """Pending workloads whose queue is not a leaf."""
+    demand: dict[str, dict[str, int]]
+    """Per leaf, the summed requests of its funded workloads (fair share's demand)."""
+
+
+def scan(workloads: Iterable[Workload], leaves: Iterable[str]) -> CycleInputs:
+    """The inputs read from every workload afresh: one pass, then a sort per leaf."""
+    waiting: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
+    admitted: list[Workload] = []
+    holding: list[Workload] = []
+    invalid: list[Workload] = []
+    demand: dict[str, dict[str, int]] = {}
+    for workload in workloads:
+        queued = waiting.get(workload.queue)
+        if workload.phase is Phase.ADMITTED:
+            holding.append(workload)
+            if queued is not None:
+                admitted.append(workload)
+        elif workload.phase is Phase.PENDING:
+            (invalid if queued is None else queued).append(workload)
+        if queued is not None and workload.funded:
+            leaf = demand.get(workload.queue)
+            if leaf is None:
+                leaf = demand[workload.queue] = {}
+            for resource, amount in workload.requests().items():
+                leaf[resource] = leaf.get(resource, 0) + amount
+    admitted.sort(key=attrgetter("key"))
+    inputs = CycleInputs({leaf: [] for leaf in waiting}, {leaf: [] for leaf in waiting}, {},
+                         admitted, holding, invalid, demand)
+    for name, queued in waiting.items():
+        queued.sort(key=workload_key)
+        funded, unfunded = inputs.waiting_funded[name], inputs.waiting_unfunded[name]
+        for i, w in enumerate(queued, 1):
+            inputs.position[w.key] = i
+            (funded if w.funded else unfunded).append(w)
+    return inputs
+
+
+class CycleState:
+    """The cycle's state, kept current as the steps (`cycle._Cycle`) admit and evict.
+
+    `snapshot` gives the moment, the settings, the nodes and the usage; its workloads are read
+    from `inputs`. `nodes` (the node model) holds exactly `inputs.holding`, and `allocations`
+    exactly `inputs.admitted`; the cycle changes both only through its `Statement`."""
+
+    def __init__(self, snapshot: Snapshot, tree: QueueTree, inputs: CycleInputs,
+                 nodes: ClusterState, allocations: Allocations) -> None:
         self.snapshot = snapshot
         self.now = snapshot.now
         self.non_preemptible_priority = snapshot.settings.non_preemptible_priority
         self.short_jobs = snapshot.settings.short_jobs
         """Who is a short job (`ShortJobs.is_short`), for every step alike."""
-        self.tree = QueueTree(snapshot.queues) if tree is None else tree
+        self.tree = tree
         self.nodes = {node.name: node for node in snapshot.nodes}
-        # Input order must not matter: only `running` iterates in an order that shows (drain
-        # evictions), so only the admitted are sorted; waiting lists are sorted below.
-        leaves = self.tree.leaves()
-        waiting: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
-        admitted: list[Workload] = []
-        holding: list[Workload] = []
-        invalid: list[Workload] = []
-        demand: dict[str, dict[str, int]] = {}
-        for workload in snapshot.workloads:  # one pass: this loop sees every workload
-            queued = waiting.get(workload.queue)
-            if workload.phase is Phase.ADMITTED:
-                holding.append(workload)
-                if queued is not None:
-                    admitted.append(workload)
-            elif workload.phase is Phase.PENDING:
-                (invalid if queued is None else queued).append(workload)
-            if queued is not None and workload.funded:
-                leaf = demand.get(workload.queue)
-                if leaf is None:
-                    leaf = demand[workload.queue] = {}
-                for resource, amount in workload.requests().items():
-                    leaf[resource] = leaf.get(resource, 0) + amount
-        admitted.sort(key=attrgetter("key"))
-        if nodes is None:
-            nodes = ClusterState(snapshot.nodes, snapshot.topology, holding)
-        elif nodes.held_count() != len(holding) or not all(
-                nodes.assumed(w.key) for w in holding):
-            raise ValueError("the node model given to run_cycle does not hold exactly the "
-                             "snapshot's admitted workloads")
         self.state = nodes
-        if allocations is None:
-            allocations = Allocations(self.tree, admitted)
-        elif allocations.count() != len(admitted) or not all(
-                allocations.holds(w.key) for w in admitted):
-            raise ValueError("the allocations given to run_cycle do not hold exactly the "
-                             "snapshot's admitted workloads")
+        demand = inputs.demand
         capacity = self.state.schedulable_capacity()
         used, self.usage, self.fair = self._fair_share(demand, capacity)
         self.ledger = QuotaLedger(self.tree, self.fair, allocations)
         self.ranking = Ranking(self.tree, gpu_budgets(self.tree, capacity.get(GPU, 0)), used,
                                self.ledger.funded)
-        self.running = {w.key: w for w in admitted}
+        self.running = {w.key: w for w in inputs.admitted}
         self.unfunded_held: dict[str, int] | None = None
         """`_unfunded_gpus` of `running`, until `running` changes."""
-        self.headroom = Headroom(self.state, snapshot.workloads, self.now,
+        self.headroom = Headroom(self.state, inputs.holding, self.now,
                                  self.non_preemptible_priority, self.short_jobs,
                                  self.ledger.within_deserved, snapshot.short_gpus)
         self.statement = Statement(self.state, allocations, self.headroom)
-        """Every change to the node model, the allocations and the headroom's count; `run_cycle`
-        rolls it back to hand a caller's models back unchanged."""
+        """Every change to the node model, the allocations and the headroom's count;
+        `run_kept_cycle` rolls it back to hand kept models back unchanged."""
         self.finder = RoomFinder(self.statement, self.ledger, self.running, self.now,
                                  self.ranking, self.headroom, self.non_preemptible_priority,
                                  snapshot.settings.time_slicing)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
-        self.position: dict[str, int] = {}
-        # Per leaf in queue order, funded and unfunded apart: each later pass reads one kind,
-        # and on a saturated cluster unfunded work piles up (thousands waiting for idle GPUs
-        # that do not come), so a pass over funded work must not walk it.
-        self.waiting_funded: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
-        self.waiting_unfunded: dict[str, list[Workload]] = {leaf: [] for leaf in leaves}
-        for name, queued in waiting.items():
-            queued.sort(key=workload_key)
-            funded, unfunded = self.waiting_funded[name], self.waiting_unfunded[name]
-            for i, w in enumerate(queued, 1):
-                self.position[w.key] = i
-                (funded if w.funded else unfunded).append(w)
+        self.position = inputs.position
+        self.waiting_funded = inputs.waiting_funded
+        self.waiting_unfunded = inputs.waiting_unfunded
         self.failures: dict[object, PlacementFailure] = {}
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
@@ -138,7 +159,7 @@ class CycleState:
         """Whether unfunded work was admitted: its queue then ranks later, which after a capped
         search lets another queue search in the next cycle."""
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
-        for workload in invalid:
+        for workload in inputs.invalid:
             self._wait(workload, PendingReason.INVALID_QUEUE,
                        f"queue {workload.queue} is not a leaf ClusterQueue")
 

@@ -1,7 +1,8 @@
 """What goes into one admission cycle and what comes out of it.
 
-The controller builds a `Snapshot` from its informer caches, the simulator from its in-memory
-cluster; both hand it to `run_cycle` and apply the `CycleResult` their own way.
+The controller builds a `Snapshot` from its informer caches and hands it to its kept core
+(`IncrementalCore.decide`); the simulator tells the core its events instead; `run_cycle` decides
+on a snapshot from scratch. Each applies the `CycleResult` its own way.
 """
 
 from __future__ import annotations

@@ -53,9 +53,9 @@ class Allocations:
     """What admitted workloads hold per queue, summed over each queue's subtree: `held` counts
     every one (limits cap it), `funded` those with a min runtime (fair share divides those).
 
-    A caller that runs cycle after cycle (the simulator) may keep one and hand it to
-    `run_cycle`, as it keeps the node model: it applies admissions, evictions and finishes
-    with `add`/`remove`; a cycle changes it through its `Statement` and rolls back.
+    `IncrementalCore` keeps one between cycles, as it keeps the node model: it applies
+    admissions, evictions and finishes with `add`/`remove`; a cycle changes it through its
+    `Statement` and rolls back.
     """
 
     def __init__(self, tree: QueueTree, admitted: Iterable[Workload] = ()) -> None:

@@ -113,7 +113,8 @@ def _enough(state: ClusterState, nodes: dict[str, Node], domain: Domain, workloa
             if take:
                 remaining[index] -= take
                 for resource, amount in pod_set.requests.items():
-                    spare[resource] -= amount * take
+                    if amount:  # a request of 0 may name a resource the node lacks
+                        spare[resource] -= amount * take
                 took = True
         if took:
             picked.append(name)

@@ -6,8 +6,8 @@ is free, `nodes.ClusterState`), the books per queue (what every queue's subtree 
 its funded work holds, `quota.Allocations`) and the short jobs' headroom (GPUs held by unfunded
 work, `headroom.Headroom`). Each change goes through one `Statement`, which applies it to all
 that it concerns and logs it; `rollback(mark)` undoes everything since `checkpoint()`, newest
-first, so a preemption search that proves nothing leaves no trace, and `run_cycle` hands back a
-caller's node model and allocations exactly as it got them. (Kueue's `SimulateUsageAddition`
+first, so a preemption search that proves nothing leaves no trace, and `run_kept_cycle` hands back
+the kept node model and allocations exactly as it got them. (Kueue's `SimulateUsageAddition`
 returns its own undo; here a mark is the undo of everything after it.)
 
 Hazards:

@@ -1,5 +1,5 @@
 """The event loop: jump between moments where something can change, and let the controller's
-own decision core (`run_cycle`) decide on the cycle grid.
+own decision core (`IncrementalCore`) decide on the cycle grid.
 
 Moments are submissions, completions, cluster events, and the one moment each cycle names as
 the first at which time alone could change its decisions (`CycleResult.next_change`: a
@@ -20,9 +20,9 @@ nothing pending and no cordoned node holding work. With no horizon the run ends 
 runs, nothing new will arrive, and the last cycle after the last change admitted nothing; what
 is left is reported unfinished.
 
-Kept between cycles, so a cycle does not rebuild them: the node model, the queue tree and the
-allocation sums (`run_cycle`'s `nodes`, `tree` and `allocations`), which the core guarantees
-change no decision.
+The core is kept between cycles (`IncrementalCore`): the loop tells it each submission,
+admission, eviction, finish and node change, so a cycle does not rebuild the waiting lists, the
+node model or the allocation sums; it decides exactly what `run_cycle` would on the snapshot.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import gc
 import heapq
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from itertools import count
@@ -39,11 +39,8 @@ from itertools import count
 from admitter.api.convert import core_cycle_settings, scenario_nodes, topology_levels
 from admitter.api.scenario import ClusterEvent, Scenario
 from admitter.api.scenario_file import queue_tree
-from admitter.core.cycle import run_cycle
-from admitter.core.decisions import Admission, CycleResult, Eviction, Snapshot
-from admitter.core.nodes import ClusterState
-from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations
+from admitter.core.decisions import Admission, CycleResult, Eviction
+from admitter.core.incremental import IncrementalCore
 from admitter.core.usage import UsageLedger
 from admitter.sim.accounting import Accounting
 from admitter.sim.jobs import Job, Stint
@@ -52,8 +49,9 @@ from admitter.sim.workloads import Instance, expand
 DRIFT_CYCLES = 30
 """Boundaries between re-runs while nothing changes but usage drifts (5 min at 10 s)."""
 
-Decide = Callable[[Snapshot, ClusterState, QueueTree, Allocations], CycleResult]
-"""The decision core as the loop calls it: `run_cycle`, or a wrapper that times or watches it."""
+Decide = Callable[[IncrementalCore, float, Mapping[str, float], float], CycleResult]
+"""The decision core as the loop calls it: `IncrementalCore.cycle` (the core, the moment, the
+window's usage per leaf, short jobs' mean GPUs), or a wrapper that times or watches it."""
 
 Progress = Callable[[float, int], None]
 """Told the simulated time and how many workloads have finished, after each finish."""
@@ -92,25 +90,21 @@ class Simulation:
     """One run of a scenario; `seed` permutes simultaneous submissions and the node order."""
 
     def __init__(self, scenario: Scenario, seed: int = 0, drift_cycles: int = DRIFT_CYCLES,
-                 decide: Decide = run_cycle):
+                 decide: Decide = IncrementalCore.cycle):
         self._scenario = scenario
         self._decide = decide
         self._period = scenario.settings.cycle
         self._drift = drift_cycles
-        tree = self._tree = queue_tree(scenario)
-        self._queues = tuple(tree.queue(name) for name in tree)
-        self._levels = topology_levels(scenario.cluster)
+        tree = queue_tree(scenario)
+        queues = tuple(tree.queue(name) for name in tree)
         nodes = scenario_nodes(scenario.cluster)
         random.Random(seed).shuffle(nodes)
         self._nodes = {node.name: node for node in nodes}
         self._cordoned: set[str] = set()
-        self._node_list = tuple(nodes)
-        self._node_model: ClusterState | None = None
-        """Kept between cycles (the core rolls its own changes back): applied admissions are
-        assumed, finishes and evictions released; rebuilt after a cordon or uncordon."""
-        self._allocations = Allocations(tree)
-        """Kept between cycles like the node model: what running workloads hold per queue."""
         self._settings = core_cycle_settings(scenario.settings)
+        self._core = IncrementalCore(nodes, topology_levels(scenario.cluster), queues,
+                                     self._settings)
+        """Told every change; the cycle rolls its own changes back."""
         self._ledger = UsageLedger(self._settings.fair_share)
         self._ledger.add_history(scenario.history, 0.0)
         self.accounting = Accounting(tree, nodes)
@@ -235,11 +229,12 @@ class Simulation:
         job = Job(instance)
         self._jobs[job.key] = job
         self._pending[job.key] = job
+        self._core.put(job.workload)
         self._request(at)
 
     def _finish(self, job: Job, at: float) -> None:
         del self._running[job.key]
-        self._release(job)
+        self._core.remove(job.key)
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
         self._ledger.close(job.key, at)
         job.finish(at)
@@ -256,8 +251,7 @@ class Simulation:
         else:
             self._cordoned.discard(name)
         self._nodes[name] = replace(self._nodes[name], unschedulable=cordon)
-        self._node_list = tuple(self._nodes.values())
-        self._node_model = None
+        self._core.set_nodes(tuple(self._nodes.values()))
         self.accounting.cordon(name, cordon)
         self._request(at)
 
@@ -269,12 +263,8 @@ class Simulation:
         self._last_cycle = index
         if not self._worth_cycling():
             return
-        snapshot = self._snapshot(at)
-        if self._node_model is None:
-            self._node_model = ClusterState(
-                snapshot.nodes, snapshot.topology,
-                [job.workload for job in self._running.values()])
-        result = self._decide(snapshot, self._node_model, self._tree, self._allocations)
+        result = self._decide(self._core, at, self._ledger.usage(at),
+                              self._ledger.short_gpus(at))
         self._cycles += 1
         for eviction in result.evictions:
             self._evict(eviction, at)
@@ -286,33 +276,13 @@ class Simulation:
         if result.next_change is not None:
             self._push(result.next_change, _Kind.WAKE, None)
 
-    def _snapshot(self, at: float) -> Snapshot:
-        workloads = [job.workload for job in self._running.values()]
-        workloads += [job.workload for job in self._pending.values()]
-        return Snapshot(
-            now=at,
-            nodes=self._node_list,
-            topology=self._levels,
-            queues=self._queues,
-            workloads=workloads,
-            usage=self._ledger.usage(at),
-            settings=self._settings,
-            short_gpus=self._ledger.short_gpus(at),
-        )
-
-    def _release(self, job: Job) -> None:
-        """Before the job drops its admitted view: what it held is given back."""
-        self._allocations.remove(job.workload)
-        if self._node_model is not None:
-            self._node_model.release(job.key)
-
     def _evict(self, eviction: Eviction, at: float) -> None:
         job = self._running.pop(eviction.key, None)
         if job is None:
             raise SimulationError(f"the core evicted {eviction.key}, which is not running")
-        self._release(job)
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
         lost = job.stop(at, eviction.reason.value, eviction.preemptor)
+        self._core.put(job.workload)
         self._wasted += lost * job.instance.gpus
         self._ledger.close(job.key, at)
         self._pending[job.key] = job
@@ -323,9 +293,7 @@ class Simulation:
             raise SimulationError(f"the core admitted {admission.key}, which is not pending")
         finish_at = job.start(at, admission.pod_set_nodes)
         self._running[job.key] = job
-        self._allocations.add(job.workload)
-        if self._node_model is not None:
-            self._node_model.assume(job.key, job.workload.pod_sets, admission.pod_set_nodes)
+        self._core.put(job.workload)
         stint: Stint = job.stints[-1]
         self.accounting.hold(job.instance.pending, stint.nodes, 1)
         workload = job.instance.pending

@@ -2,18 +2,17 @@
 short job, in the controller (`QueueUsage`) and in the simulator alike: a 20-minute 2-GPU job
 counts only where `shortJobs.maxMinRuntime` allows 20 minutes."""
 
+from collections.abc import Mapping
+
 import pytest
 
 from admitter.api.convert import core_cycle_settings
 from admitter.api.scenario import Scenario
 from admitter.api.settings import Settings
 from admitter.controller.status import QueueUsage
-from admitter.core.cycle import run_cycle
-from admitter.core.decisions import CycleResult, Snapshot
+from admitter.core.decisions import CycleResult
+from admitter.core.incremental import IncrementalCore
 from admitter.core.model import GPU, PodSet, Workload
-from admitter.core.nodes import ClusterState
-from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations
 from admitter.sim.engine import Simulation
 
 HOUR = 3600.0
@@ -46,10 +45,10 @@ def test_the_simulator_counts_short_gpu_time_by_the_settings(settings, held):
     })
     seen: list[tuple[float, float]] = []
 
-    def decide(snapshot: Snapshot, nodes: ClusterState, tree: QueueTree,
-               allocations: Allocations) -> CycleResult:
-        seen.append((snapshot.now, snapshot.short_gpus))
-        return run_cycle(snapshot, nodes, tree, allocations)
+    def decide(core: IncrementalCore, now: float, usage: Mapping[str, float],
+               short_gpus: float) -> CycleResult:
+        seen.append((now, short_gpus))
+        return core.cycle(now, usage, short_gpus)
 
     Simulation(scenario, decide=decide).run()
     assert [gpus for at, gpus in seen if at == HOUR] == pytest.approx([held])

@@ -13,6 +13,7 @@ The one thing a new leader cannot know is a run that stopped after the last stat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hypothesis import given, settings
@@ -27,13 +28,10 @@ from admitter.core.decisions import (
     CycleSettings,
     Eviction,
     EvictionReason,
-    Snapshot,
 )
 from admitter.core.fairshare import compute_fair_share
+from admitter.core.incremental import IncrementalCore
 from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
-from admitter.core.nodes import ClusterState
-from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations
 from admitter.sim.engine import Simulation
 
 QUEUES = ("a", "b", "c")
@@ -59,8 +57,9 @@ class Script:
     moves: list[list[tuple[int, bool]]]
     cycles: list[Cycle] = field(default_factory=list)
 
-    def decide(self, snapshot: Snapshot, nodes: ClusterState, tree: QueueTree,
-               allocations: Allocations) -> CycleResult:
+    def decide(self, core: IncrementalCore, now: float, usage: Mapping[str, float],
+               short_gpus: float) -> CycleResult:
+        snapshot = core.snapshot(now, usage, short_gpus)
         running = [w for w in snapshot.workloads if w.phase is Phase.ADMITTED]
         waiting = {w.key: w for w in snapshot.workloads if w.phase is not Phase.ADMITTED}
         held = {w.key for w in running}
@@ -81,7 +80,7 @@ class Script:
             tuple(Admission(key, by_key[key].queue, ({node: 1},), {}, "") for key in admitted),
             tuple(Eviction(key, by_key[key].queue, EvictionReason.PREEMPTED, "")
                   for key in evicted),
-            (), compute_fair_share(tree, {}, {}, {}, 0.0), snapshot.now + CYCLE, False,
+            (), compute_fair_share(core.tree, {}, {}, {}, 0.0), snapshot.now + CYCLE, False,
             dict)
 
 

@@ -5,16 +5,12 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import Eviction
 from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase
-from admitter.core.nodes import ClusterState
-from admitter.core.queue_tree import QueueTree
-from admitter.core.quota import Allocations
 from admitter.core.topology import HOSTNAME
 
 from builders.core import BLOCK, RACK, job, queue
@@ -129,50 +125,6 @@ def test_no_allocation_swaps_gpus_back_and_forth_without_a_change_in_demand(
     queue's workload has taken GPUs from another queue's, the other never takes GPUs back from
     the first (a queue may still regain idle capacity in between)."""
     _run_without_swapping_back(world)
-
-
-@PROPERTY
-@given(worlds())
-def test_kept_state_gives_the_same_decisions_and_comes_back_unchanged(world: World) -> None:
-    """The simulator keeps the node model, the queue tree and the allocation sums between
-    cycles; they must change nothing, and each cycle must hand them back as it got them."""
-    first = world.snapshot(0.0)
-    running = [w for w in first.workloads if w.phase is Phase.ADMITTED]
-    model = ClusterState(first.nodes, first.topology, running)
-    tree = QueueTree(first.queues)
-    allocations = Allocations(tree, running)
-    for step in range(1, 5):
-        snapshot = world.snapshot(step * 700.0)
-        before = {name: model.free(name) for name in model.names}
-        held = {name: _nonzero(allocations.held[name]) for name in tree}
-        kept = run_cycle(snapshot, model, tree, allocations)
-        assert kept == run_cycle(snapshot)
-        assert {name: model.free(name) for name in model.names} == before
-        assert {name: _nonzero(allocations.held[name]) for name in tree} == held
-        world.cycle(step * 700.0)
-        for eviction in kept.evictions:
-            model.release(eviction.key)
-            allocations.remove(next(w for w in snapshot.workloads if w.key == eviction.key))
-        for admission in kept.admissions:
-            workload = world.workloads[admission.key]  # admitted by `world.cycle` above
-            model.assume(admission.key, workload.pod_sets, admission.pod_set_nodes)
-            allocations.add(workload)
-
-
-def _nonzero(amounts: dict[str, int]) -> dict[str, int]:
-    return {resource: amount for resource, amount in amounts.items() if amount}
-
-
-def test_a_node_model_that_disagrees_with_the_snapshot_is_refused() -> None:
-    world = World([Node("n", {GPU: 8}, {BLOCK: "b0", RACK: "r0", HOSTNAME: "n"})],
-                  [queue("q", 8)]).submit(job("w", "q"))
-    world.cycle(0.0)
-    snapshot = world.snapshot(1.0)
-    empty = ClusterState(snapshot.nodes, snapshot.topology)
-    with pytest.raises(ValueError, match="does not hold exactly the snapshot's admitted"):
-        run_cycle(snapshot, empty)
-    with pytest.raises(ValueError, match="do not hold exactly the snapshot's admitted"):
-        run_cycle(snapshot, None, None, Allocations(QueueTree(snapshot.queues)))
 
 
 @st.composite

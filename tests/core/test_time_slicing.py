@@ -2,6 +2,8 @@
 ranked by funded GPU time against their GPU budget, running work requeued past its min runtime
 for a clearly better-ranked allocation, cheapest victims first, short jobs' headroom, drains."""
 
+from dataclasses import replace
+
 from admitter.core.decisions import CycleSettings, EvictionReason
 from admitter.core.model import GPU, FairShareSettings, PodSet, Workload
 
@@ -360,3 +362,15 @@ def test_drain_holds_the_nodes_it_can_empty_not_those_with_work_that_stays():
     done = world.cycle(2.5 * HOUR)
     assert done.evictions == () and admitted(done) == ["gang"]
     assert set(world.placement("gang")) == {"b0-r0-n1", "b0-r0-n2"}
+
+
+def test_a_drain_for_a_gang_naming_a_resource_no_node_has_with_amount_0():
+    """Kubernetes accepts a request of 0 for any resource name: the drain still chooses its
+    nodes (it used to fail on the resource the nodes lack, and with it the whole cycle)."""
+    world = _drain_world()
+    gang = world.workloads["gang"]
+    world.workloads["gang"] = replace(gang, pod_sets=(replace(
+        gang.pod_sets[0], requests={GPU: 8, "example.com/nic": 0}),))
+    first = world.cycle(HOUR)
+    assert pending(first)["gang"] == "Reserved"
+    assert "reserved for gang: b0-r0-n0, b0-r0-n1" in first.pending[0].message

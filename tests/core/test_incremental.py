@@ -1,0 +1,191 @@
+"""The incremental core decides exactly what the from-scratch cycle decides.
+
+Random clusters, queue trees and workloads go through random event sequences (cycles whose
+decisions are carried out, arrivals, finishes, requeues, cordons, queue edits, time passing with
+usage moving), told to `IncrementalCore` as events; after each, its cycle must equal `run_cycle`
+on the equivalent snapshot, field by field (admissions, evictions, every pending reason and
+position, fair share, queue statuses, `next_change`, `settled`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from admitter.core.cycle import run_cycle
+from admitter.core.decisions import CycleResult, CycleSettings
+from admitter.core.incremental import IncrementalCore
+from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase, PodSet, Workload
+from admitter.core.topology import HOSTNAME
+
+from builders.core import BLOCK, RACK, gang, job, knobs, queue, workload
+from builders.world import World
+
+EQUIVALENCE = settings(max_examples=80, deadline=None,
+                       suppress_health_check=[HealthCheck.too_slow])
+WINDOWED = CycleSettings(fair_share=FairShareSettings(window=86400.0), starvation_bound=600.0,
+                         pods_ready_timeout=300.0)
+
+
+@st.composite
+def _workload(draw: st.DrawFn, key: str, queues: int, at: float) -> Workload:
+    leaf = f"q{draw(st.integers(0, queues - 1))}" if draw(st.integers(0, 9)) else "org"
+    min_runtime = float(draw(st.sampled_from([0, 0, 300, 900, 3600])))
+    if draw(st.booleans()):
+        return job(key, leaf, gpus=draw(st.integers(1, 8)), pods=draw(st.integers(1, 3)),
+                   at=at, min_runtime=min_runtime, priority=draw(st.sampled_from([0, 10, 100])),
+                   resumable=draw(st.booleans()),
+                   required=draw(st.sampled_from([None, RACK, HOSTNAME])),
+                   preferred=draw(st.sampled_from([None, RACK])))
+    # Explicit pod sets, one naming a resource with amount 0 that no node has: fair share
+    # divides it all the same, while a funded workload names it.
+    return workload(key, gang(1, draw(st.integers(1, 4)), name="launcher"),
+                    PodSet("workers", draw(st.integers(1, 2)), {GPU: 2, "example.com/nic": 0}),
+                    queue=leaf, at=at, min_runtime=min_runtime)
+
+
+def _queues(draw: st.DrawFn, count: int) -> list:
+    leaves = []
+    for i in range(count):
+        quota = draw(st.integers(0, 16))
+        leaves.append(queue(f"q{i}", quota, parent="org", order=i + 1,
+                            limit=draw(st.sampled_from([UNLIMITED, quota + 8])),
+                            weight=draw(st.sampled_from([0.0, 1.0, 2.0])),
+                            cpu=knobs(draw(st.integers(0, 4)))))
+    return [queue("org", -1), *leaves]
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[World, list[tuple[str, int]]]:
+    """A world and the events to run through it: (kind, a drawn number)."""
+    nodes = []
+    for r in range(draw(st.integers(1, 3))):
+        for n in range(draw(st.integers(1, 3))):
+            name = f"r{r}-n{n}"
+            nodes.append(Node(name, {GPU: draw(st.sampled_from([4, 8])), "cpu": 64},
+                              {BLOCK: "b0", RACK: f"r{r}", HOSTNAME: name}))
+    count = draw(st.integers(1, 3))
+    world = World(nodes, _queues(draw, count), settings=WINDOWED,
+                  short_gpus=float(draw(st.integers(0, 3))))
+    for i in range(draw(st.integers(0, 8))):
+        world.submit(draw(_workload(f"w{i}", count, float(draw(st.integers(0, 5))))))
+    kinds = st.sampled_from(["cycle", "cycle", "cycle", "submit", "finish", "requeue",
+                             "cordon", "queues", "usage"])
+    events = draw(st.lists(st.tuples(kinds, st.integers(0, 1_000)), min_size=1, max_size=12))
+    return world, events
+
+
+def _same(incremental: CycleResult, reference: CycleResult) -> None:
+    assert incremental == reference
+    assert [p.message for p in incremental.pending] == [p.message for p in reference.pending]
+    assert [a.message for a in incremental.admissions] == [
+        a.message for a in reference.admissions]
+
+
+def _apply(core: IncrementalCore, world: World, result: CycleResult) -> None:
+    for key in [e.key for e in result.evictions] + [a.key for a in result.admissions]:
+        core.put(world.workloads[key])
+
+
+@EQUIVALENCE
+@given(scenarios(), st.data())
+def test_event_sequences_decide_as_the_from_scratch_cycle(case, data) -> None:
+    world, events = case
+    core = IncrementalCore(world.nodes, world.topology, world.queues, world.settings,
+                           world.workloads.values())
+    now, submitted = 10.0, len(world.workloads)
+    for kind, number in events:
+        now += 60.0 * (1 + number % 20)
+        if kind == "submit":
+            added = data.draw(_workload(f"w{submitted}", len(world.queues) - 1, now))
+            submitted += 1
+            world.submit(added)
+            core.put(added)
+        elif kind == "finish" and world.running():
+            key = world.running()[number % len(world.running())]
+            world.finish(key)
+            core.remove(key)
+        elif kind == "requeue" and world.running():
+            key = world.running()[number % len(world.running())]
+            world.workloads[key] = replace(world.workloads[key], phase=Phase.PENDING,
+                                           admitted_at=None, placement={},
+                                           pod_set_placements=(), eligible_at=now + 120.0)
+            core.put(world.workloads[key])
+        elif kind == "cordon":
+            name = world.nodes[number % len(world.nodes)].name
+            world.nodes = [replace(n, unschedulable=not n.unschedulable) if n.name == name
+                           else n for n in world.nodes]
+            core.set_nodes(world.nodes)
+        elif kind == "queues":
+            edited = world.queues[1 + number % (len(world.queues) - 1)]
+            world.queues = [replace(q, priority=number % 3) if q is edited else q
+                            for q in world.queues]
+            core.set_queues(world.queues)
+        elif kind == "usage":
+            world.usage = {f"q{number % (len(world.queues) - 1)}": 3600.0 * (number % 40)}
+        incremental = core.cycle(now, world.usage, world.short_gpus)
+        _same(incremental, run_cycle(world.snapshot(now)))
+        if kind == "cycle":
+            _apply(core, world, world.cycle(now))
+
+
+@EQUIVALENCE
+@given(scenarios())
+def test_syncing_to_snapshots_decides_as_the_from_scratch_cycle(case) -> None:
+    """The controller's way: a snapshot each pass, objects kept when unchanged."""
+    world, events = case
+    core = IncrementalCore((), (), (), world.settings)
+    for step in range(len(events) + 1):
+        now = 100.0 + 700.0 * step
+        snapshot = world.snapshot(now)
+        _same(core.decide(snapshot), run_cycle(snapshot))
+        result = world.cycle(now)
+        if step % 3 == 2 and world.running():
+            world.finish(world.running()[0])
+        if step % 4 == 3:
+            world.cordon(world.nodes[step % len(world.nodes)].name)
+        assert result is world.history[-1]
+
+
+def test_a_cycle_hands_the_kept_models_back_unchanged() -> None:
+    nodes = [Node(f"n{i}", {GPU: 8}, {BLOCK: "b0", RACK: "r0", HOSTNAME: f"n{i}"})
+             for i in range(2)]
+    world = World(nodes, [queue("q", 8)]).submit(job("a", "q"), job("b", "q"), job("c", "q"))
+    core = IncrementalCore(world.nodes, world.topology, world.queues, world.settings,
+                           world.workloads.values())
+    before = {name: core.node_model.free(name) for name in core.node_model.names}
+    result = core.cycle(0.0)
+    assert [a.key for a in result.admissions] == ["a", "b"]
+    assert {name: core.node_model.free(name) for name in core.node_model.names} == before
+    assert core.allocations.count() == 0
+
+
+def test_a_workload_put_twice_is_counted_once() -> None:
+    nodes = [Node("n0", {GPU: 8}, {BLOCK: "b0", RACK: "r0", HOSTNAME: "n0"})]
+    world = World(nodes, [queue("q", 8)]).submit(job("a", "q", gpus=4))
+    core = IncrementalCore(world.nodes, world.topology, world.queues, world.settings)
+    core.put(world.workloads["a"])
+    core.put(replace(world.workloads["a"], priority=5))
+    result = core.cycle(0.0)
+    assert [a.key for a in result.admissions] == ["a"]
+    assert result.fair_share.of("q", GPU).requestable == 4
+    core.remove("a")
+    core.remove("a")
+    assert core.cycle(1.0).admissions == ()
+
+
+@pytest.mark.parametrize("phase", [Phase.PENDING, Phase.ADMITTED])
+def test_a_workload_of_a_queue_that_is_not_a_leaf_is_kept_apart(phase) -> None:
+    nodes = [Node("n0", {GPU: 8}, {BLOCK: "b0", RACK: "r0", HOSTNAME: "n0"})]
+    queues = [queue("org", -1), queue("q", 8, parent="org")]
+    stray = job("stray", "org", gpus=4)
+    if phase is Phase.ADMITTED:
+        stray = stray.admitted(0.0, ({"n0": 1},))
+    core = IncrementalCore(nodes, (BLOCK, RACK, HOSTNAME), queues, WINDOWED, [stray])
+    snapshot = core.snapshot(10.0)
+    _same(core.cycle(10.0), run_cycle(snapshot))
+    core.put(job("late", "q", gpus=8, at=5.0))
+    _same(core.cycle(20.0), run_cycle(core.snapshot(20.0)))
