@@ -239,17 +239,16 @@ class CycleState:
 
     def result(self) -> CycleResult:
         # Statuses are counted only if read, after kept allocations are rolled back: a copy.
-        tree, running = self.tree, self.running
+        tree, running, waiting = self.tree, self.running, self.pending
         allocated = {name: dict(amounts) for name, amounts in self.ledger.held.items()}
-        pending = tuple(self.pending[key] for key in sorted(self.pending))
         return CycleResult(
             admissions=tuple(self.admissions),
             evictions=tuple(self.evictions),
-            pending=pending,
+            pending=lambda: tuple(waiting[key] for key in sorted(waiting)),
             fair_share=self.fair,
             next_change=self._next_change(),
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
-            statuses=lambda: queue_statuses(tree, allocated, running.values(), pending),
+            statuses=lambda: queue_statuses(tree, allocated, running.values(), waiting.values()),
             ranking=self.ranking,
         )
 

@@ -165,16 +165,19 @@ class CycleResult:
     """The cycle's decisions. Queue statuses are counted when first read: the controller
     shows them, the simulator never asks."""
 
-    __slots__ = ("_queues", "_statuses", "admissions", "evictions", "fair_share", "next_change",
-                 "pending", "ranking", "settled")
+    __slots__ = ("_pending", "_pending_from", "_queues", "_statuses", "admissions", "evictions",
+                 "fair_share", "next_change", "ranking", "settled")
 
     def __init__(self, admissions: tuple[Admission, ...], evictions: tuple[Eviction, ...],
-                 pending: tuple[Pending, ...], fair_share: FairShare, next_change: float | None,
+                 pending: tuple[Pending, ...] | Callable[[], tuple[Pending, ...]],
+                 fair_share: FairShare, next_change: float | None,
                  settled: bool, statuses: Callable[[], Mapping[str, QueueStatus]],
                  ranking: Ranking | None = None) -> None:
         self.admissions = admissions
         self.evictions = evictions
-        self.pending = pending
+        self._pending: tuple[Pending, ...] = pending if isinstance(pending, tuple) else ()
+        self._pending_from: Callable[[], tuple[Pending, ...]] | None = (
+            None if isinstance(pending, tuple) else pending)
         self.fair_share = fair_share
         self.next_change = next_change
         """The first moment after `now` at which time alone (usage aside) could change a
@@ -211,6 +214,15 @@ class CycleResult:
     def __repr__(self) -> str:
         return (f"CycleResult(admissions={self.admissions!r}, evictions={self.evictions!r}, "
                 f"pending={self.pending!r}, queues={dict(self.queues)!r})")
+
+    @property
+    def pending(self) -> tuple[Pending, ...]:
+        """Every workload still waiting, by key, with why. Put in order when first read: the
+        simulator never reads it, and sorting thousands of keys each cycle is not free."""
+        if self._pending_from is not None:
+            self._pending = self._pending_from()
+            self._pending_from = None
+        return self._pending
 
     @property
     def queues(self) -> Mapping[str, QueueStatus]:
