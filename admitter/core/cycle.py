@@ -35,7 +35,7 @@ from admitter.core.decisions import (
 )
 from admitter.core.fit import fits
 from admitter.core.model import GPU, Workload
-from admitter.core.moments import moment, span
+from admitter.core.moments import Moment, moment, span
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.preemption import drain_may_take
@@ -276,8 +276,8 @@ class _Cycle(CycleState):
         if blocked.protected_until is not None:
             names = ", ".join(w.key for w in blocked.protected[:3])
             self._wait(workload, PendingReason.PROTECTED_VICTIMS,
-                       f"{why}; the workloads that could make room ({names}) are protected by "
-                       f"their min runtime until {moment(blocked.protected_until, self.now)}",
+                       why, "; the workloads that could make room (", names, ") are protected "
+                       "by their min runtime until ", Moment(blocked.protected_until, self.now),
                        retry_at=blocked.protected_until,
                        blockers=tuple(w.key for w in blocked.protected))
         elif limit is not None:

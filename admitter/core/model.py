@@ -232,6 +232,28 @@ class Phase(Enum):
     FINISHED = "Finished"
 
 
+class ShapeKey:
+    """A workload's shape as a memo key (`Workload.shape`): hashed once. A nested tuple's hash
+    is computed again on every lookup, and the cycle looks a shape up for nearly every waiting
+    workload it tries (placement failures, gang-fit demands, preemption attempts)."""
+
+    __slots__ = ("_hash", "parts")
+
+    def __init__(self, parts: tuple[object, ...]) -> None:
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, ShapeKey) and self._hash == other._hash
+                                 and self.parts == other.parts)
+
+    def __repr__(self) -> str:
+        return f"ShapeKey({self.parts!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """One gang: every pod of every pod set runs, or none does.
@@ -260,7 +282,7 @@ class Workload:
     pods_ready: bool = True
     eligible_at: float = 0.0
     _total: dict[str, int] = field(init=False, repr=False, compare=False)
-    _shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
+    _shape: ShapeKey = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         total: dict[str, int] = {}
@@ -268,9 +290,9 @@ class Workload:
             for resource, amount in pod_set.requests.items():
                 total[resource] = total.get(resource, 0) + amount * pod_set.count
         object.__setattr__(self, "_total", total)
-        object.__setattr__(self, "_shape", tuple(
+        object.__setattr__(self, "_shape", ShapeKey(tuple(
             [(p.count, tuple(sorted(p.requests.items())), p.tolerations, p.selection_key(),
-              p.topology_key()) for p in self.pod_sets]))
+              p.topology_key()) for p in self.pod_sets])))
 
     @property
     def funded(self) -> bool:
@@ -284,7 +306,7 @@ class Workload:
         """Total requests over all pod sets (computed once; the cycle asks often)."""
         return self._total
 
-    def shape(self) -> tuple[object, ...]:
+    def shape(self) -> ShapeKey:
         """Pod counts, requests, tolerations and node selections per pod set, hashable:
         workloads with equal shapes (and topology) fit in exactly the same places."""
         return self._shape

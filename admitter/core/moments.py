@@ -35,3 +35,17 @@ def moment(at: float, now: float) -> str:
     stamp = datetime.fromtimestamp(math.floor(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     when = f"in {span(at - now)}" if at >= now else f"{span(now - at)} ago"
     return f"{stamp} ({when})"
+
+
+class Moment:
+    """`moment(at, now)` as a part of a message (`Pending.message`), formatted only if the
+    message is read: most are not, and formatting a date is not free."""
+
+    __slots__ = ("at", "now")
+
+    def __init__(self, at: float, now: float) -> None:
+        self.at = at
+        self.now = now
+
+    def __str__(self) -> str:
+        return moment(self.at, self.now)

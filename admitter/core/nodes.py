@@ -25,6 +25,7 @@ from admitter.core.model import (
     Node,
     NodeSelection,
     PodSet,
+    ShapeKey,
     Taint,
     Toleration,
     Workload,
@@ -95,7 +96,7 @@ class ClusterState:
         self._tolerated: dict[tuple[Toleration, ...], tuple[int, ...]] = {}
         self._selected: dict[NodeSelection, frozenset[int]] = {}
         self._shapes: dict[tuple[object, ...], Shape | None] = {}
-        self._demands: dict[tuple[object, ...], Demand | None] = {}
+        self._demands: dict[ShapeKey, Demand | None] = {}
 
     def node_index(self, name: str) -> int:
         return self._index[name]
