@@ -114,9 +114,11 @@ def test_short_job_displaces_resumable_work_of_any_allocation_never_protected():
     assert "a short job may requeue resumable work" in result.evictions[0].message
 
 
-def _gang_and_a_debug_job(a_used: float, b_used: float) -> dict[str, EvictionReason]:
-    """b's resumable 2-node gang has run on both nodes since t=0 (min runtime 1 h); at 2 h a's
-    debug job (1 GPU, 10 min) finds no idle GPU. What its cycle evicts."""
+def _gang_and_a_debug_job(a_used: float, b_used: float, debug_queue: str = "a",
+                          ) -> dict[str, EvictionReason]:
+    """b's resumable 2-node gang (priority 0) has run on both nodes since t=0 (min runtime 1 h);
+    at 2 h a debug job (1 GPU, 10 min, priority 50) of `debug_queue` finds no idle GPU. What
+    its cycle evicts."""
     world = World(racks(1, nodes_per_rack=2), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(fair_share=WEEK))
     world.usage = _used(a=a_used, b=b_used)
@@ -124,7 +126,8 @@ def _gang_and_a_debug_job(a_used: float, b_used: float) -> dict[str, EvictionRea
                           phase=Phase.ADMITTED, admitted_at=0.0,
                           placement={"b0-r0-n0": 1, "b0-r0-n1": 1},
                           pod_set_placements=({"b0-r0-n0": 1, "b0-r0-n1": 1},)),
-                 job("debug", "a", gpus=1, min_runtime=600.0, resumable=False, at=10.0))
+                 job("debug", debug_queue, gpus=1, min_runtime=600.0, resumable=False,
+                     priority=50, at=10.0))
     return evicted(world.cycle(2 * HOUR))
 
 
@@ -132,9 +135,11 @@ def test_short_job_takes_a_gang_on_several_nodes_only_as_time_slicing_would():
     """A debug job would requeue b's whole gang for one pod, and the gang could start again
     only once both nodes are free together (a drain, on a full cluster): it takes the gang only
     from an allocation clearly worse ranked than its own (beyond the swap margin), never from a
-    better-ranked one, as it would a one-node job (see above), nor within the margin."""
+    better-ranked one, as it would a one-node job (see above), nor within the margin, nor from
+    its own queue by priority."""
     assert _gang_and_a_debug_job(a_used=20.0, b_used=1.0) == {}
     assert _gang_and_a_debug_job(a_used=10.0, b_used=10.4) == {}
+    assert _gang_and_a_debug_job(a_used=10.0, b_used=10.0, debug_queue="b") == {}
     assert _gang_and_a_debug_job(a_used=1.0, b_used=20.0) == {"b-gang": EvictionReason.RECLAIMED}
 
 
