@@ -134,9 +134,9 @@ def _gang_and_a_debug_job(a_used: float, b_used: float, debug_queue: str = "a",
 def test_short_job_takes_a_gang_on_several_nodes_only_as_time_slicing_would():
     """A debug job would requeue b's whole gang for one pod, and the gang could start again
     only once both nodes are free together (a drain, on a full cluster): it takes the gang only
-    from an allocation clearly worse ranked than its own (beyond the swap margin), never from a
-    better-ranked one, as it would a one-node job (see above), nor within the margin, nor from
-    its own queue by priority."""
+    from an allocation clearly worse ranked than its own (beyond the swap margin): not from a
+    better-ranked one (whose one-node job it would take, see above), nor within the margin, nor
+    from its own queue by priority."""
     assert _gang_and_a_debug_job(a_used=20.0, b_used=1.0) == {}
     assert _gang_and_a_debug_job(a_used=10.0, b_used=10.4) == {}
     assert _gang_and_a_debug_job(a_used=10.0, b_used=10.0, debug_queue="b") == {}
