@@ -12,6 +12,7 @@ Who may be a victim of a funded preemptor (never mixed up):
 - a short preemptor (`ShortJobs.is_short`, a debug job) may take resumable work past its min
   runtime from any allocation, except other short jobs: it gives the GPUs back within minutes.
   It never takes long non-resumable work, whatever the gap: it would run minutes for hours lost.
+  A gang on several nodes it takes only beyond the swap margin, as time-slicing would (`_spread`).
   Hazard: short jobs are taken only at the larger gap (else a short job and the work it
   displaced could take turns), so one that runs far past its short min runtime keeps its GPUs
   unless its allocation is that far off its budget;
@@ -283,8 +284,10 @@ class RoomFinder:
                         chosen.extend(group.funded if not short else (
                             item for item in group.funded
                             if not policy.long_and_lost(item[1])))
-                    elif short or beyond(worse, better, self._swap_margin):
+                    elif beyond(worse, better, self._swap_margin):
                         chosen.extend(group.swappable)
+                    elif short:
+                        chosen.extend(item for item in group.swappable if not _spread(item[1]))
             own = groups.below.get(preemptor.queue)
             if own is not None:
                 chosen.extend(own.unfunded)
@@ -292,7 +295,8 @@ class RoomFinder:
                     chosen.extend(item for item in own.funded
                                   if self._drains(preemptor, item[1]))
                 chosen.extend(item for item in own.funded
-                              if item[1].priority < preemptor.priority and item[1].resumable)
+                              if item[1].priority < preemptor.priority and item[1].resumable
+                              and not (short and _spread(item[1])))
             if drain:  # a workload may have been added twice
                 chosen = list({item[1].key: item for item in chosen}.values())
             self._candidates[key] = chosen
@@ -433,23 +437,18 @@ class RoomFinder:
                           "being drained for that starving gang")
         if not victim.funded:
             same = victim.queue == preemptor.queue
-            return Victim(
-                victim,
-                EvictionReason.PREEMPTED if same else EvictionReason.RECLAIMED,
-                f"unfunded workload evicted for funded {preemptor.key}",
-            )
+            return Victim(victim, EvictionReason.PREEMPTED if same else EvictionReason.RECLAIMED,
+                          f"unfunded workload evicted for funded {preemptor.key}")
         policy = self._short
-        if policy.is_short(preemptor) and policy.long_and_lost(victim):
+        short = policy.is_short(preemptor)
+        if short and policy.long_and_lost(victim):
             return None
         if victim.queue == preemptor.queue:
-            if not victim.resumable:
+            if not victim.resumable or (short and _spread(victim)):
                 return None
-            return Victim(
-                victim,
-                EvictionReason.PREEMPTED,
-                f"preempted by {preemptor.key} (priority {preemptor.priority} > "
-                f"{victim.priority}) in queue {victim.queue}",
-            )
+            return Victim(victim, EvictionReason.PREEMPTED,
+                          f"preempted by {preemptor.key} (priority {preemptor.priority} > "
+                          f"{victim.priority}) in queue {victim.queue}")
         swappable = victim.resumable and not policy.is_short(victim)
         gap = self._swap_margin if swappable else self._non_resumable_gap
         if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
@@ -458,7 +457,7 @@ class RoomFinder:
                                        0.0 if swappable else preemptor.min_runtime):
             why = (f"queue {victim.queue}'s allocation has used more of its GPU budget than "
                    f"{preemptor.queue}'s")
-        elif victim.resumable and policy.is_short(preemptor) and not policy.is_short(victim):
+        elif victim.resumable and short and not policy.is_short(victim) and not _spread(victim):
             why = "a short job may requeue resumable work past its min runtime"
         else:
             return None
@@ -472,6 +471,12 @@ def drain_may_take(workload: Workload, non_preemptible_priority: int | None,
     preemptible, and resumable or short (`RoomFinder.drain_takes` adds whose gang)."""
     return workload.preemptible(non_preemptible_priority) and (
         workload.resumable or short_jobs.is_short(workload))
+
+
+def _spread(workload: Workload) -> bool:
+    """Held on several nodes: a short job would requeue the whole gang for one pod, and on a full
+    cluster the gang restarts only through a drain, which holds GPUs idle while nodes empty."""
+    return len(workload.placement) > 1
 
 
 def _freeing(bound: QuotaBlock, plans: list[list[Workload]],

@@ -5,7 +5,7 @@ for a clearly better-ranked allocation, cheapest victims first, short jobs' head
 from dataclasses import replace
 
 from admitter.core.decisions import CycleSettings, EvictionReason
-from admitter.core.model import GPU, FairShareSettings, PodSet, Workload
+from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
 
 from builders.core import RACK, job, queue, racks, running_on
 from builders.world import World, admitted, evicted, pending
@@ -114,6 +114,35 @@ def test_short_job_displaces_resumable_work_of_any_allocation_never_protected():
     result = world.cycle(2 * HOUR)
     assert admitted(result) == ["debug"] and evicted(result) == {"past": EvictionReason.RECLAIMED}
     assert "a short job may requeue resumable work" in result.evictions[0].message
+
+
+def _gang_and_a_debug_job(a_used: float, b_used: float, debug_queue: str = "a",
+                          ) -> dict[str, EvictionReason]:
+    """b's resumable 2-node gang (priority 0) has run on both nodes since t=0 (min runtime 1 h);
+    at 2 h a debug job (1 GPU, 10 min, priority 50) of `debug_queue` finds no idle GPU. What
+    its cycle evicts."""
+    world = World(racks(1, nodes_per_rack=2), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(fair_share=WEEK))
+    world.usage = _used(a=a_used, b=b_used)
+    world.submit(Workload("b-gang", "b", (PodSet("main", 2, {GPU: 8}),), 0.0, min_runtime=HOUR,
+                          phase=Phase.ADMITTED, admitted_at=0.0,
+                          placement={"b0-r0-n0": 1, "b0-r0-n1": 1},
+                          pod_set_placements=({"b0-r0-n0": 1, "b0-r0-n1": 1},)),
+                 job("debug", debug_queue, gpus=1, min_runtime=600.0, resumable=False,
+                     priority=50, at=10.0))
+    return evicted(world.cycle(2 * HOUR))
+
+
+def test_short_job_takes_a_gang_on_several_nodes_only_as_time_slicing_would():
+    """A debug job would requeue b's whole gang for one pod, and the gang could start again
+    only once both nodes are free together (a drain, on a full cluster): it takes the gang only
+    from an allocation clearly worse ranked than its own (beyond the swap margin): not from a
+    better-ranked one (whose one-node job it would take, see above), nor within the margin, nor
+    from its own queue by priority."""
+    assert _gang_and_a_debug_job(a_used=20.0, b_used=1.0) == {}
+    assert _gang_and_a_debug_job(a_used=10.0, b_used=10.4) == {}
+    assert _gang_and_a_debug_job(a_used=10.0, b_used=10.0, debug_queue="b") == {}
+    assert _gang_and_a_debug_job(a_used=1.0, b_used=20.0) == {"b-gang": EvictionReason.RECLAIMED}
 
 
 def test_long_work_leaves_the_short_jobs_headroom():
