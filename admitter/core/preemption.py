@@ -25,10 +25,9 @@ nor is any workload inside its min runtime. A long preemptor leaves the short jo
 
 Victims are ranked cheapest first (unfunded; resumable before non-resumable; least progress
 lost; fewest GPUs; lowest priority; worst-ranked allocation; most recently started) and planned
-per topology domain, then evicted on the cycle's `Statement` (node model, quota ledger and
-headroom together) until the preemptor fits; every victim whose return still leaves room is then
-given back (minimal set). Anything not proved is rolled back to the search's checkpoint (KAI's
-Statement: checkpoint, evict, place, keep or roll back).
+per topology domain, then evicted on the cycle's `Statement` until the preemptor fits; every
+victim whose return still leaves room is given back (minimal set). Anything not proved is rolled
+back to the search's checkpoint (KAI's Statement: checkpoint, evict, place, keep or roll back).
 """
 
 from __future__ import annotations
@@ -316,8 +315,7 @@ class RoomFinder:
         never drain each other in turn). The domain is chosen by what this takes
         (`reservation.choose`): a domain full of better-ranked work would only empty as that
         work finishes."""
-        ranking, threshold = self._ranking, self._non_preemptible_priority
-        policy = self._short
+        ranking, threshold, policy = self._ranking, self._non_preemptible_priority, self._short
         gpus = gang.requests().get(GPU, 0)
 
         def takes(workload: Workload) -> bool:
@@ -339,8 +337,7 @@ class RoomFinder:
         Better-ranked allocations' long work is not waited for: a domain it fills would stand
         held for as long as that work runs (counting it cost seeds of the family up to 5 points
         of occupancy), and neither is long non-resumable work."""
-        ranking, threshold = self._ranking, self._non_preemptible_priority
-        policy = self._short
+        ranking, threshold, policy = self._ranking, self._non_preemptible_priority, self._short
 
         def waits_for(workload: Workload) -> bool:
             return policy.is_short(workload) or (
@@ -474,8 +471,7 @@ def drain_may_take(workload: Workload, non_preemptible_priority: int | None,
 
 
 def _spread(workload: Workload) -> bool:
-    """Held on several nodes: a short job would requeue the whole gang for one pod, and on a full
-    cluster the gang restarts only through a drain, which holds GPUs idle while nodes empty."""
+    """Held on several nodes: a gang a short job would requeue whole for one pod."""
     return len(workload.placement) > 1
 
 
