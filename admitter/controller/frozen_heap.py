@@ -73,3 +73,16 @@ def _thaw() -> None:
         _cycles -= 1
         if _cycles == 0:
             gc.unfreeze()
+
+
+def one_at_a_time(decide: Callable[[_Snapshot], _Result]) -> Callable[[_Snapshot], _Result]:
+    """`decide` behind a lock of its own. Hazard: a pass cancelled with its lease leaves its
+    cycle running in the worker thread, and a core that keeps state between passes
+    (`IncrementalCore`) must not be synced by the next leader's pass meanwhile."""
+    alone = threading.Lock()
+
+    def locked(snapshot: _Snapshot) -> _Result:
+        with alone:
+            return decide(snapshot)
+
+    return locked

@@ -27,7 +27,7 @@ from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
 from admitter.controller.events import REPEAT_AFTER, EventRecorder
-from admitter.controller.frozen_heap import decide_frozen
+from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
 from admitter.controller.orphans import Orphans
@@ -72,10 +72,9 @@ class Reconciler:
         self.kube = client
         self.fencing_token = fencing_token
         """The leader's term each admission records (None: the controller runs unelected)."""
-        self.decide = decide if decide is not None else IncrementalCore(
-            (), (), (), core_cycle_settings(settings)).decide
-        """The decision core, kept from pass to pass and synced to each pass's snapshot (a
-        benchmark or a test passes one that also times or watches it)."""
+        self.decide = decide if decide is not None else one_at_a_time(IncrementalCore(
+            (), (), (), core_cycle_settings(settings)).decide)
+        """The core kept from pass to pass, synced to each snapshot (or a test's own)."""
         self.settings = settings
         self.clock = clock
         self.caches = Caches.create(client, self._changed)
@@ -95,8 +94,7 @@ class Reconciler:
         """The batch of Workload creations in flight, if any."""
         self.reports: asyncio.Task[None] | None = None
         """The batch of pending-reason and queue-status writes in flight, if any."""
-        self.report_owed = False
-        """Whether a pass found that batch going and left its report to a later pass."""
+        self.report_owed = False  # a pass found that batch going and left its report to later
         self.admitting = Admitting()
         self.wakeup = asyncio.Event()
         self.passes = 0

@@ -12,7 +12,7 @@ import pytest
 from fake_api import CLOCK, FakeApi, submitted_jobs
 
 from admitter.api.settings import Settings
-from admitter.controller.frozen_heap import decide_frozen
+from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.reconciler import Reconciler
 from admitter.core.cycle import run_cycle
 from admitter.core.decisions import CycleResult, Snapshot
@@ -106,3 +106,33 @@ async def test_the_controller_decides_on_a_frozen_heap() -> None:
     await submitted_jobs(api, controller, 1, gpus=4, n0=8)
     assert frozen and all(count > 0 for count in frozen)
     assert gc.get_freeze_count() == 0
+
+
+def test_a_kept_core_decides_one_snapshot_at_a_time() -> None:
+    """A pass cancelled with its lease leaves its cycle running in its thread; the next pass's
+    cycle on the same kept core waits for it instead of syncing the core under it."""
+    started, release = threading.Event(), threading.Event()
+    inside: list[str] = []
+    overlapped: list[bool] = []
+
+    def slow(name: str) -> str:
+        overlapped.append(bool(inside))
+        inside.append(name)
+        if name == "first":
+            started.set()
+            release.wait(5)
+        inside.remove(name)
+        return name
+
+    decide = one_at_a_time(slow)
+    first = threading.Thread(target=decide, args=("first",))
+    first.start()
+    assert started.wait(5)
+    second = threading.Thread(target=decide, args=("second",))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive(), "the second cycle did not wait for the first"
+    release.set()
+    first.join()
+    second.join()
+    assert overlapped == [False, False]
