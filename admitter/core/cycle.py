@@ -384,6 +384,7 @@ class _Cycle(CycleState):
         most of them, and no placement search is needed to know it (idle capacity only shrinks
         while unfunded work is admitted)."""
         idle = self.state.free_total(GPU)
+        short_of = f"the cluster has {idle} idle {GPU}; "  # once, not per workload
         possible: dict[str, list[Workload]] = {}
         for leaf, workloads in work.items():
             possible[leaf] = []
@@ -394,8 +395,7 @@ class _Cycle(CycleState):
                 elif (limit := self.ledger.limit_block(workload)) is not None:
                     self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
                 elif need > idle:
-                    self._wait(workload, PendingReason.NO_FIT, "the cluster has ", idle,
-                               " idle ", GPU, "; ", need, " needed")
+                    self._wait(workload, PendingReason.NO_FIT, short_of, need, " needed")
                 else:
                     failed = self._place(workload)
                     assert isinstance(failed, PlacementFailure)  # place() checks fits() first

@@ -34,6 +34,12 @@ from admitter.core.model import (
 from admitter.core.topology import DomainTree
 
 Holding = tuple[tuple[int, tuple[int, ...]], ...]
+
+class _Unknown:
+    """A shape not met yet (`ClusterState.demand`: None is a known answer)."""
+
+
+_UNKNOWN = _Unknown()
 """What one workload holds: (node index, amount per resource) for every node it uses."""
 
 
@@ -160,14 +166,16 @@ class ClusterState:
         """A gang as an interned `Demand` (its shapes share memo ids with every other gang's);
         None when a pod asks for a resource no node has."""
         signature = workload.shape()
-        if signature not in self._demands:
-            pod_sets = workload.pod_sets
-            shapes = [shape for p in pod_sets if (shape := self._shape(p)) is not None]
-            counts = [p.count for p in pod_sets]
-            self._demands[signature] = (Demand.of(tuple(zip(shapes, counts, strict=True)),
-                                                  len(self._demands))
-                                        if len(shapes) == len(counts) else None)
-        return self._demands[signature]
+        known = self._demands.get(signature, _UNKNOWN)  # one lookup: a hit compares shapes
+        if not isinstance(known, _Unknown):
+            return known
+        pod_sets = workload.pod_sets
+        shapes = [shape for p in pod_sets if (shape := self._shape(p)) is not None]
+        counts = [p.count for p in pod_sets]
+        demand = (Demand.of(tuple(zip(shapes, counts, strict=True)), len(self._demands))
+                  if len(shapes) == len(counts) else None)
+        self._demands[signature] = demand
+        return demand
 
     def _shape(self, pod_set: PodSet) -> Shape | None:
         signature = (tuple(pod_set.requests.items()), pod_set.tolerations,
