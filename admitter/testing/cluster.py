@@ -54,6 +54,14 @@ CONTROLLERS = (
 RECORD_FILE = "cluster.json"  # pids, ports and layout of a running cluster
 
 
+class KubectlError(subprocess.CalledProcessError):
+    """A kubectl run that failed; its message ends with kubectl's own error (a test report shows
+    only the message)."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}: {(self.stderr or '').strip()}"
+
+
 @dataclass
 class LocalCluster:
     """Handle on a running control plane; `stop()` (or leaving the `with`) ends it."""
@@ -171,10 +179,13 @@ class LocalCluster:
 
     def kubectl(self, *args: str, check: bool = True,
                 input: str | None = None) -> subprocess.CompletedProcess[str]:
-        """Run the matching kubectl against this cluster and capture its output."""
+        """Run the matching kubectl against this cluster and capture its output; with `check`,
+        a failure raises `KubectlError`, which says what kubectl printed."""
         argv = [str(self.binaries.kubectl), "--kubeconfig", str(self.kubeconfig_path), *args]
-        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=60,
-                              input=input)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, input=input)
+        if check and done.returncode:
+            raise KubectlError(done.returncode, argv, done.stdout, done.stderr)
+        return done
 
     def running(self) -> dict[str, bool]:
         return {c.name: c.alive() for c in self.components}

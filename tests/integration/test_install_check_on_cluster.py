@@ -23,6 +23,7 @@ from admitter.controller import kube
 from admitter.controller.install_check import PROBLEM_KINDS
 from admitter.controller.kube import Kube, Obj
 from admitter.testing import LocalCluster
+from admitter.testing.cluster import KubectlError
 from admitter.testing.waiting import eventually
 from admitter.webhook.names import CA_FILE, NAMESPACE, SERVICE, WEBHOOK_CONFIGURATION
 
@@ -59,10 +60,16 @@ async def _events(api: Kube, identity: str) -> list[Obj]:
 
 
 def _register(cluster: LocalCluster, *argv: str) -> None:
-    """Replace both configurations with what `admitter webhooks ARGV` renders."""
+    """Make both configurations what `admitter webhooks ARGV` renders: replaced, or created
+    where gone, as the controller registers them (`register_webhook_configurations`). They are
+    cluster-wide, and an earlier test's install may still be removing its own."""
     rendered = subprocess.run([sys.executable, "-m", "admitter.cli", "webhooks", *argv],
                               capture_output=True, text=True, check=True).stdout
-    cluster.kubectl("replace", "-f", "-", input=rendered)
+    replaced = cluster.kubectl("replace", "-f", "-", input=rendered, check=False)
+    if replaced.returncode and "NotFound" in replaced.stderr:
+        cluster.kubectl("apply", "-f", "-", input=rendered)
+    elif replaced.returncode:
+        raise KubectlError(replaced.returncode, replaced.args, replaced.stdout, replaced.stderr)
 
 
 async def test_the_controller_names_the_webhooks_its_settings_lack_until_they_are_registered(
