@@ -1,4 +1,5 @@
-"""The shared fair-share vectors, loaded through the scenario models, pass exactly."""
+"""The fair-share vectors (tests/data/fairshare.yaml: cases from KAI Scheduler's proportion plugin
+tests and the KAI deep dive), loaded through the scenario models, pass exactly."""
 
 import json
 from pathlib import Path
@@ -10,7 +11,7 @@ from admitter.api.scenario_file import parse_scenario
 from admitter.cli import main
 from admitter.commands.fairshare import fair_share_at_start, shares_by_queue
 
-VECTORS = Path(__file__).parents[3] / "shared" / "vectors" / "fairshare.yaml"
+VECTORS = Path(__file__).parents[1] / "data" / "fairshare.yaml"
 
 
 def _cases():

@@ -1,6 +1,6 @@
 """compute_fair_share, rule by rule, on small hand-checked trees.
 
-The shared vectors (../shared/vectors/fairshare.yaml) are checked through the scenario loader
+The fair-share vectors (tests/data/fairshare.yaml) are checked through the scenario loader
 in tests/commands; these cases cover what the vectors do not.
 """
 
