@@ -5,13 +5,13 @@ from dataclasses import replace
 
 import pytest
 
+from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.contract import (
     MAX_RUNTIME_ANNOTATION,
     MIN_RUNTIME_ANNOTATION,
     ContractError,
     parse_contract,
 )
-from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.workload import WorkloadSpec
 from admitter.core.decisions import EvictionReason
 
