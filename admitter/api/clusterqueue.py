@@ -71,6 +71,13 @@ class ClusterQueueSpec(ApiModel):
     """Min runtime given to a Job that declares none (the mutating webhook writes it onto the
     Job's `admitter.dev/min-runtime` annotation); inherited from the parent, capped by the
     effective `maxMinRuntime`. Without one on the path such Jobs are unfunded."""
+    max_runtime_ceiling: Duration | None = None
+    """Longest maximum run time a workload here may declare; inherited from the parent. None
+    on the whole path: any maximum, or none."""
+    default_max_runtime: Duration | None = None
+    """Maximum run time given to a Job that declares none (the mutating webhook writes it onto
+    the Job's `admitter.dev/max-runtime` annotation); inherited from the parent, capped by the
+    effective `maxRuntimeCeiling`. Without one on the path such Jobs run until they end."""
 
     @model_validator(mode="after")
     def _default_within_cap(self) -> ClusterQueueSpec:
@@ -79,6 +86,12 @@ class ClusterQueueSpec(ApiModel):
             raise ValueError(
                 f"defaultMinRuntime {format_duration(default)} is above maxMinRuntime "
                 f"{format_duration(cap)}; lower it to at most that"
+            )
+        ceiling, default = self.max_runtime_ceiling, self.default_max_runtime
+        if ceiling is not None and default is not None and default > ceiling:
+            raise ValueError(
+                f"defaultMaxRuntime {format_duration(default)} is above maxRuntimeCeiling "
+                f"{format_duration(ceiling)}; lower it to at most that"
             )
         return self
 

@@ -9,6 +9,8 @@ from admitter.api.duration import format_duration, parse_duration
 
 QUEUE_LABEL = "admitter.dev/queue-name"
 MIN_RUNTIME_ANNOTATION = "admitter.dev/min-runtime"
+MAX_RUNTIME_ANNOTATION = "admitter.dev/max-runtime"
+"""How long the job may run in all, its admissions added up; then it is stopped for good."""
 RESUMABLE_ANNOTATION = "admitter.dev/resumable"
 TOPOLOGY_REQUIRED_ANNOTATION = "admitter.dev/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "admitter.dev/topology-preferred"
@@ -35,6 +37,7 @@ class JobContract:
     topology_required: str | None
     topology_preferred: str | None
     pod_set_topology: tuple[tuple[str | None, str | None], ...] = ()
+    max_runtime: float | None = None
 
 
 def parse_contract(
@@ -42,11 +45,13 @@ def parse_contract(
     *,
     max_min_runtime: float,
     topology_levels: list[str] | None,
+    max_runtime_ceiling: float | None = None,
 ) -> JobContract:
     """Read and check the contract annotations.
 
     `topology_levels` is the cluster's Topology (coarsest first), or None when none exists.
-    A missing min runtime means unfunded (0): nothing is charged unless asked for.
+    A missing min runtime means unfunded (0): nothing is charged unless asked for. A missing
+    max runtime means none; `max_runtime_ceiling` (the queue's) bounds a declared one.
     """
     raw_min = annotations.get(MIN_RUNTIME_ANNOTATION, "0")
     try:
@@ -64,7 +69,42 @@ def parse_contract(
             f"annotation {RESUMABLE_ANNOTATION}={raw_resumable!r} must be 'true' or 'false'"
         )
     required, preferred = parse_topology(annotations, topology_levels)
-    return JobContract(min_runtime, raw_resumable == "true", required, preferred)
+    max_runtime = parse_max_runtime(annotations, min_runtime, max_runtime_ceiling)
+    return JobContract(min_runtime, raw_resumable == "true", required, preferred,
+                       max_runtime=max_runtime)
+
+
+def parse_max_runtime(annotations: Mapping[str, str], min_runtime: float,
+                      ceiling: float | None) -> float | None:
+    """The declared maximum run time, checked by `max_runtime_problem`; None when absent."""
+    raw = annotations.get(MAX_RUNTIME_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        max_runtime = parse_duration(raw)
+    except ValueError as exc:
+        raise ContractError(f"annotation {MAX_RUNTIME_ANNOTATION}: {exc}") from None
+    problem = max_runtime_problem(max_runtime, min_runtime, ceiling)
+    if problem is not None:
+        raise ContractError(f"annotation {MAX_RUNTIME_ANNOTATION}={raw!r} {problem}")
+    return max_runtime
+
+
+def max_runtime_problem(max_runtime: float, min_runtime: float,
+                        ceiling: float | None) -> str | None:
+    """What is wrong with a maximum run time, wherever it is declared (a Job's annotation, a
+    Workload, a scenario): it must be above 0, not below the min runtime (the job would be
+    stopped inside its own protection), and not above the queue's ceiling."""
+    if max_runtime <= 0:
+        return "must be above 0; leave it out for no maximum"
+    if max_runtime < min_runtime:
+        return (f"is below the min runtime {format_duration(min_runtime)}: the job would be "
+                "stopped inside its protected min runtime; raise the maximum or lower the "
+                "minimum")
+    if ceiling is not None and max_runtime > ceiling:
+        return (f"is above the queue's maxRuntimeCeiling {format_duration(ceiling)}; ask for "
+                "at most that")
+    return None
 
 
 def parse_topology(annotations: Mapping[str, str],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 
 from admitter.api.clusterqueue import ClusterQueueSpec
@@ -62,16 +62,29 @@ def core_queue(name: str, spec: ClusterQueueSpec, order: int) -> Queue:
         },
         order=order,
         max_min_runtime=spec.max_min_runtime,
+        max_runtime_ceiling=spec.max_runtime_ceiling,
     )
 
 
 def effective_max_min_runtime(tree: QueueTree, queue: str, default: float) -> float:
     """The nearest `maxMinRuntime` on the path to the root, else the cluster default."""
+    found = _nearest(tree, queue, lambda q: q.max_min_runtime)
+    return default if found is None else found
+
+
+def effective_max_runtime_ceiling(tree: QueueTree, queue: str) -> float | None:
+    """The nearest `maxRuntimeCeiling` on the path to the root; None: no ceiling."""
+    return _nearest(tree, queue, lambda q: q.max_runtime_ceiling)
+
+
+def _nearest(tree: QueueTree, queue: str,
+             value: Callable[[Queue], float | None]) -> float | None:
+    """A bound a queue inherits: its own, else its parent's, up to the root."""
     for name in tree.path(queue)[::-1]:
-        value = tree.queue(name).max_min_runtime
-        if value is not None:
-            return value
-    return default
+        found = value(tree.queue(name))
+        if found is not None:
+            return found
+    return None
 
 
 def topology_levels(cluster: ClusterSpec) -> tuple[str, ...]:

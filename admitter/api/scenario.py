@@ -97,6 +97,8 @@ class WorkloadTemplate(ApiModel):
     """Running time needed if never interrupted."""
     min_runtime: Duration = 0.0
     """Protected from preemption and charged; 0 = unfunded."""
+    max_runtime: Duration | None = None
+    """Stopped for good once it has run this long in all (admissions added up)."""
     resumable: bool = True
     """Progress survives preemption (true) or is lost (false)."""
     priority: int = 0

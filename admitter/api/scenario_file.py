@@ -10,10 +10,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from admitter.api.contract import max_runtime_problem
 from admitter.api.convert import (
     core_queue,
     core_resources,
     effective_max_min_runtime,
+    effective_max_runtime_ceiling,
     scenario_nodes,
     topology_levels,
 )
@@ -114,6 +116,11 @@ def _check_workload(
                 f"{format_duration(workload.min_runtime)} is above maxMinRuntime "
                 f"{format_duration(limit)} of queue {workload.queue!r}",
             )
+        if workload.max_runtime is not None:
+            problem = max_runtime_problem(workload.max_runtime, workload.min_runtime,
+                                          effective_max_runtime_ceiling(tree, workload.queue))
+            if problem is not None:
+                yield f"{at}.maxRuntime", f"{format_duration(workload.max_runtime)} {problem}"
     try:
         requests = core_resources(workload.pod_requests)
     except ValueError as error:

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from admitter.api.base import (
     ApiModel,
@@ -17,7 +17,8 @@ from admitter.api.base import (
     Resource,
     ResourceList,
 )
-from admitter.api.duration import Duration
+from admitter.api.contract import max_runtime_problem
+from admitter.api.duration import Duration, format_duration
 
 CONDITION_QUOTA_RESERVED = "QuotaReserved"
 CONDITION_ADMITTED = "Admitted"
@@ -45,7 +46,8 @@ class Reason(StrEnum):
     FAILED = "Failed"
     """Finished=True: its Job (or Pod) failed."""
     JOB_GONE = "JobGone"
-    """Finished=True: its Job was deleted and left it behind (orphaned)."""
+    """Finished=True: its Job was deleted and left it behind (orphaned). (A Workload stopped at
+    its maximum run time is Finished with its eviction reason, `MaxRuntimeExceeded`.)"""
     JOB_CHANGED = "JobChanged"
     """Evicted=True: the Job no longer matches its Workload."""
     INVALID_CONTRACT = "InvalidContract"
@@ -151,6 +153,17 @@ class WorkloadSpec(ApiModel):
     """Whether progress survives preemption (the job checkpoints)."""
     topology: TopologyRequestSpec | None = None
     """Optional placement constraint."""
+    max_runtime: Duration | None = None
+    """How long it may run in all, its admissions added up; then it is stopped and finished,
+    never requeued. Absent: no maximum."""
+
+    @model_validator(mode="after")
+    def _max_runtime_fits_the_contract(self) -> WorkloadSpec:
+        if self.max_runtime is not None:
+            problem = max_runtime_problem(self.max_runtime, self.min_runtime, None)
+            if problem is not None:
+                raise ValueError(f"maxRuntime {format_duration(self.max_runtime)} {problem}")
+        return self
 
 
 class NodeHint(ApiModel):
@@ -214,6 +227,9 @@ class WorkloadStatus(ApiModel):
     """Funded GPU-seconds charged to the queue's budget so far."""
     eviction_count: int = 0
     """How many times the workload was evicted and requeued."""
+    past_run_seconds: float = 0.0
+    """How long its earlier admissions ran, added up: what its maximum run time counts
+    besides the current run (Kueue's accumulatedPastExecutionTimeSeconds)."""
     requeue_at: datetime | None = None
     """Earliest next admission after a pods-ready timeout (exponential backoff)."""
     blocked_until: datetime | None = None

@@ -30,7 +30,7 @@ from admitter.controller.translate import (
     narrower_domains,
     parse_time,
 )
-from admitter.core.decisions import Admission
+from admitter.core.decisions import Admission, EvictionReason
 from admitter.core.model import GPU, is_funded
 from admitter.jobs.interface import ClearsStartTime, GenericJob
 from admitter.jobs.registry import job_of, reader_of
@@ -56,15 +56,21 @@ def _conditions(wl: Obj) -> list[Obj]:
     return list((wl.get("status") or {}).get("conditions", []))
 
 
+def run_seconds(wl: Obj, now: float) -> float:
+    """How long the current run has lasted (0 when not admitted)."""
+    admission = (wl.get("status") or {}).get("admission")
+    if not admission:
+        return 0.0
+    return max(0.0, now - (parse_time(admission.get("admittedAt")) or now))
+
+
 def charged_seconds(wl: Obj, now: float) -> float:
     """Funded GPU-seconds of the current run, to add to the Workload's charge."""
     spec = wl["spec"]
-    admission = (wl.get("status") or {}).get("admission")
-    if not admission or not is_funded(parse_duration(spec.get("minRuntime", 0))):
+    if not is_funded(parse_duration(spec.get("minRuntime", 0))):
         return 0.0
     gpus = sum(p["count"] * int(p.get("requests", {}).get(GPU, 0)) for p in spec["podSets"])
-    started = parse_time(admission.get("admittedAt")) or now
-    return gpus * max(0.0, now - started)
+    return gpus * run_seconds(wl, now)
 
 
 def admission_status(wl: Obj, decision: Admission, now: float,
@@ -156,6 +162,7 @@ class Actions:
             "conditions": conditions, "evictionCount": count,
             "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
             + charged_seconds(wl, now),
+            "pastRunSeconds": float(status.get("pastRunSeconds", 0.0)) + run_seconds(wl, now),
         }
         if backoff:
             patch["requeueAt"] = format_time(now + min(BACKOFF_CAP,
@@ -164,8 +171,11 @@ class Actions:
 
     async def release(self, wl: Obj, now: float) -> Obj:
         """The last step of an eviction, once the job is suspended: the admission goes, and
-        with it the quota."""
+        with it the quota. An eviction whose reason does not requeue (its maximum run time
+        is over) finishes the Workload instead: the job stays suspended for good."""
         evicted = condition(wl, CONDITION_EVICTED) or {}
+        if evicted.get("reason") == EvictionReason.MAX_RUNTIME_EXCEEDED.value:
+            return await self.finish(wl, evicted["reason"], evicted.get("message", ""), now)
         conditions = with_condition(_conditions(wl), CONDITION_ADMITTED, "False",
                                     evicted.get("reason", Reason.REQUEUED),
                                     f"evicted: {evicted.get('message', '')}", now)
@@ -231,18 +241,19 @@ class Actions:
             "preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}})
 
     async def finish(self, wl: Obj, reason: str, message: str, now: float) -> Obj:
-        """Mark the Workload Finished and release its quota, charging the run so far.
-        `Admitted` stays as it was (Kueue's way): `kubectl get wl` shows a finished Workload
-        as admitted and finished, not as one that never ran."""
+        """Mark the Workload Finished and release its quota, charging the run so far (unless
+        an eviction's mark charged it already). `Admitted` stays as it was (Kueue's way):
+        `kubectl get wl` shows a finished Workload as admitted and finished, not as one that
+        never ran."""
         conditions = with_condition(_conditions(wl), CONDITION_FINISHED, "True", reason,
                                     message, now)
         conditions = with_condition(conditions, CONDITION_QUOTA_RESERVED, "False", Reason.FINISHED,
                                     "finished; quota released", now)
         status = wl.get("status") or {}
+        charged = 0.0 if evicting(wl) else charged_seconds(wl, now)
         return await self.patch_workload_status(wl, {
             "admission": None, "conditions": conditions,
-            "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
-            + charged_seconds(wl, now),
+            "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0)) + charged,
         })
 
 

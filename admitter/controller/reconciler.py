@@ -18,7 +18,11 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL, ContractError
-from admitter.api.convert import core_cycle_settings, effective_max_min_runtime
+from admitter.api.convert import (
+    core_cycle_settings,
+    effective_max_min_runtime,
+    effective_max_runtime_ceiling,
+)
 from admitter.api.settings import Settings
 from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller import kube
@@ -253,10 +257,11 @@ class Reconciler:
         meta = job["metadata"]
         local_queue = meta["labels"][QUEUE_LABEL]
         cluster_queue = self.caches.cluster_queue_of(meta["namespace"], local_queue)
-        limit = self.settings.max_min_runtime
+        limit, ceiling = self.settings.max_min_runtime, None
         if cluster_queue is not None and cluster_queue in tree:
             limit = effective_max_min_runtime(tree, cluster_queue, limit)
-        contract = job_contract(job, max_min_runtime=limit,
+            ceiling = effective_max_runtime_ceiling(tree, cluster_queue)
+        contract = job_contract(job, max_min_runtime=limit, max_runtime_ceiling=ceiling,
                                 topology_levels=self.caches.topology_levels())
         priority = self.caches.priority_of(priority_class_of(job))
         return workload_for(job, contract, priority)

@@ -145,11 +145,12 @@ def _requirement(requirement: Mapping[str, Any]) -> Obj:
     return found
 
 
-def job_contract(job: Obj, *, max_min_runtime: float,
-                 topology_levels: list[str] | None) -> JobContract:
+def job_contract(job: Obj, *, max_min_runtime: float, topology_levels: list[str] | None,
+                 max_runtime_ceiling: float | None = None) -> JobContract:
     """What a job declared: its own contract annotations and its pod templates' topology."""
     contract = parse_contract(job["metadata"].get("annotations") or {},
-                              max_min_runtime=max_min_runtime, topology_levels=topology_levels)
+                              max_min_runtime=max_min_runtime, topology_levels=topology_levels,
+                              max_runtime_ceiling=max_runtime_ceiling)
     return replace(contract, pod_set_topology=pod_set_topology(job, topology_levels))
 
 
@@ -215,6 +216,8 @@ def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
         "minRuntime": format_duration(contract.min_runtime),
         "resumable": contract.resumable,
     }
+    if contract.max_runtime is not None:
+        workload_spec["maxRuntime"] = format_duration(contract.max_runtime)
     priority_class = priority_class_of(owner)
     if priority_class:
         workload_spec["priorityClassName"] = priority_class
@@ -320,6 +323,9 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
         pod_set_placements=tuple(placements) if admission else (),
         pods_ready=pods_ready,
         eligible_at=parse_time(status.get("requeueAt")) or 0.0,
+        max_runtime=None if spec.get("maxRuntime") is None else parse_duration(
+            spec["maxRuntime"]),
+        ran_before=float(status.get("pastRunSeconds", 0.0)),
     )
 
 

@@ -4,8 +4,9 @@
    schedulable capacity (what `admitter fairshare` and the ClusterQueue status show), and the
    ranking of allocations: funded GPU time over the window against each queue's GPU budget
    (`ranking`).
-2. Evictions that do not depend on anyone pending: gangs whose pods never became ready, and
-   work on cordoned nodes once past its min runtime (Ai2's automatic drain).
+2. Evictions that do not depend on anyone pending: work that ran its maximum run time (stopped
+   for good), gangs whose pods never became ready, and work on cordoned nodes once past its
+   min runtime (Ai2's automatic drain).
 3. Funded admissions: short jobs first (`headroom`); then a starving gang of an allocation that
    is not over-served, of the team that used least of its budget, drains one domain
    (`drain_for_starving`); then the rest. Both passes serve the best-ranked allocation first
@@ -126,6 +127,14 @@ class _Cycle(CycleState):
         timeout = self.snapshot.settings.pods_ready_timeout
         cordoned_nodes = {name for name, node in self.nodes.items() if node.unschedulable}
         for workload in list(self.running.values()):
+            runs_out = workload.runs_out_at()
+            if runs_out is not None:
+                if runs_out <= self.now:
+                    assert workload.max_runtime is not None
+                    self._evict(workload, EvictionReason.MAX_RUNTIME_EXCEEDED,
+                                f"ran {span(workload.max_runtime)}, its maximum run time")
+                    continue
+                self._until(runs_out)
             started = self.now if workload.admitted_at is None else workload.admitted_at
             if not workload.pods_ready:
                 if started + timeout <= self.now:

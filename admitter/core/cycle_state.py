@@ -202,6 +202,7 @@ class CycleState:
         admitted = workload.admitted(self.now, placement.node_counts)
         self.statement.allocate(admitted, placement.node_counts)
         self.running[workload.key] = admitted
+        self._until(admitted.runs_out_at())  # stopped then (step 2), if it declared a maximum
         if workload.funded and self.ranking.by_holding:  # ranks moved: a failed search of
             self.unsettled = True  # this cycle might now find victims
         self.unfunded_held = None

@@ -64,6 +64,13 @@ class EvictionReason(Enum):
     RECLAIMED = "Reclaimed"
     DRAINED = "Drained"
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+    """It ran its declared maximum run time: stopped and finished, never requeued."""
+
+    @property
+    def requeues(self) -> bool:
+        """Whether the evicted workload waits to run again (every reason but one)."""
+        return self is not EvictionReason.MAX_RUNTIME_EXCEEDED
 
 
 class PendingReason(StrEnum):
@@ -104,7 +111,8 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    """Evict and requeue `key`; `preemptor` names the workload the room was made for."""
+    """Evict `key`, requeued unless its reason finishes it (`EvictionReason.requeues`);
+    `preemptor` names the workload the room was made for."""
 
     key: str
     queue: str

@@ -41,6 +41,7 @@ class Queue:
     resources: dict[str, ResourceQuota] = field(default_factory=dict)
     order: int = 0
     max_min_runtime: float | None = None
+    max_runtime_ceiling: float | None = None
 
     def knobs(self, resource: str) -> ResourceQuota:
         """A resource the queue does not list has quota 0, no limit, weight 1."""
@@ -264,7 +265,9 @@ class Workload:
     count for an admitted workload (assumed or bound); `pod_set_placements` is the same split
     per pod set (in `pod_sets` order), needed to count heterogeneous pod sets exactly.
     `pods_ready` turns false while an admitted gang waits for its pods to run; `eligible_at`
-    is the earliest readmission after a pods-ready timeout (backoff).
+    is the earliest readmission after a pods-ready timeout (backoff). `max_runtime` bounds the
+    time it may run in all, its admissions added up: `ran_before` is what its earlier
+    admissions ran (a resumable job requeued by time-slicing would otherwise run for ever).
     """
 
     key: str
@@ -281,6 +284,8 @@ class Workload:
     pod_set_placements: tuple[Mapping[str, int], ...] = ()
     pods_ready: bool = True
     eligible_at: float = 0.0
+    max_runtime: float | None = None
+    ran_before: float = 0.0
     _total: dict[str, int] = field(init=False, repr=False, compare=False)
     _shape: ShapeKey = field(init=False, repr=False, compare=False)
 
@@ -318,13 +323,19 @@ class Workload:
         return Workload(self.key, self.queue, self.pod_sets, self.submitted_at, self.priority,
                         self.min_runtime, self.resumable, self.topology, Phase.ADMITTED, at,
                         merged_placement(per_pod_set), per_pod_set, self.pods_ready,
-                        self.eligible_at)
+                        self.eligible_at, self.max_runtime, self.ran_before)
 
     def protected_until(self) -> float | None:
         """End of the protected min runtime, or None when not running or unfunded."""
         if self.admitted_at is None or not self.funded:
             return None
         return self.admitted_at + self.min_runtime
+
+    def runs_out_at(self) -> float | None:
+        """When it reaches its maximum run time, or None when not running or unbounded."""
+        if self.admitted_at is None or self.max_runtime is None:
+            return None
+        return self.admitted_at + self.max_runtime - self.ran_before
 
 
 @dataclass(frozen=True, slots=True)

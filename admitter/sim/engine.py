@@ -16,9 +16,9 @@ change its answer. So the cycle runs at the first boundary at or after
    for the one fact nobody announces: usage sliding through the fair-share window.
 Without time-based fair share (window 0) this decides exactly what a cycle at every boundary
 would (`tests/sim/test_sim_properties.py`). A cycle is skipped when it could not matter:
-nothing pending and no cordoned node holding work. With no horizon the run ends once nothing
-runs, nothing new will arrive, and the last cycle after the last change admitted nothing; what
-is left is reported unfinished.
+nothing pending, no cordoned node holding work, and no running work at its maximum run time.
+With no horizon the run ends once nothing runs, nothing new will arrive, and the last cycle
+after the last change admitted nothing; what is left is reported unfinished.
 
 The core is kept between cycles (`IncrementalCore`): the loop tells it each submission,
 admission, eviction, finish and node change, so a cycle does not rebuild the waiting lists, the
@@ -192,12 +192,18 @@ class Simulation:
         boundary = self._boundary(at)
         self._due = boundary if self._due is None else min(self._due, boundary)
 
-    def _worth_cycling(self) -> bool:
+    def _worth_cycling(self, at: float) -> bool:
+        """Whether a cycle at `at` could decide anything: work waits, a cordoned node holds
+        work, or running work has reached its maximum run time."""
         if self._pending:
             return True
-        return bool(self._cordoned) and any(
-            not self._cordoned.isdisjoint(job.stints[-1].nodes) for job in self._running.values()
-        )
+        for job in self._running.values():
+            if self._cordoned and not self._cordoned.isdisjoint(job.stints[-1].nodes):
+                return True
+            runs_out = job.workload.runs_out_at()
+            if runs_out is not None and runs_out <= at:
+                return True
+        return False
 
     # -- events -----------------------------------------------------------------------------
 
@@ -221,7 +227,7 @@ class Simulation:
                 assert isinstance(payload, ClusterEvent)
                 self._cluster(payload, at)
             else:
-                if at == self._next_change and self._worth_cycling():
+                if at == self._next_change and self._worth_cycling(at):
                     self._request(at)
 
     def _submit(self, instance: Instance, at: float) -> None:
@@ -261,7 +267,7 @@ class Simulation:
         at = index * self._period
         self._due = None
         self._last_cycle = index
-        if not self._worth_cycling():
+        if not self._worth_cycling(at):
             return
         result = self._decide(self._core, at, self._ledger.usage(at),
                               self._ledger.short_gpus(at))
@@ -281,10 +287,15 @@ class Simulation:
         if job is None:
             raise SimulationError(f"the core evicted {eviction.key}, which is not running")
         self.accounting.hold(job.instance.pending, job.stints[-1].nodes, -1)
+        self._ledger.close(job.key, at)
+        if not eviction.reason.requeues:
+            job.stop_for_good(at, eviction.reason.value)
+            self._core.remove(job.key)
+            self._finished += 1
+            return
         lost = job.stop(at, eviction.reason.value, eviction.preemptor)
         self._core.put(job.workload)
         self._wasted += lost * job.instance.gpus
-        self._ledger.close(job.key, at)
         self._pending[job.key] = job
 
     def _admit(self, admission: Admission, at: float) -> None:

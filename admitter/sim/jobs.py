@@ -7,8 +7,9 @@ non-resumable one loses it, and the GPU time it had spent is counted as wasted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from admitter.core.model import Workload
 from admitter.sim.workloads import Instance
 
 
@@ -27,11 +28,13 @@ class Stint:
 class Job:
     """A submitted instance: pending, running, or finished."""
 
-    __slots__ = ("finished_at", "instance", "progress", "stints", "workload")
+    __slots__ = ("finished_at", "instance", "progress", "ran", "stints", "workload")
 
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
         self.progress = 0.0
+        self.ran = 0.0
+        """Seconds run over all its stints, what its maximum run time counts."""
         self.stints: list[Stint] = []
         self.finished_at: float | None = None
         self.workload = instance.pending
@@ -53,7 +56,7 @@ class Job:
 
     def start(self, now: float, pod_set_nodes: tuple[Mapping[str, int], ...]) -> float:
         """Run from `now` on the given nodes; returns when it will finish if not stopped."""
-        self.workload = self.instance.pending.admitted(
+        self.workload = self._waiting().admitted(
             now, tuple(dict(counts) for counts in pod_set_nodes))
         self.stints.append(Stint(now, dict(self.workload.placement)))
         return now + self.instance.duration - self.progress
@@ -62,15 +65,30 @@ class Job:
         """Evict and requeue; returns the seconds of progress lost (0 when resumable)."""
         stint = self._current()
         stint.end, stint.reason, stint.preemptor = now, reason, preemptor
-        self.workload = self.instance.pending
         ran = now - stint.start
+        self.ran += ran
+        self.workload = self._waiting()
         if self.instance.pending.resumable:
             self.progress += ran
             return 0.0
         return ran
 
+    def stop_for_good(self, now: float, reason: str) -> None:
+        """Stopped and never requeued (it ran its maximum run time): it ends unfinished."""
+        self.stop(now, reason, None)
+        self.finished_at = now
+
+    def _waiting(self) -> Workload:
+        """The core's view while it waits: what it ran before counts toward its maximum."""
+        pending = self.instance.pending
+        if pending.max_runtime is None or not self.ran:
+            return pending
+        return replace(pending, ran_before=self.ran)
+
     def finish(self, now: float) -> None:
-        self._current().end = now
+        stint = self._current()
+        stint.end = now
+        self.ran += now - stint.start
         self.finished_at = now
 
     def _current(self) -> Stint:

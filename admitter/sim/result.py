@@ -4,7 +4,9 @@ Every number is rounded to 6 decimals, keys are sorted and workloads listed in f
 the same file gives the same text whatever the seed. Waits are first start − submission;
 percentiles are nearest-rank (the smallest wait with at least p % of the started workloads at
 or below it) over workloads that started; those that never started are counted separately as
-`never_started`. Preemptions count every eviction: preempted, reclaimed and drained.
+`never_started`. Preemptions count every eviction it came back from: preempted, reclaimed,
+drained and timed out; a stop at its maximum run time ends a workload
+(`stopped_at_max_runtime`) and is no preemption.
 
 Owed is Ai2's (`owed`): the run's schedulable GPU-time water-filled by weight down the tree,
 each team capped by the funded work it submitted that could run. Delivered counts every run of
@@ -21,11 +23,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from admitter.core.decisions import EvictionReason
 from admitter.sim.engine import Outcome
-from admitter.sim.jobs import Job
+from admitter.sim.jobs import Job, Stint
 from admitter.sim.owed import owed_gpu_seconds, runnable_gpu_seconds
 
 HOUR = 3600.0
+STOPPED_FOR_GOOD = EvictionReason.MAX_RUNTIME_EXCEEDED.value
 Result = dict[str, Any]
 
 
@@ -55,14 +59,20 @@ def _waits(jobs: Sequence[Job]) -> dict[str, Any]:
     }
 
 
+def _requeued(job: Job) -> list[Stint]:
+    """The stints that ended in an eviction the job came back from (a stop at its maximum run
+    time ends it: no preemption)."""
+    return [s for s in job.stints if s.reason is not None and s.reason != STOPPED_FOR_GOOD]
+
+
 def _evictions(job: Job) -> int:
-    return sum(1 for stint in job.stints if stint.reason is not None)
+    return len(_requeued(job))
 
 
 def _workload(job: Job) -> dict[str, Any]:
     instance = job.instance
     start = job.first_start
-    stops = [s for s in job.stints if s.reason is not None]
+    stops = _requeued(job)
     return {
         "name": instance.key,
         "queue": instance.queue,
@@ -76,6 +86,7 @@ def _workload(job: Job) -> dict[str, Any]:
         "starts": [{"at_s": _r(s.start), "nodes": dict(sorted(s.nodes.items()))}
                    for s in job.stints],
         "stops": [{"at_s": _r(s.end), "reason": s.reason, "by": s.preemptor} for s in stops],
+        "stopped_at_max_runtime": bool(job.stints) and job.stints[-1].reason == STOPPED_FOR_GOOD,
     }
 
 

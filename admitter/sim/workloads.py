@@ -70,6 +70,7 @@ def expand(scenario: Scenario, seed: int) -> list[Instance]:
                 submitted_at=template.submit + i * template.every,
                 priority=template.priority,
                 min_runtime=template.min_runtime,
+                max_runtime=template.max_runtime,
                 resumable=template.resumable,
                 topology=topology,
             )

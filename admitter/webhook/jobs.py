@@ -12,14 +12,15 @@ namespace's default LocalQueue.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from admitter.api.base import check_requests
-from admitter.api.clusterqueue import ClusterQueue
+from admitter.api.clusterqueue import ClusterQueue, ClusterQueueSpec
 from admitter.api.contract import (
     ADMITTED_WORKLOAD_ANNOTATION,
+    MAX_RUNTIME_ANNOTATION,
     MIN_RUNTIME_ANNOTATION,
     QUEUE_LABEL,
     RESUMABLE_ANNOTATION,
@@ -28,7 +29,12 @@ from admitter.api.contract import (
     ContractError,
     parse_contract,
 )
-from admitter.api.convert import cluster_levels, core_queue, effective_max_min_runtime
+from admitter.api.convert import (
+    cluster_levels,
+    core_queue,
+    effective_max_min_runtime,
+    effective_max_runtime_ceiling,
+)
 from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
 from admitter.api.settings import UnlabelledWork
@@ -49,6 +55,7 @@ from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow,
 
 CONTRACT_ANNOTATIONS = (
     MIN_RUNTIME_ANNOTATION,
+    MAX_RUNTIME_ANNOTATION,
     RESUMABLE_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
@@ -78,9 +85,9 @@ class JobPolicy:
 
 async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
     """Suspend a queued Job at creation so no pod starts before admitter admits it, and write
-    its queue's `defaultMinRuntime` onto it when it declares no min runtime (so the user sees
-    the contract the Job runs under). An unlabelled Job in a namespace `unlabelledWork`
-    selects is labelled with the default LocalQueue first."""
+    its queue's `defaultMinRuntime` and `defaultMaxRuntime` onto it where it declares none (so
+    the user sees the contract the Job runs under). An unlabelled Job in a namespace
+    `unlabelledWork` selects is labelled with the default LocalQueue first."""
     if request.operation != "CREATE" or _part_of_queued_job(request.object):
         return allow()
     queue, patch = _queue(request.object), []
@@ -90,10 +97,10 @@ async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolic
             return allow()
         if await local_queue_named(request, queue, lookup) is None:
             return missing_default_queue(request, queue)
-        patch += add_to_metadata(request.object, "labels", QUEUE_LABEL, queue)
+        patch += add_to_metadata(request.object, "labels", {QUEUE_LABEL: queue})
     if not _suspended(request.object):
         patch += SUSPEND_PATCH
-    return allow(patch + await default_min_runtime_patch(request, queue, lookup, policy))
+    return allow(patch + await contract_defaults_patch(request, queue, lookup, policy))
 
 
 async def unlabelled_queue(request: AdmissionRequest, lookup: Lookup,
@@ -127,48 +134,70 @@ def missing_default_queue(request: AdmissionRequest, queue: str) -> Verdict:
         "object with a LocalQueue that exists"))])
 
 
-async def default_min_runtime_patch(request: AdmissionRequest, queue: str, lookup: Lookup,
-                                    policy: JobPolicy) -> JsonPatch:
-    """The queue's `defaultMinRuntime` as the object's min-runtime annotation, when it
-    declares none."""
-    if MIN_RUNTIME_ANNOTATION in _annotations(request.object):
+async def contract_defaults_patch(request: AdmissionRequest, queue: str, lookup: Lookup,
+                                  policy: JobPolicy) -> JsonPatch:
+    """The queue's `defaultMinRuntime` and `defaultMaxRuntime` as the object's min-runtime and
+    max-runtime annotations, each where it declares none."""
+    declared = _annotations(request.object)
+    if MIN_RUNTIME_ANNOTATION in declared and MAX_RUNTIME_ANNOTATION in declared:
         return []
-    default = await _default_min_runtime(request.namespace, queue, lookup, policy)
-    if default is None:
-        return []
-    return add_to_metadata(request.object, "annotations", MIN_RUNTIME_ANNOTATION,
-                           format_duration(default))
+    defaults = await _contract_defaults(request.namespace, queue, lookup, policy)
+    added = {annotation: format_duration(value) for annotation, value in defaults.items()
+             if value is not None and annotation not in declared}
+    return add_to_metadata(request.object, "annotations", added)
 
 
-async def _default_min_runtime(namespace: str, queue: str, lookup: Lookup,
-                               policy: JobPolicy) -> float | None:
-    """The nearest `defaultMinRuntime` on the LocalQueue's ClusterQueue path, within the
-    effective cap; None when the queue or every default is missing."""
+async def _contract_defaults(namespace: str, queue: str, lookup: Lookup,
+                             policy: JobPolicy) -> dict[str, float | None]:
+    """The nearest `defaultMinRuntime` and `defaultMaxRuntime` on the LocalQueue's
+    ClusterQueue path, each within its effective cap, by annotation; None where the queue or
+    every default is missing."""
     local_queue = next((lq for lq in await lookup.local_queues(namespace)
                         if lq.metadata.name == queue), None)
     if local_queue is None:
-        return None  # the validating webhook says why
+        return {}  # the validating webhook says why
     cluster_queues = await lookup.cluster_queues()
     specs = {cq.metadata.name: cq.spec for cq in cluster_queues}
-    name: str | None = local_queue.spec.cluster_queue
+    leaf = local_queue.spec.cluster_queue
+    default_min = _nearest_spec(specs, leaf, lambda spec: spec.default_min_runtime)
+    default_max = _nearest_spec(specs, leaf, lambda spec: spec.default_max_runtime)
+    cap, ceiling = bounds(cluster_queues, leaf, policy)
+    if default_min is not None:
+        default_min = min(default_min, cap)
+    if default_max is not None and ceiling is not None:
+        default_max = min(default_max, ceiling)
+    return {MIN_RUNTIME_ANNOTATION: default_min, MAX_RUNTIME_ANNOTATION: default_max}
+
+
+def _nearest_spec(specs: Mapping[str, ClusterQueueSpec], leaf: str,
+                  value: Callable[[ClusterQueueSpec], float | None]) -> float | None:
+    """A default a ClusterQueue inherits: its own, else the nearest ancestor's (the specs may
+    be mid-edit: a missing parent or a cycle ends the walk)."""
+    name: str | None = leaf
     seen: set[str] = set()
     while name is not None and name in specs and name not in seen:
         seen.add(name)
-        default = specs[name].default_min_runtime
-        if default is not None:
-            cap = _effective_cap(cluster_queues, local_queue.spec.cluster_queue,
-                                 policy.max_min_runtime)
-            return min(default, cap)
+        found = value(specs[name])
+        if found is not None:
+            return found
         name = specs[name].parent
     return None
 
 
-def add_to_metadata(obj: Job, section: str, key: str, value: str) -> JsonPatch:
-    """A JSON patch setting one label or annotation (`section`), the map made if missing."""
+def add_to_metadata(obj: Job, section: str, values: Mapping[str, str]) -> JsonPatch:
+    """A JSON patch setting labels or annotations (`section`), the map made if missing (in
+    one operation: a second `add` of the map would replace the first)."""
+    if not values:
+        return []
     if not (obj.get("metadata") or {}).get(section):
-        return [{"op": "add", "path": f"/metadata/{section}", "value": {key: value}}]
-    escaped = key.replace("~", "~0").replace("/", "~1")
-    return [{"op": "add", "path": f"/metadata/{section}/{escaped}", "value": value}]
+        return [{"op": "add", "path": f"/metadata/{section}", "value": dict(values)}]
+    return [{"op": "add", "path": f"/metadata/{section}/{_escaped(key)}", "value": value}
+            for key, value in values.items()]
+
+
+def _escaped(key: str) -> str:
+    """A map key as a JSON-pointer segment."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
@@ -438,32 +467,38 @@ async def contract_problem(
     policy: JobPolicy,
 ) -> str | None:
     """The contract error, reading only the objects the present annotations need."""
-    cap = policy.max_min_runtime
-    if local_queue is not None and MIN_RUNTIME_ANNOTATION in annotations:
-        cap = _effective_cap(
-            await lookup.cluster_queues(), local_queue.spec.cluster_queue, policy.max_min_runtime
-        )
+    cap, ceiling = policy.max_min_runtime, None
+    if local_queue is not None and (MIN_RUNTIME_ANNOTATION in annotations
+                                    or MAX_RUNTIME_ANNOTATION in annotations):
+        cap, ceiling = bounds(await lookup.cluster_queues(), local_queue.spec.cluster_queue,
+                               policy)
     levels = None
     if TOPOLOGY_REQUIRED_ANNOTATION in annotations or TOPOLOGY_PREFERRED_ANNOTATION in annotations:
         levels = cluster_levels({t.metadata.name: t.spec.label_keys()
                                  for t in await lookup.topologies()})
     try:
-        parse_contract(annotations, max_min_runtime=cap,
+        parse_contract(annotations, max_min_runtime=cap, max_runtime_ceiling=ceiling,
                        topology_levels=None if levels is None else list(levels))
     except ContractError as error:
         return str(error)
     return None
 
 
-def _effective_cap(cluster_queues: list[ClusterQueue], leaf: str, default: float) -> float:
-    """The nearest maxMinRuntime on the leaf's path; the default when the tree is incomplete."""
+def bounds(cluster_queues: list[ClusterQueue], leaf: str,
+            policy: JobPolicy) -> tuple[float, float | None]:
+    """The nearest maxMinRuntime (else the settings') and maxRuntimeCeiling (else none) on
+    the leaf's path; the settings' and none when the tree is incomplete."""
+    default = policy.max_min_runtime
     try:
         tree = QueueTree(
             core_queue(cq.metadata.name, cq.spec, order) for order, cq in enumerate(cluster_queues)
         )
     except QueueTreeError:
-        return default
-    return effective_max_min_runtime(tree, leaf, default) if leaf in tree else default
+        return default, None
+    if leaf not in tree:
+        return default, None
+    return (effective_max_min_runtime(tree, leaf, default),
+            effective_max_runtime_ceiling(tree, leaf))
 
 
 def _contract_changed(new: Job, old: Job) -> bool:

@@ -19,8 +19,8 @@ from admitter.webhook.jobs import (
     Problem,
     add_to_metadata,
     admitted_mark_problems,
+    contract_defaults_patch,
     contract_problem,
-    default_min_runtime_patch,
     local_queue_named,
     missing_default_queue,
     unlabelled_queue,
@@ -57,13 +57,13 @@ async def mutate_pod(request: AdmissionRequest, lookup: Lookup, policy: JobPolic
         return deny_problems(request.display_name, problems)
     patch: JsonPatch = []
     if QUEUE_LABEL not in (pod["metadata"].get("labels") or {}):
-        patch += add_to_metadata(pod, "labels", QUEUE_LABEL, queue)
+        patch += add_to_metadata(pod, "labels", {QUEUE_LABEL: queue})
     if not is_gated(pod):
         gate = {"name": ADMISSION_GATE}
         patch += ([{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
                   if pod["spec"].get("schedulingGates") else
                   [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}])
-    return allow(patch + await default_min_runtime_patch(request, queue, lookup, policy))
+    return allow(patch + await contract_defaults_patch(request, queue, lookup, policy))
 
 
 def validate_pod(request: AdmissionRequest, policy: JobPolicy) -> Verdict:

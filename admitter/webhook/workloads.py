@@ -15,7 +15,7 @@ from admitter.api.duration import format_duration
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
 from admitter.core.model import is_funded
-from admitter.webhook.jobs import JobPolicy, _effective_cap
+from admitter.webhook.jobs import JobPolicy, bounds
 from admitter.webhook.lookup import Lookup
 
 Problem = tuple[str, str]
@@ -24,7 +24,8 @@ Problem = tuple[str, str]
 async def reference_problems(
     workload: Workload, lookup: Lookup, policy: JobPolicy
 ) -> list[Problem]:
-    """Unknown LocalQueue, a min runtime above its queue's cap, topology levels no Topology has."""
+    """Unknown LocalQueue, a min runtime above its queue's cap or a maximum run time above its
+    ceiling, topology levels no Topology has."""
     spec, namespace = workload.spec, workload.metadata.namespace or ""
     problems: list[Problem] = []
     local_queues = {lq.metadata.name: lq for lq in await lookup.local_queues(namespace, True)}
@@ -35,13 +36,18 @@ async def reference_problems(
             f"LocalQueue {spec.queue_name!r} does not exist in namespace {namespace!r} "
             f"(existing: {existing})"
         )))
-    elif is_funded(spec.min_runtime):
+    elif is_funded(spec.min_runtime) or spec.max_runtime is not None:
         leaf = local_queue.spec.cluster_queue
-        cap = _effective_cap(await lookup.cluster_queues(), leaf, policy.max_min_runtime)
+        cap, ceiling = bounds(await lookup.cluster_queues(), leaf, policy)
         if spec.min_runtime > cap:
             problems.append(("spec.minRuntime", (
                 f"{format_duration(spec.min_runtime)} is above maxMinRuntime "
                 f"{format_duration(cap)} of ClusterQueue {leaf!r}"
+            )))
+        if spec.max_runtime is not None and ceiling is not None and spec.max_runtime > ceiling:
+            problems.append(("spec.maxRuntime", (
+                f"{format_duration(spec.max_runtime)} is above maxRuntimeCeiling "
+                f"{format_duration(ceiling)} of ClusterQueue {leaf!r}"
             )))
     if spec.topology is not None:
         problems += _topology_problems(

@@ -14,6 +14,7 @@ from typing import Any, Self
 
 from admitter.api.base import API_VERSION
 from admitter.api.contract import (
+    MAX_RUNTIME_ANNOTATION,
     MIN_RUNTIME_ANNOTATION,
     QUEUE_LABEL,
     RESUMABLE_ANNOTATION,
@@ -118,6 +119,10 @@ class JobWrapper:
     def min_runtime(self, value: str | None) -> Self:
         """The min-runtime annotation; None: none (unfunded, or the queue's default)."""
         return self.annotation(MIN_RUNTIME_ANNOTATION, value)
+
+    def max_runtime(self, value: str | None) -> Self:
+        """The maximum run time annotation; None: none declared."""
+        return self.annotation(MAX_RUNTIME_ANNOTATION, value)
 
     def resumable(self) -> Self:
         return self.annotation(RESUMABLE_ANNOTATION, "true")

@@ -51,9 +51,14 @@ class World:
     def cycle(self, now: float) -> CycleResult:
         result = run_cycle(self.snapshot(now))
         for eviction in result.evictions:
+            if not eviction.reason.requeues:
+                del self.workloads[eviction.key]
+                continue
+            was = self.workloads[eviction.key]
+            ran = 0.0 if was.admitted_at is None else now - was.admitted_at
             self.workloads[eviction.key] = replace(
-                self.workloads[eviction.key], phase=Phase.PENDING, admitted_at=None,
-                placement={}, pod_set_placements=())
+                was, phase=Phase.PENDING, admitted_at=None, placement={},
+                pod_set_placements=(), ran_before=was.ran_before + ran)
         for admission in result.admissions:
             self.workloads[admission.key] = replace(
                 self.workloads[admission.key], phase=Phase.ADMITTED, admitted_at=now,

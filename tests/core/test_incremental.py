@@ -34,12 +34,13 @@ WINDOWED = CycleSettings(fair_share=FairShareSettings(window=86400.0), starvatio
 def _workload(draw: st.DrawFn, key: str, queues: int, at: float) -> Workload:
     leaf = f"q{draw(st.integers(0, queues - 1))}" if draw(st.integers(0, 9)) else "org"
     min_runtime = float(draw(st.sampled_from([0, 0, 300, 900, 3600])))
+    max_runtime = draw(st.sampled_from([None, None, None, min_runtime + 600.0]))
     if draw(st.booleans()):
-        return job(key, leaf, gpus=draw(st.integers(1, 8)), pods=draw(st.integers(1, 3)),
+        return replace(job(key, leaf, gpus=draw(st.integers(1, 8)), pods=draw(st.integers(1, 3)),
                    at=at, min_runtime=min_runtime, priority=draw(st.sampled_from([0, 10, 100])),
                    resumable=draw(st.booleans()),
                    required=draw(st.sampled_from([None, RACK, HOSTNAME])),
-                   preferred=draw(st.sampled_from([None, RACK])))
+                   preferred=draw(st.sampled_from([None, RACK]))), max_runtime=max_runtime)
     # Explicit pod sets, one naming a resource with amount 0 that no node has: fair share
     # divides it all the same, while a funded workload names it.
     return workload(key, gang(1, draw(st.integers(1, 4)), name="launcher"),
@@ -87,7 +88,10 @@ def _same(incremental: CycleResult, reference: CycleResult) -> None:
 
 def _apply(core: IncrementalCore, world: World, result: CycleResult) -> None:
     for key in [e.key for e in result.evictions] + [a.key for a in result.admissions]:
-        core.put(world.workloads[key])
+        if key in world.workloads:
+            core.put(world.workloads[key])
+        else:  # stopped for good at its maximum run time
+            core.remove(key)
 
 
 @EQUIVALENCE

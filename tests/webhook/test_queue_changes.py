@@ -62,6 +62,47 @@ async def test_no_default_is_written_when_the_job_declares_one_or_none_applies(o
     assert await mutated(obj, lookup) == []
 
 
+MAX_RUNTIME = "admitter.dev/max-runtime"
+
+
+def with_max_runtime(default: str, ceiling: str | None = None) -> FakeLookup:
+    """org (defaultMaxRuntime `default`) → team-a (maxRuntimeCeiling `ceiling`)."""
+    return FakeLookup([
+        cluster_queue("org", defaultMaxRuntime=default),
+        cluster_queue("team-a", parent="org", maxRuntimeCeiling=ceiling),
+        local_queue("team-a", namespace=NAMESPACE),
+    ])
+
+
+async def test_a_job_without_a_maximum_gets_its_queues_default_capped_by_the_ceiling():
+    assert await mutated(job(suspend=True), with_max_runtime("12h", "8h")) == [
+        {"op": "add", "path": "/metadata/annotations", "value": {MAX_RUNTIME: "8h"}}]
+
+
+async def test_both_defaults_are_written_in_one_map_when_the_job_has_no_annotations():
+    lookup = FakeLookup([
+        cluster_queue("org", defaultMaxRuntime="1d"),
+        cluster_queue("team-a", parent="org", defaultMinRuntime="30m"),
+        local_queue("team-a", namespace=NAMESPACE),
+    ])
+    assert await mutated(job(suspend=True), lookup) == [
+        {"op": "add", "path": "/metadata/annotations",
+         "value": {MIN_RUNTIME: "30m", MAX_RUNTIME: "1d"}}]
+
+
+async def test_a_declared_maximum_is_kept():
+    declared = job(suspend=True, annotations={MAX_RUNTIME: "1h"})
+    assert await mutated(declared, with_max_runtime("12h")) == []
+
+
+async def test_a_maximum_above_the_queues_ceiling_is_refused_at_creation():
+    verdict = await validate_job(request(job(suspend=True, annotations={MAX_RUNTIME: "9h"})),
+                                 with_max_runtime("1h", "8h"), POLICY)
+    assert not verdict.allowed
+    assert ("metadata.annotations: annotation admitter.dev/max-runtime='9h' is above the "
+            "queue's maxRuntimeCeiling 8h; ask for at most that") in verdict.message
+
+
 def admitted_workload(old: dict, cluster_queue_name: str = "team-a") -> dict:
     return {"kind": "Workload", "metadata": {"name": workload_name(old), "namespace": NAMESPACE},
             "status": {"admission": {"clusterQueue": cluster_queue_name}}}
