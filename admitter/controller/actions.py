@@ -21,19 +21,21 @@ from admitter.api.workload import (
     CONDITION_QUOTA_RESERVED,
     Reason,
 )
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import (
+from admitter.core.decisions import Admission
+from admitter.core.model import GPU, is_funded
+from admitter.jobs.interface import ClearsStartTime
+from admitter.jobs.registry import job_of, reader_of
+from admitter.jobs.workloads import resource_of
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import (
+    Obj,
     condition,
     evicting,
     format_time,
     narrower_domains,
     parse_time,
 )
-from admitter.core.decisions import Admission
-from admitter.core.model import GPU, is_funded
-from admitter.jobs.interface import ClearsStartTime, GenericJob
-from admitter.jobs.registry import job_of, reader_of
 
 BACKOFF_BASE = 60.0
 BACKOFF_CAP = 3600.0
@@ -244,17 +246,6 @@ class Actions:
             "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0))
             + charged_seconds(wl, now),
         })
-
-
-def resource_of(kind: GenericJob) -> kube.Kind:
-    """Where objects of a job kind live in the REST API."""
-    return kube.Kind(kind.api_version, kind.plural, True)
-
-
-def runtime_resource(runtime_kind: tuple[str, str, str, bool]) -> kube.Kind:
-    """Where objects of a runtime kind (`ReadsRuntimes.runtime_kinds`) live in the REST API."""
-    _, api_version, plural, namespaced = runtime_kind
-    return kube.Kind(api_version, plural, namespaced)
 
 
 def finish_reason(job: Obj) -> tuple[Reason, str]:

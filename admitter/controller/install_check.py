@@ -25,11 +25,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from prometheus_client import Gauge
 
-from admitter.controller import kube
-from admitter.controller.events import EventRecorder
-from admitter.controller.informer import Informer
-from admitter.controller.kube import Kube, Obj
-from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.events import EventRecorder
+from admitter.kube.informer import Informer
+from admitter.kube.names import CA_FILE, WEBHOOK_CONFIGURATION
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 PROBLEM_KINDS = (MISSING_CONFIGURATION, MISSING_WEBHOOK, UNEXPECTED_WEBHOOK, DIFFERENT_FIELD,

@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 LEASE_ERRORS: tuple[type[BaseException], ...] = (ApiException, *kube.CONNECTION_ERRORS)

@@ -8,11 +8,11 @@ frees quota (a Job finished) would leave GPUs idle for a whole sweep.
 
 from __future__ import annotations
 
-from admitter.controller.kube import Obj
 from admitter.controller.plain_pods import wakes_when_idle
-from admitter.controller.translate import job_ended
 from admitter.core.decisions import CycleResult
 from admitter.jobs.registry import SUSPENDABLE
+from admitter.jobs.workloads import job_ended
+from admitter.kube.objects import Obj
 
 DEBOUNCE = 0.2
 SWEEP_EVERY = 30.0

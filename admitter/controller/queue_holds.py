@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workload import Reason
-from admitter.controller import kube
-from admitter.controller.informer import Key, key_of
-from admitter.controller.kube import Kube, Obj
 from admitter.core.decisions import Admission
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.informer import Key, key_of
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 IN_USE_FINALIZER = "admitter.dev/resource-in-use"

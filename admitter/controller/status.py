@@ -25,14 +25,14 @@ from admitter.api.workload import (
     CONDITION_QUOTA_RESERVED,
     MAX_BLOCKERS_SHOWN,
 )
-from admitter.controller import kube
 from admitter.controller.actions import with_condition
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import Holdings, active_condition, outside_tree_condition
-from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, CycleSettings, Pending
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.usage import HOUR, UsageLedger
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition, format_time, parse_time
 
 log = logging.getLogger(__name__)
 

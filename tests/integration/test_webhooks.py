@@ -29,11 +29,11 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.cli import main
 from admitter.commands.certs import install, mint, write
+from admitter.kube.names import CONTROLLER_USERNAME, NAMESPACE, SECRET
 from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
 from admitter.webhook.jobs import ADMITTED_WORKLOAD_ANNOTATION
 from admitter.webhook.lookup import ApiLookup
-from admitter.webhook.names import CONTROLLER_USERNAME, NAMESPACE, SECRET
 from admitter.webhook.server import start_webhook_server
 
 from builders.kube import JobWrapper

@@ -1,6 +1,6 @@
 """A thin JSON client over kubernetes_asyncio's ApiClient.
 
-The controller works on plain dicts (the API's own JSON) rather than generated model classes:
+admitter works on plain dicts (the API's own JSON) rather than generated model classes:
 one code path for core kinds and admitter's CRDs, no (de)serialisation cost on every watch
 event, and patches that say exactly which fields they touch.
 """
@@ -20,9 +20,9 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.base import GROUP, VERSION
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 WRITE_CONCURRENCY = 16
 REQUEST_TIMEOUT = 30.0
 """Seconds a request may take in all: without a bound, a request to an API server that was

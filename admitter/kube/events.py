@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import format_time
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, format_time
 
 log = logging.getLogger(__name__)
 REPEAT_AFTER = 300.0
