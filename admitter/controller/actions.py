@@ -38,7 +38,13 @@ from admitter.kube.objects import (
 )
 
 BACKOFF_BASE = 60.0
+"""Seconds a Workload evicted because its pods were not ready in time waits before it may be
+admitted again, doubled with each eviction it has had (`evictionCount`): Kueue's
+`requeuingStrategy.backoffBaseSeconds` default, so a job that cannot start (an image that
+never pulls, a node that never readies its pods) stops taking GPUs from work that can."""
 BACKOFF_CAP = 3600.0
+"""The longest such wait, Kueue's `backoffMaxSeconds` default: from its seventh eviction on, a
+broken job is retried hourly, which keeps it visible without letting it churn GPUs."""
 
 
 def with_condition(conditions: list[Obj], kind: str, status: str, reason: str, message: str,

@@ -15,6 +15,10 @@ from admitter.jobs.workloads import job_ended
 from admitter.kube.objects import Obj
 
 DEBOUNCE = 0.2
+"""Seconds a pass waits after the first change wakes it: a kubectl apply of many Jobs, or one
+pass's own writes coming back as watch events, arrive over a few hundred milliseconds and are
+then decided in one pass instead of one pass each. Short beside the admission latency a user
+notices (a second), long beside the milliseconds between the events of one burst."""
 SWEEP_EVERY = 30.0
 """Seconds between passes that check every Job, not only those whose objects changed (a
 write that failed leaves no change behind to be seen)."""

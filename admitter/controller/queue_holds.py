@@ -27,6 +27,9 @@ from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 IN_USE_FINALIZER = "admitter.dev/resource-in-use"
+"""Kept on a queue while Workloads are admitted through it (as Kueue's
+`kueue.k8s.io/resource-in-use`), so a deleted queue goes only once nothing it admitted still
+runs on its quota."""
 NAMED = 3
 """Workloads a waiting queue's message names; the rest are counted."""
 
