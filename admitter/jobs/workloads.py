@@ -24,6 +24,8 @@ from admitter.kube.objects import Obj, placement_constraints, pod_requests
 JOB_NAME_LABEL = "admitter.dev/job-name"
 """On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
 (its Job deleted with `--cascade=orphan`)."""
+
+
 def workload_name(owner: Obj) -> str:
     """Stable and unique per job object: `<kind's prefix>-<name>-<5 hex of uid>` (`job-…`,
     `jobset-…`), at most 63 chars."""
