@@ -26,11 +26,11 @@ sys.path.insert(0, str(ROOT / "tests" / "controller"))
 from fake_api import CLOCK, FakeApi, add, reconciler, team, workload
 
 from admitter.api.workload import CONDITION_FINISHED, Reason
-from admitter.controller import kube
 from admitter.controller.snapshot import Translations, build_view
 from admitter.controller.status import StatusWriter
-from admitter.controller.translate import format_time
 from admitter.core.decisions import Pending, PendingReason
+from admitter.kube import client as kube
+from admitter.kube.objects import format_time
 
 
 def least_ms(work: Callable[[], object], batches: int = 5, per_batch: int = 10) -> float:

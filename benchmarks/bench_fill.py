@@ -46,8 +46,9 @@ from controller_process import ControllerProcess, ControllerStats, describe
 from rich.console import Console
 from rich.table import Table
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 from admitter.testing import GPU_RESOURCE
 from admitter.testing.in_process import background
 

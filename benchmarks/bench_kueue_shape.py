@@ -51,9 +51,9 @@ from rich.table import Table
 
 from admitter.api.base import API_VERSION as ADMITTER_API
 from admitter.api.workload import CONDITION_FINISHED, Reason
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import is_true
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, is_true
 from admitter.testing.in_process import background
 
 from builders.kube import JobWrapper, cluster_queue

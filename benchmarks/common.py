@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the builders package the tests use (tests/builders)
 
-from admitter.controller import kube  # noqa: E402
-from admitter.controller.kube import Kind, Kube, Obj  # noqa: E402
+from admitter.kube import client as kube  # noqa: E402
+from admitter.kube.client import Kind, Kube, Obj  # noqa: E402
 from admitter.testing import GpuNodeLayout, LocalCluster  # noqa: E402
 
 from builders.kube import leaf_queue, namespace  # noqa: E402

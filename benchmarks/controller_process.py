@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from admitter.controller.kube import Kube, Obj  # noqa: E402
+from admitter.kube.client import Kube, Obj  # noqa: E402
 
 ADMIN_USER = "admitter-admin"
 """The local cluster's admin identity, which the benchmarks' controller uses."""

@@ -23,7 +23,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter import pki
-from admitter.webhook.names import (
+from admitter.kube.names import (
     CA_FILE,
     CERT_FILE,
     KEY_FILE,

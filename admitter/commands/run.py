@@ -18,12 +18,12 @@ from pydantic import ValidationError
 from admitter.api.errors import InputError
 from admitter.api.settings import Settings
 from admitter.controller.install_check import InstallCheck
-from admitter.controller.kube import Kube
 from admitter.controller.leader import Elector
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
+from admitter.kube.client import Kube
+from admitter.kube.names import CA_FILE, CONTROLLER_USERNAME
 from admitter.webhook.lookup import ApiLookup, SharedReads
-from admitter.webhook.names import CA_FILE, CONTROLLER_USERNAME
 from admitter.webhook.registration import (
     endpoint_client_config,
     register_url_webhooks,

@@ -11,7 +11,8 @@ import yaml
 
 from admitter.api.errors import InputError
 from admitter.commands.run import load_settings
-from admitter.webhook.registration import Obj, endpoint_client_config, webhook_configurations
+from admitter.kube.objects import Obj
+from admitter.webhook.registration import endpoint_client_config, webhook_configurations
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -21,22 +21,30 @@ from admitter.api.workload import (
     CONDITION_QUOTA_RESERVED,
     Reason,
 )
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import (
+from admitter.core.decisions import Admission, EvictionReason
+from admitter.core.model import GPU, is_funded
+from admitter.jobs.interface import ClearsStartTime
+from admitter.jobs.registry import job_of, reader_of
+from admitter.jobs.workloads import resource_of
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import (
+    Obj,
     condition,
     evicting,
     format_time,
     narrower_domains,
     parse_time,
 )
-from admitter.core.decisions import Admission, EvictionReason
-from admitter.core.model import GPU, is_funded
-from admitter.jobs.interface import ClearsStartTime, GenericJob
-from admitter.jobs.registry import job_of, reader_of
 
 BACKOFF_BASE = 60.0
+"""Seconds a Workload evicted because its pods were not ready in time waits before it may be
+admitted again, doubled with each eviction it has had (`evictionCount`): Kueue's
+`requeuingStrategy.backoffBaseSeconds` default, so a job that cannot start (an image that
+never pulls, a node that never readies its pods) stops taking GPUs from work that can."""
 BACKOFF_CAP = 3600.0
+"""The longest such wait, Kueue's `backoffMaxSeconds` default: from its seventh eviction on, a
+broken job is retried hourly, which keeps it visible without letting it churn GPUs."""
 
 
 def with_condition(conditions: list[Obj], kind: str, status: str, reason: str, message: str,
@@ -255,17 +263,6 @@ class Actions:
             "admission": None, "conditions": conditions,
             "chargedGpuSeconds": float(status.get("chargedGpuSeconds", 0.0)) + charged,
         })
-
-
-def resource_of(kind: GenericJob) -> kube.Kind:
-    """Where objects of a job kind live in the REST API."""
-    return kube.Kind(kind.api_version, kind.plural, True)
-
-
-def runtime_resource(runtime_kind: tuple[str, str, str, bool]) -> kube.Kind:
-    """Where objects of a runtime kind (`ReadsRuntimes.runtime_kinds`) live in the REST API."""
-    _, api_version, plural, namespaced = runtime_kind
-    return kube.Kind(api_version, plural, namespaced)
 
 
 def finish_reason(job: Obj) -> tuple[Reason, str]:

@@ -27,8 +27,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from admitter.controller.informer import Informer, Key, key_of
-from admitter.controller.kube import Obj
+from admitter.kube.informer import Informer, Key, key_of
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 IN_FLIGHT = 32

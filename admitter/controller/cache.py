@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import cluster_levels
 from admitter.api.workload import CONDITION_FINISHED
-from admitter.controller import kube
-from admitter.controller.actions import resource_of, runtime_resource
-from admitter.controller.informer import Informer, Key, StoreWatcher, key_of
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
-from admitter.controller.translate import is_true, job_owner
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.interface import ReadsRuntimes
 from admitter.jobs.registry import SUSPENDABLE, job_of, reader_of
+from admitter.jobs.workloads import job_owner, resource_of, runtime_resource
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.informer import Informer, Key, StoreWatcher, key_of
+from admitter.kube.objects import Obj, is_true
 
 
 def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None]) -> dict[str, Informer]:

@@ -19,10 +19,10 @@ from admitter.api.contract import (
 )
 from admitter.api.quantity import kube_base_units
 from admitter.api.workload import CONDITION_FINISHED
-from admitter.controller.kube import Obj
-from admitter.controller.translate import evicting, is_true, job_ended, pod_requests
 from admitter.jobs.interface import ClearsStartTime
 from admitter.jobs.registry import job_of, reader_of
+from admitter.jobs.workloads import job_ended
+from admitter.kube.objects import Obj, evicting, is_true, pod_requests
 
 
 class Step(Enum):

@@ -25,20 +25,24 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from prometheus_client import Gauge
 
-from admitter.controller import kube
-from admitter.controller.events import EventRecorder
-from admitter.controller.informer import Informer
-from admitter.controller.kube import Kube, Obj
-from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.events import EventRecorder
+from admitter.kube.informer import Informer
+from admitter.kube.names import CA_FILE, WEBHOOK_CONFIGURATION
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 PROBLEM_KINDS = (MISSING_CONFIGURATION, MISSING_WEBHOOK, UNEXPECTED_WEBHOOK, DIFFERENT_FIELD,
                  CA_BUNDLE) = ("missing_configuration", "missing_webhook", "unexpected_webhook",
                                "different_field", "ca_bundle")
+"""The values of the `admitter_install_problems` gauge's `kind` label, each reported (0 when
+absent) so an alert can name which kind appeared."""
 RECHECK_EVERY = 30.0
 """Seconds between checks without a change: the CA file rotates without a watch event, and a
 replica that just became the leader announces what it finds."""
 FIX = "render what the settings need: admitter webhooks --config SETTINGS | kubectl apply -f -"
+"""Ends every problem's log line and Event: the one command that mends any of them."""
 HOOK_DEFAULTS: Obj = {"failurePolicy": "Fail", "matchPolicy": "Equivalent",
                       "namespaceSelector": {}, "objectSelector": {}, "timeoutSeconds": 10}
 """What the API server writes into a webhook that leaves these fields out (v1)."""

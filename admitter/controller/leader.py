@@ -24,11 +24,14 @@ from datetime import UTC, datetime
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 LEASE_ERRORS: tuple[type[BaseException], ...] = (ApiException, *kube.CONNECTION_ERRORS)
+"""What a Lease read or write may fail with and be tried again at the next renewal: an answer
+from the API server (a conflict with another replica) or no answer at all."""
 
 
 def _micro_time(seconds: float) -> str:

@@ -10,12 +10,12 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workload import Reason
-from admitter.controller import kube
-from admitter.controller.actions import resource_of
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.pacing import SWEEP_EVERY
-from admitter.controller.translate import job_owner
 from admitter.jobs.registry import SUSPENDABLE
+from admitter.jobs.workloads import job_owner, resource_of
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 
 Isolated = Callable[[str, Obj, Coroutine[Any, Any, None]], Coroutine[Any, Any, bool]]
 Finish = Callable[[Obj, Obj | None, str, str, float], Coroutine[Any, Any, None]]

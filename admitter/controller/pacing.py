@@ -8,13 +8,17 @@ frees quota (a Job finished) would leave GPUs idle for a whole sweep.
 
 from __future__ import annotations
 
-from admitter.controller.kube import Obj
 from admitter.controller.plain_pods import wakes_when_idle
-from admitter.controller.translate import job_ended
 from admitter.core.decisions import CycleResult
 from admitter.jobs.registry import SUSPENDABLE
+from admitter.jobs.workloads import job_ended
+from admitter.kube.objects import Obj
 
 DEBOUNCE = 0.2
+"""Seconds a pass waits after the first change wakes it: a kubectl apply of many Jobs, or one
+pass's own writes coming back as watch events, arrive over a few hundred milliseconds and are
+then decided in one pass instead of one pass each. Short beside the admission latency a user
+notices (a second), long beside the milliseconds between the events of one burst."""
 SWEEP_EVERY = 30.0
 """Seconds between passes that check every Job, not only those whose objects changed (a
 write that failed leaves no change behind to be seen)."""

@@ -15,19 +15,13 @@ from typing import Any
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 from admitter.api.workload import CONDITION_FINISHED, Reason
-from admitter.controller import kube
 from admitter.controller.cache import Caches
-from admitter.controller.informer import Key, StoreWatcher, key_of
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import (
-    ADMISSION_GATE,
-    TERMINAL_POD_PHASES,
-    is_gated,
-    is_true,
-    job_owner,
-    pod_workload_name,
-)
 from admitter.jobs.interface import pin_to_domain
+from admitter.jobs.workloads import job_owner, pod_workload_name
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.informer import Key, StoreWatcher, key_of
+from admitter.kube.objects import ADMISSION_GATE, TERMINAL_POD_PHASES, Obj, is_gated, is_true
 
 
 class PodStep(Enum):

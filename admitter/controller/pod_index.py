@@ -20,11 +20,11 @@ from typing import NamedTuple, TypeVar
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
 from admitter.api.quantity import to_base_units
-from admitter.controller.informer import Key, StoreWatcher, key_of
-from admitter.controller.kube import Obj
-from admitter.controller.translate import TERMINAL_POD_PHASES, job_owner, pod_requests
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.jobs.registry import POD_LABELS
+from admitter.jobs.workloads import job_owner
+from admitter.kube.informer import Key, StoreWatcher, key_of
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, pod_requests
 
 JobKey = tuple[str, str, str]
 """(kind, namespace, name) of a job."""

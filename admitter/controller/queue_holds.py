@@ -19,13 +19,17 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workload import Reason
-from admitter.controller import kube
-from admitter.controller.informer import Key, key_of
-from admitter.controller.kube import Kube, Obj
 from admitter.core.decisions import Admission
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.informer import Key, key_of
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 IN_USE_FINALIZER = "admitter.dev/resource-in-use"
+"""Kept on a queue while Workloads are admitted through it (as Kueue's
+`kueue.k8s.io/resource-in-use`), so a deleted queue goes only once nothing it admitted still
+runs on its quota."""
 NAMED = 3
 """Workloads a waiting queue's message names; the rest are counted."""
 

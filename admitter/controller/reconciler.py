@@ -25,14 +25,11 @@ from admitter.api.convert import (
 )
 from admitter.api.settings import Settings
 from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
-from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
-from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
 from admitter.controller.orphans import Orphans
 from admitter.controller.pacing import DEBOUNCE, SWEEP_EVERY, matters_when_idle, periodic_wait
@@ -41,16 +38,6 @@ from admitter.controller.pod_index import JobKey
 from admitter.controller.queue_holds import QueueClosing, QueueFinalizers, holdings
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import QueueUsage, StatusWriter
-from admitter.controller.translate import (
-    condition,
-    job_contract,
-    job_ended,
-    job_owner,
-    parse_time,
-    priority_class_of,
-    workload_for,
-    workload_name,
-)
 from admitter.controller.unreadable import UNREADABLE_ERRORS
 from admitter.core.decisions import (
     Admission,
@@ -64,6 +51,18 @@ from admitter.core.incremental import IncrementalCore
 from admitter.core.queue_tree import QueueTree
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import SUSPENDABLE, reader_of
+from admitter.jobs.workloads import (
+    job_contract,
+    job_ended,
+    job_owner,
+    priority_class_of,
+    workload_for,
+    workload_name,
+)
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.events import REPEAT_AFTER, EventRecorder
+from admitter.kube.objects import Obj, condition, parse_time
 
 log = logging.getLogger(__name__)
 

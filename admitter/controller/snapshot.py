@@ -13,19 +13,9 @@ from admitter.api.convert import core_cycle_settings, core_queue
 from admitter.api.settings import Settings
 from admitter.api.workload import WorkloadSpec
 from admitter.controller.cache import Caches, job_key
-from admitter.controller.informer import Key, key_of
-from admitter.controller.kube import Obj
 from admitter.controller.pod_index import JobKey
 from admitter.controller.queue_holds import closed_reason
 from admitter.controller.status import QueueUsage
-from admitter.controller.translate import (
-    JOB_NAME_LABEL,
-    TERMINAL_POD_PHASES,
-    core_node,
-    core_workload,
-    job_owner,
-    pod_set_domains,
-)
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.core.decisions import Pending, PendingReason, Snapshot
 from admitter.core.model import (
@@ -38,6 +28,10 @@ from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
 from admitter.jobs.interface import ReadyWhenBound
 from admitter.jobs.registry import job_of
+from admitter.jobs.workloads import JOB_NAME_LABEL, job_owner
+from admitter.kube.core_values import core_node, core_workload, pod_set_domains
+from admitter.kube.informer import Key, key_of
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj
 
 log = logging.getLogger(__name__)
 

@@ -25,26 +25,40 @@ from admitter.api.workload import (
     CONDITION_QUOTA_RESERVED,
     MAX_BLOCKERS_SHOWN,
 )
-from admitter.controller import kube
 from admitter.controller.actions import with_condition
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import Holdings, active_condition, outside_tree_condition
-from admitter.controller.translate import condition, format_time, parse_time
 from admitter.core.decisions import CycleResult, CycleSettings, Pending
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.usage import HOUR, UsageLedger
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition, format_time, parse_time
 
 log = logging.getLogger(__name__)
 
 USAGE_WRITE_PERIOD = 60.0
+"""Seconds between writes of a ClusterQueue's status when only its usage moved (GPU-hours
+grow continuously while work runs): the status is the ledger's copy, which a new leader
+restores and `kubectl admitter queues` shows, so a minute of usage is what a failover can lose
+or a reader miss, against a week's fair-share window."""
 QUEUE_WRITE_INTERVAL = 1.0
+"""Least seconds between two status writes of one queue: a burst of admissions changes the
+counts at every pass, and one write a second per queue shows them as fast as a person reads
+them while the later changes of the burst fold into the next write."""
 PENDING_WRITES_PER_PASS = 32
+"""Most pending reasons written in one pass: thousands of Workloads may wait, and a write
+costs the API server about 3 ms of CPU (BENCHMARKS.md, write ceiling), so 32 keep a pass's
+status writes near 0.1 s of API-server CPU; queue heads are written first, the rest follow
+a batch a pass."""
 EXPLAIN_AFTER = 1.0
 """A Workload admitted within this long of its creation is never explained (a burst of
 Jobs admitted over a few passes needs no reason each)."""
 REASON_REFRESH = 30.0
 MESSAGE_REFRESH = 60.0
-"""A Workload's pending reason is rewritten at most every REASON_REFRESH seconds when the
+"""Reasons flip as admissions ahead of a Workload come and go, and each rewrite is an API
+write and a watch event for every watcher; half a minute is still fresh for a person reading
+`kubectl describe`, a message (amounts, time waited) moves more often and matters less.
+A Workload's pending reason is rewritten at most every REASON_REFRESH seconds when the
 reason changed, every MESSAGE_REFRESH when only the message did (amounts held, time waited)."""
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from prometheus_client import Gauge
 
 from admitter.api.workload import Reason
-from admitter.controller.events import REPEAT_AFTER, EventRecorder
-from admitter.controller.informer import Informer, Key, key_of
-from admitter.controller.kube import Obj
+from admitter.kube.events import REPEAT_AFTER, EventRecorder
+from admitter.kube.informer import Informer, Key, key_of
+from admitter.kube.objects import Obj
 
 UNREADABLE_ERRORS: tuple[type[Exception], ...] = (
     ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError,

@@ -15,13 +15,13 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller import kube
-from admitter.controller.kube import CONNECTION_ERRORS, Kube
-from admitter.controller.translate import parse_time
 from admitter.core.model import GPU
 from admitter.core.nodes import ClusterState
 from admitter.core.usage import HOUR
 from admitter.dashboard import render, workload_page
+from admitter.kube import client as kube
+from admitter.kube.client import CONNECTION_ERRORS, Kube
+from admitter.kube.objects import parse_time
 from admitter.kubectl.explain import empty_cluster, never_fits, would_start
 from admitter.kubectl.queues import queue_rows
 from admitter.kubectl.state import QueueReading, gpus, job_name, read_state, waiting_reason

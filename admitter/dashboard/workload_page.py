@@ -5,9 +5,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from admitter.controller.kube import Kube
-from admitter.controller.translate import parse_time
 from admitter.dashboard.render import page as html_page
+from admitter.kube.client import Kube
+from admitter.kube.objects import parse_time
 from admitter.kubectl.explain import explain_workload
 from admitter.kubectl.state import QueueReading
 from admitter.kubectl.times import moment, span

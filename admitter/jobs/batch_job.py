@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from admitter.jobs.interface import Obj
 from admitter.jobs.templated import TemplatedJob
+from admitter.kube.objects import Obj
 
 MAIN_POD_SET = "main"
 

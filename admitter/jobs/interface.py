@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-Obj = dict[str, Any]
+from admitter.kube.objects import Obj
 
 NO_NARROWER: Mapping[str, Mapping[str, str]] = {}
 """No pod set pinned to a domain of its own: all go to the workload's."""

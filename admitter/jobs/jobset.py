@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from admitter.jobs.batch_job import pod_count
-from admitter.jobs.interface import Obj
 from admitter.jobs.templated import TemplatedJob
+from admitter.kube.objects import Obj
 
 
 class JobSet(TemplatedJob):

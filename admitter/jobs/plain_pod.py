@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from admitter.jobs.batch_job import MAIN_POD_SET
-from admitter.jobs.interface import Obj, PodSetInfo
+from admitter.jobs.interface import PodSetInfo
+from admitter.kube.objects import Obj
 
 
 class PlainPod:

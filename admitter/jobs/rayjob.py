@@ -24,8 +24,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from admitter.jobs.interface import NO_NARROWER, Obj, PodSetInfo, dotted, nested, pointer
+from admitter.jobs.interface import NO_NARROWER, PodSetInfo, dotted, nested, pointer
 from admitter.jobs.templated import TemplatedJob
+from admitter.kube.objects import Obj
 
 HEAD_POD_SET = "head"
 CLUSTER = ("spec", "rayClusterSpec")

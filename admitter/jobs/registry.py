@@ -4,11 +4,12 @@ objects may lack `apiVersion`)."""
 from __future__ import annotations
 
 from admitter.jobs.batch_job import BatchJob
-from admitter.jobs.interface import GenericJob, JobReader, LabelsPods, Obj
+from admitter.jobs.interface import GenericJob, JobReader, LabelsPods
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.rayjob import RayJob
 from admitter.jobs.trainjob import TrainJob
+from admitter.kube.objects import Obj
 
 SUSPENDABLE: dict[str, GenericJob] = {kind.kind: kind
                                       for kind in (BatchJob(), JobSet(), RayJob(), TrainJob())}

@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
 from admitter.jobs.interface import (
     NO_NARROWER,
-    Obj,
     PodSetInfo,
     dotted,
     escape,
@@ -19,6 +18,7 @@ from admitter.jobs.interface import (
     pin_to_domain,
     pointer,
 )
+from admitter.kube.objects import Obj
 
 
 class SuspendsBySpec:

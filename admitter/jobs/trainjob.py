@@ -32,8 +32,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION
-from admitter.jobs.interface import NO_NARROWER, Obj, PodSetInfo
+from admitter.jobs.interface import NO_NARROWER, PodSetInfo
 from admitter.jobs.templated import SuspendsBySpec, mark_ops, unmark_ops
+from admitter.kube.objects import Obj
 
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_ANCESTOR = "trainer"

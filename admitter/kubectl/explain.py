@@ -12,13 +12,14 @@ from rich.text import Text
 
 from admitter.api.convert import cluster_levels
 from admitter.api.duration import parse_duration
-from admitter.controller import kube
-from admitter.controller.events import COMPONENT
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import core_node, parse_time
 from admitter.core.decisions import PendingReason
 from admitter.core.nodes import ClusterState
 from admitter.core.placement import PlacementFailure, place
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.core_values import core_node
+from admitter.kube.events import COMPONENT
+from admitter.kube.objects import Obj, parse_time
 from admitter.kubectl.queues import ranked_behind
 from admitter.kubectl.state import (
     QueueReading,

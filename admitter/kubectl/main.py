@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException
 from rich.console import Console, RenderableType
 
-from admitter.controller.kube import CONNECTION_ERRORS
+from admitter.kube.client import CONNECTION_ERRORS
 from admitter.kubectl import explain, queues, top
 from admitter.kubectl.state import connect, find_workload, read_state
 

@@ -11,8 +11,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from admitter.api.quantity import parse_quantity
-from admitter.controller.kube import Obj
 from admitter.core.model import GPU
+from admitter.kube.objects import Obj
 from admitter.kubectl.state import QueueReading
 
 

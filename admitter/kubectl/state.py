@@ -12,20 +12,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.duration import parse_duration
 from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED
-from admitter.controller import kube
-from admitter.controller.actions import resource_of
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import (
-    JOB_NAME_LABEL,
-    condition,
-    core_workload,
-    is_true,
-    job_owner,
-    parse_time,
-)
 from admitter.core.model import GPU, Workload
 from admitter.core.queue_order import workload_key
 from admitter.jobs.registry import SUSPENDABLE
+from admitter.jobs.workloads import JOB_NAME_LABEL, job_owner, resource_of
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.core_values import core_workload
+from admitter.kube.objects import Obj, condition, is_true, parse_time
 
 FORBIDDEN = 403
 

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
-from admitter.controller.translate import parse_time
+from admitter.kube.objects import parse_time
 from admitter.kubectl.state import QueueReading, gpus, job_name, protected_until
 from admitter.kubectl.times import age, span
 

@@ -52,6 +52,15 @@ CONTROLLERS = (
     "clusterrole-aggregation-controller",  # admitter-batch-* and view/edit/admin
 )
 RECORD_FILE = "cluster.json"  # pids, ports and layout of a running cluster
+NODE_LEASE_SECONDS = 40
+"""Duration of the Lease KWOK keeps for each fake node in `kube-node-lease`, renewed every
+quarter of it (10 s), as a kubelet does by default. The node lifecycle controller counts a node
+healthy while its Lease or its status was renewed within `--node-monitor-grace-period` (50 s by
+default), so a renewal may come 40 s late before a node is marked NotReady. KWOK's own default
+is no Lease at all, and its default node stages then (v0.7) renew the status only every 10
+minutes: every node went NotReady, tainted not-ready and unreachable, 50 s after each
+renewal, until KWOK's initialize stage marked it Ready again some seconds later (about 5 s down
+in every 55). With a Lease, the default stages also renew the status every 20 to 25 s."""
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -385,6 +394,7 @@ class LocalCluster:
             f"--config={self.state_dir / 'kwok.yaml'}",
             f"--manage-nodes-with-label-selector={KWOK_NODE_SELECTOR}",
             f"--cidr={POD_CIDR}",
+            f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
         ]
 
 

@@ -29,9 +29,10 @@ from rich.rule import Rule
 
 from admitter.api.settings import Settings
 from admitter.commands.dashboard import DEFAULT_PORT, dashboard
-from admitter.controller.actions import resource_of
-from admitter.controller.kube import JOBS, WORKLOADS, Kube, Obj
 from admitter.jobs.jobset import JobSet
+from admitter.jobs.workloads import resource_of
+from admitter.kube.client import JOBS, WORKLOADS, Kube
+from admitter.kube.objects import Obj
 from admitter.kubectl.state import job_name, phase
 from admitter.testing.cluster import LocalCluster
 from admitter.testing.in_process import in_process_controller

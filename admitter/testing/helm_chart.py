@@ -6,15 +6,14 @@ from __future__ import annotations
 import copy
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from admitter.api.settings import Settings
+from admitter.kube.names import NAMESPACE
+from admitter.kube.objects import Obj
 from admitter.testing.binaries import run_build
-from admitter.webhook.names import NAMESPACE
 
-Obj = dict[str, Any]
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "deploy" / "helm" / "admitter"
 BUILD = ROOT / "hack" / "helm" / "build.sh"

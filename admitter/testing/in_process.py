@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from admitter.api.settings import Settings
-from admitter.controller.kube import Kube
 from admitter.controller.reconciler import Reconciler
+from admitter.kube.client import Kube
 
 
 @contextlib.asynccontextmanager

@@ -14,15 +14,14 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from admitter import pki
+from admitter.kube.objects import Obj
 from admitter.testing.cluster import LocalCluster
 from admitter.testing.operators import Operator, free_port, running_manager, wait_serving
 
-Obj = dict[str, Any]
 JOBSET = Operator(name="jobset", module="sigs.k8s.io/jobset",
                   crd_paths=("config/components/crd/bases",), crds=("jobsets.jobset.x-k8s.io",))
 

@@ -1,6 +1,7 @@
 """KWOK pod stages: pods become Running when bound, and those annotated with a simulated runtime
-Succeed after it. Node stages are left to KWOK's defaults (initialize + lease heartbeat), which it
-uses whenever the config file has no node stage.
+Succeed after it. Node stages are left to KWOK's defaults (initialize + status heartbeat), which
+it uses whenever the config file has no node stage; what keeps the nodes Ready is the Lease KWOK
+renews for each of them (`cluster.NODE_LEASE_SECONDS`).
 
 The templates follow KWOK's own `kustomize/stage/pod/fast` stages (v0.7); only the completion
 stage differs: it is driven by `admitter.dev/simulated-runtime` instead of the Job owner.

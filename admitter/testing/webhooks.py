@@ -21,8 +21,8 @@ from aiohttp import web
 from admitter import pki
 from admitter.api.settings import Settings
 from admitter.commands.certs import mint, write
+from admitter.kube.names import NAMESPACE, SERVICE
 from admitter.webhook.lookup import ApiLookup, SharedReads
-from admitter.webhook.names import NAMESPACE, SERVICE
 from admitter.webhook.registration import (
     point_at_url,
     register_url_webhooks,

@@ -39,16 +39,12 @@ from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
 from admitter.api.settings import UnlabelledWork
 from admitter.api.workload import MAX_POD_COUNT
-from admitter.controller.translate import (
-    job_owner,
-    pod_requests,
-    priority_class_of,
-    workload_name,
-)
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.jobs.interface import PodSetInfo, ReadsRuntimes, RefusesSpecs, dotted
 from admitter.jobs.registry import reader_of
+from admitter.jobs.workloads import job_owner, priority_class_of, workload_name
+from admitter.kube.objects import pod_requests
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.pod_set_topology import pod_set_topology_problems
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from admitter.api.contract import QUEUE_LABEL
-from admitter.controller.translate import ADMISSION_GATE, is_gated, job_owner, pod_requests
 from admitter.core.model import GPU
 from admitter.jobs.registry import POD_LABELS
+from admitter.jobs.workloads import job_owner
+from admitter.kube.objects import ADMISSION_GATE, is_gated, pod_requests
 from admitter.webhook.jobs import (
     JobPolicy,
     Problem,

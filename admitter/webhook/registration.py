@@ -15,7 +15,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import UnlabelledWork
 from admitter.jobs.registry import SUSPENDABLE
-from admitter.webhook.names import (
+from admitter.kube.names import (
     MUTATE_JOBS_PATH,
     MUTATE_PODS_PATH,
     NAMESPACE,
@@ -25,11 +25,11 @@ from admitter.webhook.names import (
     VALIDATE_RESOURCES_PATH,
     WEBHOOK_CONFIGURATION,
 )
+from admitter.kube.objects import Obj
 
 SERVICE_PORT = 9443
 TIMEOUT_SECONDS = 5
 """How long the API server waits for a webhook; the server answers within `DECISION_TIMEOUT`."""
-Obj = dict[str, Any]
 ClientConfig = Callable[[str], Obj]
 """The `clientConfig` of the webhook served at a path."""
 

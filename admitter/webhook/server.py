@@ -21,9 +21,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from admitter.api.settings import Settings
-from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
-from admitter.webhook.lookup import Lookup, LookupTimeout
-from admitter.webhook.names import (
+from admitter.kube.names import (
     CONTROLLER_USERNAME,
     HEALTH_PATH,
     MUTATE_JOBS_PATH,
@@ -32,6 +30,8 @@ from admitter.webhook.names import (
     VALIDATE_PODS_PATH,
     VALIDATE_RESOURCES_PATH,
 )
+from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
+from admitter.webhook.lookup import Lookup, LookupTimeout
 from admitter.webhook.pods import mutate_pod, validate_pod
 from admitter.webhook.resources import validate_resource
 from admitter.webhook.review import (

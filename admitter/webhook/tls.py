@@ -14,7 +14,7 @@ import os
 import ssl
 from pathlib import Path
 
-from admitter.webhook.names import CERT_FILE, KEY_FILE
+from admitter.kube.names import CERT_FILE, KEY_FILE
 
 log = logging.getLogger(__name__)
 

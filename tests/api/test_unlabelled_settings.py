@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from admitter.api.errors import InputError
 from admitter.api.settings import NEVER_SELECTED, LabelSelector, Settings, UnlabelledWork
-from admitter.webhook.names import NAMESPACE
+from admitter.kube.names import NAMESPACE
 
 OPT_IN = {"matchLabels": {"admitter.dev/quota": "enforced"}}
 

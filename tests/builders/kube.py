@@ -22,9 +22,8 @@ from admitter.api.contract import (
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
 from admitter.core.model import GPU
+from admitter.kube.objects import Obj
 from admitter.testing import SIMULATED_RUNTIME_ANNOTATION
-
-Obj = dict[str, Any]
 
 
 def cluster_queue(name: str, quota: int | str = 8, *, parent: str | None = None,

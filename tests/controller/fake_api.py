@@ -12,12 +12,12 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.settings import Settings
-from admitter.controller import kube
-from admitter.controller.informer import Informer
-from admitter.controller.kube import JSON_PATCH, MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.controller.translate import format_time
 from admitter.core.model import GPU
+from admitter.kube import client as kube
+from admitter.kube.client import JSON_PATCH, MERGE_PATCH, Kind
+from admitter.kube.informer import Informer
+from admitter.kube.objects import Obj, format_time
 
 from builders.kube import JobWrapper, cluster_queue, local_queue
 

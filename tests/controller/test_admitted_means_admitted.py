@@ -12,12 +12,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
 from admitter.api.workload import CONDITION_EVICTED, CONDITION_FINISHED, Reason
-from admitter.controller import kube
 from admitter.controller.converge import Step, converge_step
-from admitter.controller.kube import MERGE_PATCH, Kind, Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.controller.translate import JOB_NAME_LABEL, is_true, workload_name
 from admitter.core.decisions import EvictionReason
+from admitter.jobs.workloads import JOB_NAME_LABEL, workload_name
+from admitter.kube import client as kube
+from admitter.kube.client import MERGE_PATCH, Kind
+from admitter.kube.objects import Obj, is_true
 
 from builders.kube import JobWrapper
 

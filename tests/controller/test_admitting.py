@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
-from admitter.controller import kube
 from admitter.controller.admitting import Admitting, NotWritten
-from admitter.controller.informer import Informer, Key
-from admitter.controller.kube import Kube, Obj
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.informer import Informer, Key
+from admitter.kube.objects import Obj
 
 
 def _workload(version: str, admitted: bool = False) -> Obj:

@@ -8,9 +8,10 @@ import asyncio
 from fake_api import CLOCK, FakeApi, SlowApi, add, reconciler, submitted_jobs
 
 from admitter.api.workload import CONDITION_FINISHED
-from admitter.controller import kube
 from admitter.controller.pacing import SWEEP_EVERY
-from admitter.controller.translate import format_time, workload_name
+from admitter.jobs.workloads import workload_name
+from admitter.kube import client as kube
+from admitter.kube.objects import format_time
 
 
 async def test_finished_jobs_release_their_quota_with_concurrent_writes() -> None:

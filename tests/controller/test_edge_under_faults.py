@@ -18,20 +18,20 @@ from hypothesis import strategies as st
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workload import Reason
-from admitter.controller import kube
-from admitter.controller.events import REPEAT_AFTER, EventRecorder
-from admitter.controller.informer import Informer
-from admitter.controller.kube import (
+from admitter.controller.leader import Elector
+from admitter.kube import client as kube
+from admitter.kube.client import (
     ATTEMPTS,
     REQUEST_TIMEOUT,
     RETRY_AFTER_BOUNDS,
     THROTTLED_ATTEMPTS,
     Kube,
     NotLeading,
-    Obj,
     _retry_after,
 )
-from admitter.controller.leader import Elector
+from admitter.kube.events import REPEAT_AFTER, EventRecorder
+from admitter.kube.informer import Informer
+from admitter.kube.objects import Obj
 
 Answer = Callable[[str, str, dict[str, str], Any],
                   "Obj | BaseException | asyncio.Event | _Response"]

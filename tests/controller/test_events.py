@@ -7,8 +7,8 @@ import asyncio
 
 from fake_api import FakeApi
 
-from admitter.controller.events import REPEAT_AFTER, EventRecorder
 from admitter.core.decisions import PendingReason
+from admitter.kube.events import REPEAT_AFTER, EventRecorder
 
 from builders.kube import JobWrapper
 

@@ -16,7 +16,6 @@ from fake_api import FakeApi
 
 from admitter import pki
 from admitter.api.settings import Settings, UnlabelledWork
-from admitter.controller.events import EventRecorder
 from admitter.controller.install_check import (
     CA_BUNDLE,
     DIFFERENT_FIELD,
@@ -28,9 +27,10 @@ from admitter.controller.install_check import (
     Problem,
     install_problems,
 )
-from admitter.controller.kube import Obj
 from admitter.controller.metrics import Metrics
-from admitter.webhook.names import CA_FILE
+from admitter.kube.events import EventRecorder
+from admitter.kube.names import CA_FILE
+from admitter.kube.objects import Obj
 from admitter.webhook.registration import endpoint_client_config, webhook_configurations
 
 MUTATING, VALIDATING = "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"

@@ -21,11 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.api.workload import CONDITION_FINISHED, Reason
-from admitter.controller import kube
 from admitter.controller.cache import Caches
-from admitter.controller.kube import Obj
 from admitter.controller.snapshot import Translations, build_view
-from admitter.controller.translate import is_true
+from admitter.kube import client as kube
+from admitter.kube.objects import Obj, is_true
 
 NAMES = ("w0", "w1", "w2", "w3")
 

@@ -8,9 +8,9 @@ from fake_api import add
 from test_queue_life import condition, settle, stored, world
 
 from admitter.api.workload import CONDITION_ACTIVE, Reason
-from admitter.controller import kube
 from admitter.controller.queue_holds import outside_tree_condition
-from admitter.controller.translate import workload_name
+from admitter.jobs.workloads import workload_name
+from admitter.kube import client as kube
 
 from builders.kube import JobWrapper, cluster_queue
 

@@ -10,15 +10,16 @@ from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
 
 from admitter.api.contract import JobContract
 from admitter.api.workload import CONDITION_FINISHED, Reason
-from admitter.controller import kube
 from admitter.controller.plain_pods import (
     PodStep,
     is_queued_pod,
     pod_step,
     started_pod_patch,
 )
-from admitter.controller.translate import ADMISSION_GATE, is_true, workload_for
 from admitter.core.model import GPU
+from admitter.jobs.workloads import workload_for
+from admitter.kube import client as kube
+from admitter.kube.objects import ADMISSION_GATE, is_true
 
 GATE = {"name": ADMISSION_GATE}
 QUEUE = "admitter.dev/queue-name"

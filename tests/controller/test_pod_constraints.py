@@ -10,7 +10,6 @@ from typing import Any
 
 from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION, JobContract
 from admitter.api.workload import Workload as WorkloadObject
-from admitter.controller.translate import core_workload, pod_requests, workload_for
 from admitter.core.model import (
     GPU,
     Node,
@@ -19,6 +18,9 @@ from admitter.core.model import (
     Toleration,
 )
 from admitter.jobs.interface import pin_to_domain
+from admitter.jobs.workloads import workload_for
+from admitter.kube.core_values import core_workload
+from admitter.kube.objects import pod_requests
 
 from builders.core import requirement, term
 

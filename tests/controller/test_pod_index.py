@@ -9,13 +9,12 @@ from fake_api import FakeApi, ListingApi, WatchReplay, add, reconciler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from admitter.controller import kube
-from admitter.controller.actions import resource_of
 from admitter.controller.cache import Caches
-from admitter.controller.kube import Obj
-from admitter.controller.translate import TERMINAL_POD_PHASES
 from admitter.core.model import GPU
 from admitter.jobs.jobset import JobSet
+from admitter.jobs.workloads import resource_of
+from admitter.kube import client as kube
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj
 
 from builders.kube import JobWrapper
 

@@ -12,8 +12,6 @@ from fake_api import workload as workload_object
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.workload import CONDITION_ACTIVE, CONDITION_QUOTA_RESERVED, Reason
-from admitter.controller import kube
-from admitter.controller.kube import Obj
 from admitter.controller.queue_holds import (
     IN_USE_FINALIZER,
     Holdings,
@@ -27,8 +25,10 @@ from admitter.controller.status import (
     QUEUE_WRITE_INTERVAL,
     StatusWriter,
 )
-from admitter.controller.translate import format_time, workload_name
 from admitter.core.decisions import CycleResult, Pending, PendingReason
+from admitter.jobs.workloads import workload_name
+from admitter.kube import client as kube
+from admitter.kube.objects import Obj, format_time
 
 from builders.kube import JobWrapper, cluster_queue, local_queue
 

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from fake_api import CLOCK, FakeApi, add, node, reconciler, settled_pass, workload
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
-from admitter.controller import kube
-from admitter.controller.kube import Obj
 from admitter.controller.queue_holds import Holdings
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.snapshot import Translations, build_view
@@ -22,8 +20,9 @@ from admitter.controller.status import (
     REASON_REFRESH,
     StatusWriter,
 )
-from admitter.controller.translate import format_time
 from admitter.core.decisions import Pending, PendingReason
+from admitter.kube import client as kube
+from admitter.kube.objects import Obj, format_time
 
 from builders.kube import JobWrapper, cluster_queue, local_queue
 

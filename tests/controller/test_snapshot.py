@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fake_api import FakeApi, SlowApi, add, reconciler, settled_pass, team
 
-from admitter.controller import kube
-from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.snapshot import Translations, build_view, core_queues
-from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
+from admitter.jobs.workloads import workload_name
+from admitter.kube import client as kube
+from admitter.kube.objects import Obj
 
 from builders.kube import JobWrapper, cluster_queue
 

@@ -8,15 +8,14 @@ from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.workload import Reason
-from admitter.controller import kube
-from admitter.controller.actions import resource_of
-from admitter.controller.kube import Obj
 from admitter.controller.pacing import SWEEP_EVERY
 from admitter.controller.snapshot import _pods_ready
-from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.trainjob import ANCESTOR_LABEL, TrainJob
+from admitter.jobs.workloads import resource_of, workload_name
+from admitter.kube import client as kube
+from admitter.kube.objects import Obj
 
 TRAINJOBS = resource_of(TrainJob())
 JOBSETS = resource_of(JobSet())

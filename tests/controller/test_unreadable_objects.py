@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from admitter.api.quantity import kube_base_units, parse_quantity, to_base_units
 from admitter.api.workload import Reason
-from admitter.controller import kube
-from admitter.controller.kube import Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
+from admitter.jobs.workloads import workload_name
+from admitter.kube import client as kube
+from admitter.kube.objects import Obj
 
 from builders.kube import JobWrapper, cluster_queue
 

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from admitter.api.scenario import Scenario
 from admitter.controller.status import QueueUsage
-from admitter.controller.translate import format_time
 from admitter.core.decisions import (
     Admission,
     CycleResult,
@@ -32,6 +31,7 @@ from admitter.core.decisions import (
 from admitter.core.fairshare import compute_fair_share
 from admitter.core.incremental import IncrementalCore
 from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
+from admitter.kube.objects import format_time
 from admitter.sim.engine import Simulation
 
 QUEUES = ("a", "b", "c")

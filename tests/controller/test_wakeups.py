@@ -8,11 +8,11 @@ import asyncio
 
 from fake_api import FakeApi, reconciler, submitted_jobs
 
-from admitter.controller.kube import Obj
 from admitter.controller.pacing import SWEEP_EVERY, periodic_wait
 from admitter.controller.reconciler import Reconciler
 from admitter.core.decisions import Admission, CycleResult
 from admitter.core.fairshare import FairShare
+from admitter.kube.objects import Obj
 
 
 def pod() -> Obj:

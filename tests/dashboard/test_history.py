@@ -3,9 +3,9 @@ over to live samples where they begin."""
 
 from __future__ import annotations
 
-from admitter.controller.translate import format_time
 from admitter.dashboard.live import hourly_use
 from admitter.dashboard.render import gpus_section
+from admitter.kube.objects import format_time
 from admitter.kubectl.state import QueueReading
 
 HOUR = 3600.0

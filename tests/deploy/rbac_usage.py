@@ -2,7 +2,7 @@
 verb) triple, so deploy/rbac.yaml can be compared with what the code really does.
 
 Requests leave the process three ways, and each is read where it is written:
-- through `Kube` (admitter/controller/kube.py): a call `<...>.kube.<method>(KIND, ...)`; the
+- through `Kube` (admitter/kube/client.py): a call `<...>.kube.<method>(KIND, ...)`; the
   kind may be a constant, a parameter (followed to every call of its function), an
   attribute set from one (`self.kind`, followed to the constructor's calls) or a job kind's
   resource (`resource_of(...)`: every kind admitter can suspend; its status only for kinds
@@ -29,10 +29,10 @@ from pathlib import Path
 from kubernetes_asyncio import client as typed_client
 
 from admitter.api.base import GROUP, Resource
-from admitter.controller import kube
-from admitter.controller.actions import resource_of, runtime_resource
 from admitter.jobs.interface import ClearsStartTime, ReadsRuntimes
 from admitter.jobs.registry import SUSPENDABLE
+from admitter.jobs.workloads import resource_of, runtime_resource
+from admitter.kube import client as kube
 from admitter.webhook.resources import KINDS
 
 ROOT = Path(__file__).parents[2] / "admitter"
@@ -145,7 +145,7 @@ class Reader:
         given_kind = bool(call.args) and _tail(call.args[0]) in KIND_CONSTANTS
         if not (on_kube or (given_kind and func.attr in KUBE_VERBS)):
             return set()
-        if module.name == "admitter.controller.kube":
+        if module.name == "admitter.kube.client":
             return set()  # the wrapper itself; its methods are what is read here
         if func.attr not in KUBE_VERBS:
             raise UnattributedRequest(f"{module.name}:{call.lineno}: Kube.{func.attr} has no "

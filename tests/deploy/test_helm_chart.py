@@ -5,7 +5,6 @@ admitter/webhook/registration.py for the same settings: the chart cannot drift f
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 import pytest
 import yaml
@@ -13,11 +12,11 @@ from cryptography import x509
 from test_manifests import MANIFESTS
 
 from admitter.api.settings import Settings
+from admitter.kube.names import SECRET, WEBHOOK_CONFIGURATION
+from admitter.kube.objects import Obj
 from admitter.testing.helm_chart import ChartError, comparable, render
-from admitter.webhook.names import SECRET, WEBHOOK_CONFIGURATION
 from admitter.webhook.registration import service_client_config, webhook_configurations
 
-Obj = dict[str, Any]
 OPT_IN = {"namespaceSelector": {"matchLabels": {"admitter.dev/quota": "enforced"}},
           "localQueue": "shared"}
 

@@ -18,7 +18,7 @@ from admitter.api.settings import Settings
 from admitter.api.topology import Topology
 from admitter.cli import build_parser
 from admitter.core.queue_tree import QueueTree
-from admitter.webhook import names
+from admitter.kube import names
 from admitter.webhook.registration import (
     service_client_config,
     url_client_config,

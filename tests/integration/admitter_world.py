@@ -13,10 +13,10 @@ from pathlib import Path
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.settings import Settings
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.controller.translate import TERMINAL_POD_PHASES
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj
 from admitter.testing import in_process
 from admitter.testing.cluster import schedulable
 

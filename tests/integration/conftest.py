@@ -16,8 +16,8 @@ import pytest
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
 from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
 from admitter.testing.waiting import eventually, wait_for
 

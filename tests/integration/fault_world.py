@@ -15,9 +15,9 @@ from admitter_world import ControllerProcess, jobs, running, workloads
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import kube_base_units
-from admitter.controller import kube
-from admitter.controller.kube import Kind, Kube, Obj
-from admitter.controller.translate import TERMINAL_POD_PHASES, is_true
+from admitter.kube import client as kube
+from admitter.kube.client import Kind, Kube
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, is_true
 from admitter.testing import GPU_RESOURCE, LocalCluster
 from admitter.testing.partition import PartitionableRelay
 

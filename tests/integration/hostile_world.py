@@ -29,11 +29,11 @@ from admitter import pki
 from admitter.api.duration import format_duration
 from admitter.api.settings import Settings
 from admitter.commands.certs import mint, write
-from admitter.controller import kube
+from admitter.kube import client as kube
+from admitter.kube.names import NAMESPACE
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.waiting import wait_for
 from admitter.webhook.lookup import ApiLookup
-from admitter.webhook.names import NAMESPACE
 from admitter.webhook.server import start_webhook_server
 from admitter.webhook.thread import WebhookThread
 

@@ -13,11 +13,11 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthoriza
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workload import CONDITION_FINISHED, Reason
-from admitter.controller import kube
-from admitter.controller.actions import resource_of
-from admitter.controller.kube import Kind, Kube, Obj
-from admitter.controller.translate import condition, is_true
 from admitter.jobs.registry import job_of
+from admitter.jobs.workloads import resource_of
+from admitter.kube import client as kube
+from admitter.kube.client import Kind, Kube
+from admitter.kube.objects import Obj, condition, is_true
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 from admitter_world import apply_all, cluster_topology, earlier_work_gone, jobs, pods
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
 from admitter.testing.waiting import eventually
 
 from builders.kube import cluster_queue, leaf_queue

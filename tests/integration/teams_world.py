@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import admitter_world
 
 from admitter.api.workload import CONDITION_EVICTED
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
-from admitter.controller.translate import condition, parse_time
 from admitter.core.decisions import CycleResult
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition, parse_time
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper, cluster_queue, local_queue

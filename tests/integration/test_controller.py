@@ -22,9 +22,9 @@ from admitter_world import (
 )
 
 from admitter.api.workload import CONDITION_EVICTED, CONDITION_QUOTA_RESERVED
-from admitter.controller.kube import Kube
-from admitter.controller.translate import parse_time
 from admitter.core.decisions import EvictionReason, PendingReason
+from admitter.kube.client import Kube
+from admitter.kube.objects import parse_time
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
 

@@ -16,10 +16,10 @@ from team_tree import two_teams
 from admitter.api.quantity import parse_quantity
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
 from admitter.commands.dashboard import dashboard
-from admitter.controller import kube
-from admitter.controller.kube import Kube
-from admitter.controller.translate import condition
 from admitter.core.model import GPU
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import condition
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 

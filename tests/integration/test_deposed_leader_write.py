@@ -25,11 +25,12 @@ import pytest
 from fault_world import leader_fence
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller import kube
 from admitter.controller.actions import Actions, admission_status
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.leader import Elector
 from admitter.core.decisions import Admission
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 from admitter.testing.waiting import eventually
 
 from builders.kube import workload

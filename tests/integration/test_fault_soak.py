@@ -41,9 +41,9 @@ from fault_world import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import kube_base_units
-from admitter.controller import kube
-from admitter.controller.kube import Kube
-from admitter.controller.translate import TERMINAL_POD_PHASES, is_true
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import TERMINAL_POD_PHASES, is_true
 from admitter.testing import GPU_RESOURCE, LocalCluster
 from admitter.testing.processes import signal_group
 from admitter.testing.waiting import eventually

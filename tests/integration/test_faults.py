@@ -21,8 +21,8 @@ from admitter_world import apply_all, jobs, workloads
 from fault_world import Replicas, during, leader, owner_uid, safety_problems, two_replicas
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
-from admitter.controller.kube import Kube
-from admitter.controller.translate import condition, is_true
+from admitter.kube.client import Kube
+from admitter.kube.objects import condition, is_true
 from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
 

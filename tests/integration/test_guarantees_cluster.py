@@ -23,8 +23,9 @@ from teams_world import (
 )
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
-from admitter.controller.kube import Kube, Obj
 from admitter.core.decisions import EvictionReason
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper

@@ -33,19 +33,18 @@ from test_unlabelled_work import (
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
-from admitter.controller import kube
-from admitter.controller.kube import Kube
-from admitter.controller.translate import ADMISSION_GATE
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.names import NAMESPACE, SECRET, SERVICE_ACCOUNT
+from admitter.kube.objects import ADMISSION_GATE, Obj
 from admitter.testing import LocalCluster
 from admitter.testing.helm_chart import comparable, render
 from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
-from admitter.webhook.names import NAMESPACE, SECRET, SERVICE_ACCOUNT
 
 from builders.kube import leaf_queue
 
 pytestmark = pytest.mark.integration
-Obj = dict[str, Any]
 ROOT = Path(__file__).parents[2]
 RENAMED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
            "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from admitter.api.contract import QUEUE_LABEL as QUEUE
 from admitter.api.duration import DURATION_PATTERN, format_duration
-from admitter.controller import kube
+from admitter.kube import client as kube
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.waiting import wait_for
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from admitter_world import ControllerProcess, apply_all, jobs, running
 
-from admitter.controller.kube import Kube
+from admitter.kube.client import Kube
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper, leaf_queue

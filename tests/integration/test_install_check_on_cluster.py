@@ -19,13 +19,14 @@ import pytest
 from admitter_world import ControllerProcess
 
 from admitter.commands.certs import mint, write
-from admitter.controller import kube
 from admitter.controller.install_check import PROBLEM_KINDS
-from admitter.controller.kube import Kube, Obj
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.names import CA_FILE, NAMESPACE, SERVICE, WEBHOOK_CONFIGURATION
+from admitter.kube.objects import Obj
 from admitter.testing import LocalCluster
 from admitter.testing.cluster import KubectlError
 from admitter.testing.waiting import eventually
-from admitter.webhook.names import CA_FILE, NAMESPACE, SERVICE, WEBHOOK_CONFIGURATION
 
 pytestmark = pytest.mark.integration
 OPT_IN = """cycle: 1s

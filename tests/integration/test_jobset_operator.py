@@ -43,12 +43,13 @@ from admitter.api.contract import (
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
-from admitter.controller import kube
-from admitter.controller.actions import Actions, resource_of
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition
+from admitter.controller.actions import Actions
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.jobset import JobSet
+from admitter.jobs.workloads import resource_of
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition
 from admitter.testing import BLOCK_LABEL, RACK_LABEL, LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION

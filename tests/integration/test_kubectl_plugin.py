@@ -17,10 +17,10 @@ from team_tree import two_teams
 
 from admitter.api.quantity import parse_quantity
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition, parse_time
 from admitter.core.decisions import PendingReason
 from admitter.core.model import GPU
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition, parse_time
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
 

@@ -20,9 +20,10 @@ import pytest
 from admitter_world import FAST, apply_all, jobs, priority_class, workloads
 from fault_world import held_gpus
 
-from admitter.controller import kube
-from admitter.controller.kube import Kind, Kube, Obj
 from admitter.controller.reconciler import Reconciler
+from admitter.kube import client as kube
+from admitter.kube.client import Kind, Kube
+from admitter.kube.objects import Obj
 from admitter.testing.in_process import background
 from admitter.testing.waiting import eventually
 

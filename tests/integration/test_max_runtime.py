@@ -10,9 +10,10 @@ import pytest
 from admitter_world import apply_all, in_process_controller, jobs, running, workloads
 
 from admitter.api.workload import CONDITION_FINISHED
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
 from admitter.core.decisions import EvictionReason
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper, leaf_queue

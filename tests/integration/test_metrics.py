@@ -12,11 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from team_tree import metrics_port, two_teams
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 

@@ -12,8 +12,8 @@ from admitter_world import ControllerProcess, apply_all, in_process_controller, 
 from prometheus_client.parser import text_string_to_metric_families
 
 from admitter.api.workload import Reason
-from admitter.controller.kube import LEASES, Kube
 from admitter.controller.server import health_app, serve
+from admitter.kube.client import LEASES, Kube
 from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
 

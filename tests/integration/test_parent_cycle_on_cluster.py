@@ -11,8 +11,8 @@ import pytest
 from admitter_world import apply_all, in_process_controller, jobs, running
 
 from admitter.api.workload import CONDITION_ACTIVE, Reason
-from admitter.controller import kube
-from admitter.controller.kube import Kube
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper, cluster_queue, local_queue

@@ -20,8 +20,9 @@ from admitter_world import (
 )
 
 from admitter.api.workload import CONDITION_EVICTED
-from admitter.controller.kube import Kube, Obj
 from admitter.core.decisions import EvictionReason
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 from admitter.testing import HOSTNAME_LABEL, GpuNodeLayout
 from admitter.testing.waiting import eventually
 

@@ -28,16 +28,17 @@ from admitter.api.workload import (
     Reason,
 )
 from admitter.cli import main
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.queue_holds import IN_USE_FINALIZER
-from admitter.controller.translate import workload_name
 from admitter.core.decisions import EvictionReason, PendingReason
+from admitter.jobs.workloads import workload_name
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.names import CA_FILE, WEBHOOK_CONFIGURATION
+from admitter.kube.objects import Obj
 from admitter.testing import LocalCluster
 from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
-from admitter.webhook.names import CA_FILE, WEBHOOK_CONFIGURATION
 
 from builders.core import LEVELS
 from builders.kube import JobWrapper, leaf_queue, topology

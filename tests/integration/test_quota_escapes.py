@@ -21,9 +21,9 @@ from admitter_world import (
 )
 
 from admitter.api.workload import CONDITION_FINISHED, Reason
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition, is_true
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition, is_true
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 

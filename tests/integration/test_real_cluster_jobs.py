@@ -14,8 +14,9 @@ import pytest
 from admitter_world import apply_all, in_process_controller, jobs, pods, workloads
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
-from admitter.controller.kube import Kube, Obj
 from admitter.core.decisions import PendingReason
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 from admitter.testing import (
     BLOCK_LABEL,
     HOSTNAME_LABEL,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from admitter_world import apply_all, in_process_controller, workloads
 
-from admitter.controller.kube import Kube
+from admitter.kube.client import Kube
 from admitter.testing import LocalCluster
 from admitter.testing.waiting import eventually
 

@@ -27,10 +27,10 @@ from teams_world import (
 
 from admitter.api.settings import FairShareSettings
 from admitter.api.workload import CONDITION_ADMITTED, CONDITION_QUOTA_RESERVED
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import parse_time
 from admitter.core.decisions import EvictionReason, PendingReason
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, parse_time
 from admitter.testing import HOSTNAME_LABEL, RACK_LABEL
 from admitter.testing.waiting import eventually
 

@@ -13,9 +13,10 @@ import pytest
 from operator_runs import GPU
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
-from admitter.controller.actions import resource_of
-from admitter.controller.kube import JSON_PATCH, Kube, Obj
 from admitter.jobs.trainjob import TrainJob
+from admitter.jobs.workloads import resource_of
+from admitter.kube.client import JSON_PATCH, Kube
+from admitter.kube.objects import Obj
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.trainer_operator import running_trainer_operator

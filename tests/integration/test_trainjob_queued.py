@@ -41,12 +41,12 @@ from admitter.api.contract import (
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
 from admitter.api.workload import CONDITION_EVICTED, Reason
-from admitter.controller import kube
-from admitter.controller.actions import resource_of
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.trainjob import TrainJob
+from admitter.jobs.workloads import resource_of
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, condition
 from admitter.testing import RACK_LABEL
 from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.waiting import eventually

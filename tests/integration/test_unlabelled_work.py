@@ -25,14 +25,15 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.api.workload import CONDITION_QUOTA_RESERVED
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import ADMISSION_GATE, condition, pod_workload_name
+from admitter.jobs.workloads import pod_workload_name
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.names import WEBHOOK_CONFIGURATION
+from admitter.kube.objects import ADMISSION_GATE, Obj, condition
 from admitter.testing import GPU_RESOURCE, SIMULATED_RUNTIME_ANNOTATION, LocalCluster
 from admitter.testing.demo import ADMIN_USERNAME
 from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
-from admitter.webhook.names import WEBHOOK_CONFIGURATION
 
 from builders.kube import JobWrapper, leaf_queue
 

@@ -14,11 +14,12 @@ from admitter.api.contract import (
 )
 from admitter.api.quantity import kube_base_units
 from admitter.controller.converge import equivalent
-from admitter.controller.translate import JOB_NAME_LABEL, pod_requests, workload_for
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.interface import ClearsStartTime
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.registry import job_of, reader_of
+from admitter.jobs.workloads import JOB_NAME_LABEL, workload_for
+from admitter.kube.objects import pod_requests
 
 
 def with_selector(template: dict, selector: dict) -> dict:

@@ -11,9 +11,9 @@ from admitter.api.contract import (
     JobContract,
 )
 from admitter.controller.converge import equivalent
-from admitter.controller.translate import workload_for
 from admitter.jobs.rayjob import POD_LABEL, RayJob, worker_pods
 from admitter.jobs.registry import job_of
+from admitter.jobs.workloads import workload_for
 
 
 def worker_group(name: str, gpus: int, **sizes: int) -> dict:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from admitter.controller.translate import format_time
 from admitter.core.decisions import PendingReason
+from admitter.kube.objects import format_time
 from admitter.kubectl.explain import would_start
 from admitter.kubectl.queues import explain_queue, queue_rows, ranked_behind
 from admitter.kubectl.state import QueueReading, job_kind, job_name

@@ -11,8 +11,8 @@ from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
+from admitter.kube.names import CONTROLLER_USERNAME
 from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
-from admitter.webhook.names import CONTROLLER_USERNAME
 from admitter.webhook.review import AdmissionRequest, Verdict, parse_review
 
 from builders.kube import JobWrapper, cluster_queue, local_queue, topology

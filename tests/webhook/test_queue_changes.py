@@ -14,7 +14,7 @@ from review_fixtures import (
 )
 
 from admitter.api.contract import QUEUE_LABEL
-from admitter.controller.translate import workload_name
+from admitter.jobs.workloads import workload_name
 from admitter.webhook.jobs import SUSPEND_PATCH, JobPolicy, mutate_job, validate_job
 from admitter.webhook.review import review_response
 

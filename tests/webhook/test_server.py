@@ -12,7 +12,7 @@ from review_fixtures import FakeLookup, job, review, standard_lookup
 
 from admitter import pki
 from admitter.api.settings import Settings
-from admitter.webhook.names import (
+from admitter.kube.names import (
     CERT_FILE,
     HEALTH_PATH,
     KEY_FILE,

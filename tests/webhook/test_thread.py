@@ -14,7 +14,7 @@ from review_fixtures import job, review, standard_lookup
 from test_server import CA, client_context, install_cert
 
 from admitter.api.settings import Settings
-from admitter.webhook.names import MUTATE_JOBS_PATH
+from admitter.kube.names import MUTATE_JOBS_PATH
 from admitter.webhook.server import start_webhook_server
 from admitter.webhook.thread import WebhookThread
 

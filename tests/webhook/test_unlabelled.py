@@ -17,8 +17,8 @@ from review_fixtures import (
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
-from admitter.controller.translate import ADMISSION_GATE
 from admitter.jobs.rayjob import POD_LABEL
+from admitter.kube.objects import ADMISSION_GATE
 from admitter.webhook.jobs import mutate_job
 from admitter.webhook.pods import mutate_pod, validate_pod
 

@@ -1,4 +1,6 @@
-"""Pure translations of the controller: Job → Workload, affinity pinning, usage buckets."""
+"""Pure translations between Kubernetes JSON and admitter's values: Job → Workload object
+(`jobs/workloads.py`), Workload object → the core's Workload (`kube/core_values.py`), a pod's
+effective requests (`kube/objects.py`), affinity pinning, conditions."""
 
 from __future__ import annotations
 
@@ -11,18 +13,12 @@ from admitter.api.contract import ContractError, JobContract
 from admitter.api.workload import CONDITION_ADMITTED, Reason
 from admitter.api.workload import Workload as WorkloadObject
 from admitter.controller.actions import with_condition
-from admitter.controller.translate import (
-    core_workload,
-    format_time,
-    job_contract,
-    pod_requests,
-    pod_set_domains,
-    workload_for,
-    workload_name,
-)
 from admitter.core.decisions import PendingReason
 from admitter.core.model import GPU, Phase, TopologyRequest
 from admitter.jobs.interface import pin_to_domain
+from admitter.jobs.workloads import job_contract, workload_for, workload_name
+from admitter.kube.core_values import core_workload, pod_set_domains
+from admitter.kube.objects import format_time, pod_requests
 
 JOB = {
     "metadata": {"name": "train", "namespace": "team-a", "uid": "1234-abcd",

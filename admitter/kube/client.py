@@ -1,6 +1,6 @@
 """A thin JSON client over kubernetes_asyncio's ApiClient.
 
-The controller works on plain dicts (the API's own JSON) rather than generated model classes:
+admitter works on plain dicts (the API's own JSON) rather than generated model classes:
 one code path for core kinds and admitter's CRDs, no (de)serialisation cost on every watch
 event, and patches that say exactly which fields they touch.
 """
@@ -20,10 +20,15 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.base import GROUP, VERSION
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 WRITE_CONCURRENCY = 16
+"""Writes in flight at once (`each`, the Event recorder): enough to keep the API server's
+cores busy across the round trip of each (its CPU, 2.9-3.0 ms a write, is the bound, not the
+client: BENCHMARKS.md, write ceiling), and a small part of the 200 mutating requests it serves
+at once by default (`--max-mutating-requests-inflight`), so a burst of admissions leaves room
+for the writes of every other client."""
 REQUEST_TIMEOUT = 30.0
 """Seconds a request may take in all: without a bound, a request to an API server that was
 stopped mid-answer (or a path cut) hangs forever and holds up whatever awaits it."""
@@ -42,6 +47,9 @@ RETRY_AFTER_BOUNDS = (0.1, 10.0)
 """Least and most seconds waited after a 429, whatever it names: no busy loop on a zero, and
 no pass or re-list held up for minutes (THROTTLED_ATTEMPTS bound the total wait too)."""
 PAGE_SIZE = 500
+"""Objects per page of a list (`limit`): client-go's informers list 500 at a time too, a
+page the API server builds in milliseconds while a re-list of tens of thousands of Workloads
+never holds one response of hundreds of megabytes in memory."""
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 """What a request raises when the API server cannot be reached or does not answer."""
 MERGE_PATCH = "application/merge-patch+json"

@@ -7,13 +7,20 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
-from admitter.controller.translate import format_time
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj, format_time
 
 log = logging.getLogger(__name__)
 REPEAT_AFTER = 300.0
+"""Seconds within which the same Event on the same object is not sent again: a condition that
+persists (a Job that breaks the contract, a problem the install check finds) is reported
+every pass otherwise, one Event per second or so; once in five minutes still shows in
+`kubectl get events` and `kubectl describe` as current (the API server keeps Events an hour
+by default, `--event-ttl`)."""
 COMPONENT = "admitter"
+"""The Events' `source.component` and `reportingComponent`, by which `kubectl admitter explain`
+picks admitter's Events out of an object's."""
 
 
 class EventRecorder:

@@ -20,7 +20,8 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller.kube import CONNECTION_ERRORS, Kind, Kube, Obj
+from admitter.kube.client import CONNECTION_ERRORS, Kind, Kube
+from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 READ_ERRORS: tuple[type[BaseException], ...] = (ApiException, *CONNECTION_ERRORS)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.controller.informer import Informer, newer
-from admitter.controller.kube import NODES, Kind
+from admitter.kube.client import NODES, Kind
+from admitter.kube.informer import Informer, newer
 
 
 def node(name: str, version: int) -> dict[str, Any]:
@@ -186,11 +186,11 @@ class UnservedApi:
 
 async def test_a_kind_whose_crd_is_missing_is_empty_and_synced_told_once_and_found_later(
         monkeypatch: Any, caplog: Any) -> None:
-    monkeypatch.setattr("admitter.controller.informer.ABSENT_RETRY", 0.001)
+    monkeypatch.setattr("admitter.kube.informer.ABSENT_RETRY", 0.001)
     api = UnservedApi()
     informer = Informer(api, Kind("example.dev/v1", "widgets", True),  # type: ignore[arg-type]
                         lambda event, obj: None, optional=True)
-    caplog.set_level("INFO", logger="admitter.controller.informer")
+    caplog.set_level("INFO", logger="admitter.kube.informer")
     running = asyncio.create_task(informer.run())
     while api.lists < 5:
         await asyncio.sleep(0.001)
