@@ -6,8 +6,11 @@ from admission to ready is the time the pods took."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, submitted_jobs, team
+from prometheus_client.metrics import MetricWrapperBase
 
 from admitter.controller import kube
 from admitter.controller.metrics import (
@@ -137,3 +140,26 @@ async def test_the_time_from_admission_to_ready_is_the_time_the_pods_took() -> N
     await settled_pass(controller)
     assert value(controller, "admitter_admitted_until_ready_wait_time_seconds_count",
                  cluster_queue="team") == 1, "timed once"
+
+
+def documented() -> dict[str, set[str]]:
+    """docs/controller.md's table of series: each series named in a row → that row's labels."""
+    text = (Path(__file__).parents[2] / "docs" / "controller.md").read_text()
+    rows: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `admitter_") and len(cells) == 4:
+            for series in re.findall(r"`(admitter_[a-z_]+)`", cells[0]):
+                rows[series] = set(re.findall(r"`([a-z_]+)`", cells[2]))
+    return rows
+
+
+def test_the_docs_list_every_series_with_its_labels() -> None:
+    rows = documented()
+    metrics = [m for m in vars(Metrics()).values() if isinstance(m, MetricWrapperBase)]
+    assert len(metrics) >= 30
+    for metric in metrics:
+        (family,) = metric.describe()
+        exposed = f"{family.name}_total" if family.type == "counter" else family.name
+        assert exposed in rows, f"{exposed} is not in docs/controller.md"
+        assert rows[exposed] == set(metric._labelnames), exposed
