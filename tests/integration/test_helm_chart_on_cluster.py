@@ -289,7 +289,10 @@ async def test_helm_installs_upgrades_uninstalls_and_installs_again_three_times(
             assert deployment["spec"]["replicas"] == 3
             local_cluster.kubectl("get", "clusterrolebinding", "admitter-clusterqueue-viewer")
             run_helm(local_cluster, "upgrade", "admitter", str(CHART), "-n", namespace)
-            run_helm(local_cluster, "uninstall", "admitter", "-n", namespace, "--wait")
+            # --wait: Helm waits for what it deleted to be gone, and says what never went (a
+            # role the aggregation controller recreated would stay).
+            run_helm(local_cluster, "uninstall", "admitter", "-n", namespace, "--wait",
+                     "--timeout", "2m")
 
             # The aggregation controller has seen the roles go when `edit` lost their
             # reading; anything it recreated meanwhile is there by then.

@@ -38,7 +38,7 @@ def samples(text: str) -> Samples:
     return values
 
 
-def series(values: Samples, name: str, **labels: str) -> float | None:
+def series(values: Samples, name: str, /, **labels: str) -> float | None:
     return values.get((name, tuple(sorted(labels.items()))))
 
 

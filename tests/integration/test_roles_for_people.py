@@ -116,11 +116,11 @@ async def test_the_clusterqueue_viewer_lets_a_researcher_with_edit_run_every_plu
                              "the other team's Job running and the whole-node Job explained")
 
             def reading(*args: str) -> Any:
-                return as_json(local_cluster, *args, "--kubeconfig", user)
+                return as_json(local_cluster, *args, "-n", namespace, "--kubeconfig", user)
 
             # Without the role: no ClusterQueue (and the plugin may say which role it lacks).
-            alone = kubectl_admitter(local_cluster, "queues", "-o", "json", "--kubeconfig", user,
-                                     check=False)
+            alone = kubectl_admitter(local_cluster, "queues", "-o", "json", "-n", namespace,
+                                     "--kubeconfig", user, check=False)
             assert ("admitter-clusterqueue-viewer" in alone.stderr if alone.returncode
                     else json.loads(alone.stdout)["queues"] == []), alone
             local_cluster.kubectl("create", "clusterrolebinding", viewer,
@@ -129,7 +129,7 @@ async def test_the_clusterqueue_viewer_lets_a_researcher_with_edit_run_every_plu
 
             async def every_command_reads_the_cluster() -> tuple[Any, ...] | None:
                 listed = reading("queues")
-                explained = reading("explain", "whole", "-n", namespace)
+                explained = reading("explain", "whole")
                 everywhere = reading("top", "-A")
                 names = {row["name"] for row in listed["queues"]}
                 running_in = {row["namespace"] for row in everywhere["running"]}
