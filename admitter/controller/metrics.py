@@ -200,7 +200,9 @@ class Metrics:
                                      ).observe(seconds)
         fair = result.fair_share
         ranking = result.ranking
-        self.pending_by_reason.clear()
+        for gauge in (self.pending_by_reason, self.pending, self.usage, self.reservation,
+                      self.fair_share, self.gpu_hours, self.owed):
+            gauge.clear()  # a queue deleted, or left out of the tree, has none
         for pending in result.pending:
             self.pending_by_reason.labels(pending.queue, pending.reason.value).inc()
         for name in queues:

@@ -163,3 +163,23 @@ def test_the_docs_list_every_series_with_its_labels() -> None:
         exposed = f"{family.name}_total" if family.type == "counter" else family.name
         assert exposed in rows, f"{exposed} is not in docs/controller.md"
         assert rows[exposed] == set(metric._labelnames), exposed
+
+
+async def test_a_deleted_queues_gauges_go_with_it() -> None:
+    api = FakeApi()
+    controller = reconciler(api)
+    await submitted_jobs(api, controller, 1, 2, node_a=8)
+    add(api, controller.caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("other", 4))
+    await settled_pass(controller)
+    gauges = ("admitter_cluster_queue_nominal_quota", "admitter_cluster_queue_fair_share",
+              "admitter_cluster_queue_resource_reservation")
+    for series in gauges:
+        assert value(controller, series, cluster_queue="other", resource=GPU) is not None
+    controller.caches.cluster_queues.forget(api.objects[kube.CLUSTER_QUEUES.path(None, "other")])
+    await settled_pass(controller)
+    for series in gauges:
+        assert value(controller, series, cluster_queue="other", resource=GPU) is None, series
+        assert value(controller, series, cluster_queue="team", resource=GPU) is not None
+    assert value(controller, "admitter_pending_workloads", cluster_queue="other") is None
+    assert value(controller, "admitter_cluster_queue_status", cluster_queue="other",
+                 status="active") is None
