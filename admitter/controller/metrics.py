@@ -258,12 +258,12 @@ class Metrics:
                 for reason_value in PREEMPTION_REASONS:
                     self.preempted.labels(name, reason_value)
 
-    def _local_queues(self, view: View, held: Holdings) -> None:
+    def _local_queues(self, view: View, holds: Holdings) -> None:
         for gauge in (self.local_admitted_active, self.local_reserving_active,
                       self.local_status):
             gauge.clear()
         for (namespace, name), lq in view.local_queues.items():
-            admitted = len(held.of(lq))
+            admitted = len(holds.of(lq))
             self.local_admitted_active.labels(name, namespace).set(admitted)
             self.local_reserving_active.labels(name, namespace).set(admitted)
             active = str(closed_reason(view.local_queues, view.cluster_queues, namespace,
@@ -288,7 +288,7 @@ class Metrics:
             if not workload.pods_ready:
                 continue
             del self.awaiting_ready[key]
-            name, namespace = awaiting.local_queue[1], awaiting.local_queue[0]
+            namespace, name = awaiting.local_queue
             since_creation = max(0.0, now - workload.submitted_at)
             since_admission = max(0.0, now - workload.admitted_at)
             self.ready_wait.labels(awaiting.cluster_queue).observe(since_creation)
