@@ -225,13 +225,13 @@ async def _controller_main(args: argparse.Namespace) -> None:
 
     admit, evict = reconciler.metrics.observe_admission, reconciler.metrics.observe_eviction
 
-    def admitted(queue: str, waited: float) -> None:
+    def admitted(*args: Any) -> None:
         stats.admissions += 1
-        admit(queue, waited)
+        admit(*args)
 
-    def evicted(queue: str, reason: str) -> None:
+    def evicted(*args: Any) -> None:
         stats.evictions += 1
-        evict(queue, reason)
+        evict(*args)
 
     _time_phases(reconciler, stats.phases)
     reconciler.metrics.observe_admission = admitted  # type: ignore[method-assign]

@@ -1,19 +1,56 @@
-"""Prometheus metrics, named after Kueue's so existing dashboards translate directly."""
+"""Prometheus metrics, named and labelled after Kueue's (`admitter_` for `kueue_`) where they
+mean the same, so existing dashboards and alerts translate directly. Every counter's series
+exist at 0 from the start (for each label value it can take, and each queue once seen), so an
+`increase()` alert sees the first event (docs/controller.md, "What it exports")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from admitter.api.quantity import from_base_units
+from admitter.controller.converge import Step
+from admitter.controller.informer import Key
+from admitter.controller.orphans import FINISH_ORPHAN
+from admitter.controller.plain_pods import PodStep
+from admitter.controller.queue_holds import Holdings, closed_reason, terminating
+from admitter.controller.snapshot import View
 from admitter.controller.status import QueueUsage
-from admitter.core.decisions import CycleResult, Snapshot
-from admitter.core.model import Phase
+from admitter.core.decisions import CycleResult, EvictionReason, Snapshot
+from admitter.core.model import UNLIMITED, Phase
 from admitter.core.usage import HOUR
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 """Seconds: a cycle takes milliseconds on a small cluster, seconds on a very large one."""
+
+
+def kueue_buckets(count: int) -> tuple[float, ...]:
+    """Kueue's wait-time buckets (`generateExponentialBuckets`): 1 s, then 2.5 s doubling."""
+    return (1.0, *(2.5 * 2 ** i for i in range(count - 1)))
+
+
+READY_BUCKETS = kueue_buckets(14)
+"""1 s to 2.8 h, as Kueue's `ready_wait_time_seconds` and `admitted_until_ready_...`."""
+WRITE_STEPS = (*(s.value for s in Step if s is not Step.NONE),
+               *(s.value for s in PodStep if s is not PodStep.NONE), FINISH_ORPHAN)
+"""Every `step` of `admitter_failed_writes_total`: the writes a pass isolates one by one."""
+PREEMPTION_REASONS = (EvictionReason.PREEMPTED.value, EvictionReason.RECLAIMED.value)
+"""Evictions made for another workload (`preemptor`): by priority inside its ClusterQueue, or
+for another queue's share (Kueue's `InClusterQueue` and `InCohort*`)."""
+QUEUE_STATUSES = ("pending", "active", "terminated")
+"""Kueue's `cluster_queue_status`: left out of the tree (a parent cycle or missing parent, an
+invalid spec), admitting, being deleted."""
+LOCAL_QUEUE_ACTIVE = ("True", "False")
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingReady:
+    """An admission this controller made, whose pods are not all ready yet."""
+
+    cluster_queue: str
+    local_queue: Key
 
 
 class Metrics:
@@ -74,20 +111,88 @@ class Metrics:
             "admitter_install_problems",
             "Differences between the registered webhook configurations and what the settings "
             "need, by kind (install_check.py); 0 when the install matches", ["kind"], registry=r)
+        self.nominal_quota = Gauge("admitter_cluster_queue_nominal_quota",
+                                   "The ClusterQueue's deserved quota (devices, cores, bytes)",
+                                   ["cluster_queue", "resource"], registry=r)
+        self.borrowing_limit = Gauge(
+            "admitter_cluster_queue_borrowing_limit",
+            "The ClusterQueue's limit: the most it may hold, borrowing included (devices, cores, "
+            "bytes); +Inf when unlimited", ["cluster_queue", "resource"], registry=r)
+        self.admitted_active = Gauge("admitter_admitted_active_workloads",
+                                     "Admitted Workloads not finished (parents count their "
+                                     "subtree)", ["cluster_queue"], registry=r)
+        self.reserving_active = Gauge(
+            "admitter_reserving_active_workloads",
+            "Workloads holding quota: the admitted ones (admitter reserves and admits at once)",
+            ["cluster_queue"], registry=r)
+        self.queue_status = Gauge("admitter_cluster_queue_status",
+                                  "1 for the ClusterQueue's one status: pending, active or "
+                                  "terminated", ["cluster_queue", "status"], registry=r)
+        self.preempted = Counter("admitter_preempted_workloads",
+                                 "Workloads evicted to make room for another, by the preemptor's "
+                                 "ClusterQueue", ["preempting_cluster_queue", "reason"],
+                                 registry=r)
+        self.ready_wait = Histogram("admitter_ready_wait_time_seconds",
+                                    "Time from creation until the pods are all ready",
+                                    ["cluster_queue"], buckets=READY_BUCKETS, registry=r)
+        self.admitted_until_ready = Histogram(
+            "admitter_admitted_until_ready_wait_time_seconds",
+            "Time from admission until the pods are all ready", ["cluster_queue"],
+            buckets=READY_BUCKETS, registry=r)
+        local = ["name", "namespace"]
+        self.local_admitted_active = Gauge("admitter_local_queue_admitted_active_workloads",
+                                           "Admitted Workloads not finished, per LocalQueue",
+                                           local, registry=r)
+        self.local_reserving_active = Gauge(
+            "admitter_local_queue_reserving_active_workloads",
+            "Workloads holding quota, per LocalQueue: the admitted ones", local, registry=r)
+        self.local_status = Gauge("admitter_local_queue_status",
+                                  "1 for whether the LocalQueue admits (True) or its queue is "
+                                  "missing or being deleted (False)", [*local, "active"],
+                                  registry=r)
+        self.local_ready_wait = Histogram("admitter_local_queue_ready_wait_time_seconds",
+                                          "Time from creation until the pods are all ready",
+                                          local, buckets=READY_BUCKETS, registry=r)
+        self.local_admitted_until_ready = Histogram(
+            "admitter_local_queue_admitted_until_ready_wait_time_seconds",
+            "Time from admission until the pods are all ready", local, buckets=READY_BUCKETS,
+            registry=r)
+        self.awaiting_ready: dict[str, AwaitingReady] = {}
+        """Admissions made here whose pods are not ready yet (a new leader times only its
+        own: it cannot know when an earlier one's became ready)."""
+        self._counted: set[str] = set()
+        """ClusterQueues whose counters and histograms exist (at 0 until something happens)."""
+        self._counted_local: set[Key] = set()
+        """LocalQueues whose histograms exist."""
+        for step in WRITE_STEPS:
+            self.failed_writes.labels(step)
+        for result in ("success", "inadmissible"):
+            self.attempts.labels(result)
 
-    def observe_admission(self, queue: str, waited: float) -> None:
+    def observe_admission(self, queue: str, waited: float, key: str = "",
+                          local_queue: Key = ("", "")) -> None:
+        """An admission written; with its Workload's `key` and `local_queue`, timed until its
+        pods are ready."""
         self.admitted.labels(queue).inc()
         self.wait.labels(queue).observe(waited)
+        if key:
+            self.awaiting_ready[key] = AwaitingReady(queue, local_queue)
 
-    def observe_eviction(self, queue: str, reason: str) -> None:
+    def observe_eviction(self, queue: str, reason: str,
+                         preempting_queue: str | None = None) -> None:
         self.evicted.labels(queue, reason).inc()
+        if preempting_queue is not None:
+            self.preempted.labels(preempting_queue, reason).inc()
 
-    def observe_cycle(self, result: CycleResult, seconds: float, queues: Iterable[str],
-                      usage: QueueUsage | None = None, snapshot: Snapshot | None = None,
-                      ) -> None:
+    def failed_write(self, step: str) -> None:
+        self.failed_writes.labels(step).inc()
+
+    def observe_cycle(self, result: CycleResult, seconds: float, view: View,
+                      holds: Holdings, usage: QueueUsage | None = None) -> None:
         """Cycle time and the queues' gauges; admissions and evictions are counted as they
-        are carried out, so a pass that fails half way counts only what it did. `usage` gives
-        each leaf's windowed use, `snapshot` the admitted workloads the cycle saw."""
+        are carried out, so a pass that fails half way counts only what it did. `holds` gives
+        the Workloads each queue holds, `usage` each leaf's windowed use."""
+        queues = view.cluster_queues
         self.cycle.observe(seconds)
         self.attempts.labels("success").inc(len(result.admissions))
         self.attempts.labels("inadmissible").inc(len(result.pending))
@@ -95,7 +200,9 @@ class Metrics:
                                      ).observe(seconds)
         fair = result.fair_share
         ranking = result.ranking
-        self.pending_by_reason.clear()
+        for gauge in (self.pending_by_reason, self.pending, self.usage, self.reservation,
+                      self.fair_share, self.gpu_hours, self.owed):
+            gauge.clear()  # a queue deleted, or left out of the tree, has none
         for pending in result.pending:
             self.pending_by_reason.labels(pending.queue, pending.reason.value).inc()
         for name in queues:
@@ -114,8 +221,80 @@ class Metrics:
                 budget = ranking.budget(name) if ranking is not None else 0.0
                 self.owed.labels(name).set(budget * max(usage.window, 0.0) / HOUR)
         self.protection.clear()
-        if snapshot is not None:
-            self._protection(snapshot)
+        self._protection(view.snapshot)
+        self._queues(result, view)
+        self._local_queues(view, holds)
+        self._ready(view)
+
+    def _queues(self, result: CycleResult, view: View) -> None:
+        """Quota, limit, workloads held and status of every ClusterQueue; the counters of one
+        first seen, at 0."""
+        for gauge in (self.nominal_quota, self.borrowing_limit, self.admitted_active,
+                      self.reserving_active, self.queue_status):
+            gauge.clear()
+        for queue in view.snapshot.queues:
+            for resource, quota in queue.resources.items():
+                self.nominal_quota.labels(queue.name, resource).set(
+                    float(from_base_units(resource, quota.quota)))
+                self.borrowing_limit.labels(queue.name, resource).set(
+                    math.inf if quota.limit == UNLIMITED
+                    else float(from_base_units(resource, quota.limit)))
+        for name, cq in view.cluster_queues.items():
+            status = result.queues.get(name)
+            admitted = 0 if status is None else status.admitted
+            self.admitted_active.labels(name).set(admitted)
+            self.reserving_active.labels(name).set(admitted)
+            shown = ("terminated" if terminating(cq) else
+                     "pending" if status is None else "active")
+            for value in QUEUE_STATUSES:
+                self.queue_status.labels(name, value).set(int(value == shown))
+            if name not in self._counted:
+                self._counted.add(name)
+                for series in (self.admitted, self.wait, self.ready_wait,
+                               self.admitted_until_ready):
+                    series.labels(name)
+                for reason in EvictionReason:
+                    self.evicted.labels(name, reason.value)
+                for reason_value in PREEMPTION_REASONS:
+                    self.preempted.labels(name, reason_value)
+
+    def _local_queues(self, view: View, holds: Holdings) -> None:
+        for gauge in (self.local_admitted_active, self.local_reserving_active,
+                      self.local_status):
+            gauge.clear()
+        for (namespace, name), lq in view.local_queues.items():
+            admitted = len(holds.of(lq))
+            self.local_admitted_active.labels(name, namespace).set(admitted)
+            self.local_reserving_active.labels(name, namespace).set(admitted)
+            active = str(closed_reason(view.local_queues, view.cluster_queues, namespace,
+                                       name) is None)
+            for value in LOCAL_QUEUE_ACTIVE:
+                self.local_status.labels(name, namespace, value).set(int(value == active))
+            if (namespace, name) not in self._counted_local:
+                self._counted_local.add((namespace, name))
+                self.local_ready_wait.labels(name, namespace)
+                self.local_admitted_until_ready.labels(name, namespace)
+
+    def _ready(self, view: View) -> None:
+        """Time the admissions made here whose pods this pass first sees all ready; forget
+        those no longer admitted (evicted or finished before they were)."""
+        now = view.snapshot.now
+        admitted = {w.key: w for w in view.snapshot.workloads if w.phase is Phase.ADMITTED}
+        for key, awaiting in list(self.awaiting_ready.items()):
+            workload = admitted.get(key)
+            if workload is None or workload.admitted_at is None:
+                del self.awaiting_ready[key]
+                continue
+            if not workload.pods_ready:
+                continue
+            del self.awaiting_ready[key]
+            namespace, name = awaiting.local_queue
+            since_creation = max(0.0, now - workload.submitted_at)
+            since_admission = max(0.0, now - workload.admitted_at)
+            self.ready_wait.labels(awaiting.cluster_queue).observe(since_creation)
+            self.admitted_until_ready.labels(awaiting.cluster_queue).observe(since_admission)
+            self.local_ready_wait.labels(name, namespace).observe(since_creation)
+            self.local_admitted_until_ready.labels(name, namespace).observe(since_admission)
 
     def _protection(self, snapshot: Snapshot) -> None:
         for workload in snapshot.workloads:

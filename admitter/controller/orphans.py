@@ -17,6 +17,9 @@ from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.objects import Obj
 
+FINISH_ORPHAN = "finish-orphan"
+"""The write that finishes a Workload whose job is gone."""
+
 Isolated = Callable[[str, Obj, Coroutine[Any, Any, None]], Coroutine[Any, Any, bool]]
 Finish = Callable[[Obj, Obj | None, str, str, float], Coroutine[Any, Any, None]]
 
@@ -38,7 +41,7 @@ class Orphans:
             if uid in self.checked:
                 continue
             self.checked[uid] = now
-            writes.append(isolated("finish-orphan", wl, self._finish_one(wl, now, finish)))
+            writes.append(isolated(FINISH_ORPHAN, wl, self._finish_one(wl, now, finish)))
         await kube.each(writes)
 
     async def _finish_one(self, wl: Obj, now: float, finish: Finish) -> None:

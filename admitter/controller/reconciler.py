@@ -195,8 +195,9 @@ class Reconciler:
         began = time.perf_counter()
         result = await asyncio.to_thread(decide_frozen, self.decide, view.snapshot)
         elapsed = time.perf_counter() - began
-        self.metrics.observe_cycle(result, elapsed, view.cluster_queues, self.usage,
-                                   view.snapshot)
+        self.metrics.observe_cycle(result, elapsed, view,
+                                   holdings(view.cluster_queues, view.workloads.values()),
+                                   self.usage)
         await self.apply(view, result, now)
         self.report_unreadable(now)
         self.passes += 1
@@ -319,7 +320,7 @@ class Reconciler:
             await write
         except Exception as error:
             meta = obj["metadata"]
-            self.metrics.failed_writes.labels(step).inc()
+            self.metrics.failed_write(step)
             log.warning("%s of %s/%s failed, a later pass retries: %s", step,
                         meta.get("namespace"), meta.get("name"), error)
             return False
@@ -449,13 +450,21 @@ class Reconciler:
         updated, suspended = await self.actions.evict(wl, job, eviction.reason.value,
                                                       eviction.message, now, backoff,
                                                       stop=self.plain_pods.stop_owner)
-        self.metrics.observe_eviction(eviction.queue, eviction.reason.value)
+        self.metrics.observe_eviction(eviction.queue, eviction.reason.value,
+                                      self._cluster_queue_of(view, eviction.preemptor))
         self.caches.workloads.observe(updated)
         if suspended is not None:
             self.caches.observe_job(suspended)
         by = f" for {eviction.preemptor}" if eviction.preemptor else ""
         message = f"{eviction.reason.value}{by}: {eviction.message}"
         self._record(wl, job, eviction.reason.value, message, now)
+
+    def _cluster_queue_of(self, view: View, key: str | None) -> str | None:
+        """The ClusterQueue of the Workload `key` (a preemptor), if it is known."""
+        wl = view.workloads.get(key) if key is not None else None
+        if wl is None:
+            return None
+        return self.caches.cluster_queue_of(wl["metadata"]["namespace"], wl["spec"]["queueName"])
 
     async def _admit(self, wl: Obj, admission: Admission, status: dict[str, object],
                      now: float) -> None:
@@ -469,7 +478,9 @@ class Reconciler:
         updated = await self.actions.patch_workload_status(wl, status)
         self.caches.workloads.observe(updated)
         created = parse_time(wl["metadata"].get("creationTimestamp")) or now
-        self.metrics.observe_admission(admission.queue, max(0.0, now - created))
+        meta = wl["metadata"]
+        self.metrics.observe_admission(admission.queue, max(0.0, now - created), admission.key,
+                                       (meta["namespace"], wl["spec"]["queueName"]))
         self._record(wl, job, Reason.ADMITTED, admission.message, now)
         await self.plain_pods.start_owner(updated, self._isolated)
         if job is not None and not await self._isolated(

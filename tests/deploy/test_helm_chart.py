@@ -119,3 +119,16 @@ def test_metrics_service_and_service_monitor_are_opt_in():
 def test_bad_values_are_refused_naming_the_value(values, complaint):
     with pytest.raises(ChartError, match=complaint):
         render(values)
+
+
+def test_the_clusterqueue_viewer_is_bound_only_to_the_groups_named():
+    assert ("ClusterRoleBinding", "admitter-clusterqueue-viewer") not in comparable(render())
+    groups = ["system:authenticated", "researchers"]
+    binding = comparable(render({"clusterQueueViewer": {"groups": groups}}))[
+        "ClusterRoleBinding", "admitter-clusterqueue-viewer"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": "admitter-clusterqueue-viewer"}
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}
+        for group in groups]
+

@@ -2,7 +2,9 @@
 accepted (server dry-run, then for real), and a chart install with `unlabelledWork`, its
 controller running with nothing but the chart's ServiceAccount token and RBAC, queues an
 unlabelled GPU Job and gates a bare GPU Pod, admits them and evicts them for a higher priority,
-without one request refused.
+without one request refused. The real `helm` installs, upgrades, uninstalls and installs the
+chart again, three times over, with the aggregation controller running: each step succeeds and
+each uninstall leaves nothing of the release behind.
 
 The session's other tests share the cluster, so each object goes to the test's namespace, the
 cluster-wide ones (roles, bindings, webhook configurations, the leader fence) get a suffix,
@@ -16,6 +18,7 @@ import functools
 import json
 import re
 import secrets
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,7 @@ from admitter.kube.client import Kube
 from admitter.kube.names import NAMESPACE, SECRET, SERVICE_ACCOUNT
 from admitter.kube.objects import ADMISSION_GATE, Obj
 from admitter.testing import LocalCluster
-from admitter.testing.helm_chart import comparable, render
+from admitter.testing.helm_chart import CHART, comparable, helm, render
 from admitter.testing.waiting import eventually
 from admitter.testing.webhooks import admitter_webhooks
 
@@ -116,9 +119,10 @@ def test_the_chart_and_the_kustomization_are_accepted_by_the_api_server(
             "serviceaccount/admitter"} <= set(listed.split())
 
 
-def service_account_kubeconfig(cluster: LocalCluster, namespace: str, path: Path) -> Path:
+def service_account_kubeconfig(cluster: LocalCluster, namespace: str, path: Path,
+                               account: str = SERVICE_ACCOUNT) -> Path:
     """A kubeconfig that authenticates with only the ServiceAccount's token."""
-    token = cluster.kubectl("create", "token", SERVICE_ACCOUNT, "-n", namespace,
+    token = cluster.kubectl("create", "token", account, "-n", namespace,
                             "--duration=1h").stdout.strip()
     config = yaml.safe_load(cluster.kubeconfig_path.read_text())
     config["users"] = [{"name": config["users"][0]["name"], "user": {"token": token}}]
@@ -219,3 +223,90 @@ async def run_the_cycle(cluster: LocalCluster, api: Kube, namespace: str, settin
               if ("403" in record or "forbidden" in record.lower())
               and "because it is being terminated" not in record]
     assert not denied, denied[-3:]
+
+
+def run_helm(cluster: LocalCluster, *args: str) -> str:
+    """`helm ARGS` against the cluster; a failure says what Helm printed."""
+    done = subprocess.run([str(helm()), *args, "--kubeconfig", str(cluster.kubeconfig_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr or done.stdout}"
+    return done.stdout
+
+
+def present(cluster: LocalCluster, docs: list[Obj], namespace: str) -> set[str]:
+    """Which of `docs` exist (kind/name), each kind asked once."""
+    found = set()
+    for kind in {d["kind"] for d in docs}:
+        names = [d["metadata"]["name"] for d in docs if d["kind"] == kind]
+        listed = cluster.kubectl("get", kind, *names, "-n", namespace, "--ignore-not-found",
+                                 "-o", "name")
+        found |= {f"{kind}/{line.rpartition('/')[2]}" for line in listed.stdout.split()}
+    return found
+
+
+def helm_owned(cluster: LocalCluster, kind: str, name: str) -> bool:
+    done = cluster.kubectl("get", kind, name, "-o", "json", check=False)
+    annotations = json.loads(done.stdout)["metadata"].get("annotations") or {}
+    return "meta.helm.sh/release-name" in annotations
+
+
+async def aggregated_into_edit(cluster: LocalCluster) -> bool:
+    """Whether `edit` holds admitter-queue-viewer's reading, as the aggregation controller
+    keeps it."""
+    edit = json.loads(cluster.kubectl("get", "clusterrole", "edit", "-o", "json").stdout)
+    return any("admitter.dev" in rule.get("apiGroups", []) for rule in edit.get("rules") or [])
+
+
+async def test_helm_installs_upgrades_uninstalls_and_installs_again_three_times(
+        local_cluster: LocalCluster, admitter_crds: None) -> None:
+    namespace = f"chart-cycle-{secrets.token_hex(3)}"
+    made = [d for d in render(namespace=namespace) if d["kind"] != "CustomResourceDefinition"]
+    cluster_wide = [d for d in made if "namespace" not in d["metadata"]]
+    # Objects of the chart's names another test applied with kubectl would be refused by the
+    # first install for what they are: not the release's. (The session's CRDs stay: Helm
+    # installs crds/ only where missing and never deletes them.)
+    for doc in cluster_wide:
+        name = doc["metadata"]["name"]
+        if f"{doc['kind']}/{name}" in present(local_cluster, [doc], namespace) and not (
+                helm_owned(local_cluster, doc["kind"], name)):
+            local_cluster.kubectl("delete", doc["kind"], name)
+    upgrade = ["--set", "replicas=3", "--set", "clusterQueueViewer.groups={system:authenticated}",
+               "--set", "settings.cycle=5s"]
+    try:
+        for cycle in range(3):
+            assert present(local_cluster, made, namespace) == set(), f"before install {cycle}"
+            run_helm(local_cluster, "install", "admitter", str(CHART), "-n", namespace,
+                     "--create-namespace")
+            assert present(local_cluster, made, namespace) == {
+                f"{d['kind']}/{d['metadata']['name']}" for d in made}
+            # The aggregation controller has seen the release's roles before the upgrade.
+            await eventually(functools.partial(aggregated_into_edit, local_cluster),
+                             "edit to include admitter-queue-viewer's reading")
+            run_helm(local_cluster, "upgrade", "admitter", str(CHART), "-n", namespace, *upgrade)
+            deployment = json.loads(local_cluster.kubectl(
+                "get", "deployment", "admitter", "-n", namespace, "-o", "json").stdout)
+            assert deployment["spec"]["replicas"] == 3
+            local_cluster.kubectl("get", "clusterrolebinding", "admitter-clusterqueue-viewer")
+            run_helm(local_cluster, "upgrade", "admitter", str(CHART), "-n", namespace)
+            # --wait: Helm waits for what it deleted to be gone, and says what never went (a
+            # role the aggregation controller recreated would stay).
+            run_helm(local_cluster, "uninstall", "admitter", "-n", namespace, "--wait",
+                     "--timeout", "2m")
+
+            # The aggregation controller has seen the roles go when `edit` lost their
+            # reading; anything it recreated meanwhile is there by then.
+            async def edit_without_admitter() -> bool:
+                return not await aggregated_into_edit(local_cluster)
+
+            await eventually(edit_without_admitter, "edit to lose admitter-queue-viewer's reading")
+            assert present(local_cluster, made, namespace) == set(), f"after uninstall {cycle}"
+    finally:
+        # Whatever a failure left, so the session's other tests meet no webhook of this one.
+        subprocess.run([str(helm()), "uninstall", "admitter", "-n", namespace,
+                        "--ignore-not-found", "--kubeconfig", str(local_cluster.kubeconfig_path)],
+                       capture_output=True, timeout=300, check=False)
+        for doc in cluster_wide:
+            local_cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"],
+                                  "--ignore-not-found")
+        local_cluster.kubectl("delete", "namespace", namespace, "--wait=false",
+                              "--ignore-not-found")

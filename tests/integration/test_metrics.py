@@ -1,8 +1,12 @@
 """`/metrics` after admissions, a reclaim and waits on the real control plane: each series
-added for the dashboards is there, with the labels and values the objects show."""
+added for the dashboards is there, with the labels and values the objects show; the series
+shaped like Kueue's give each queue's quota and limit, the Workloads it holds, its status, the
+preemption by the queue that made it, and the time from admission until the pods ran; counters
+of what never happened are there at 0."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import aiohttp
@@ -34,7 +38,7 @@ def samples(text: str) -> Samples:
     return values
 
 
-def series(values: Samples, name: str, **labels: str) -> float | None:
+def series(values: Samples, name: str, /, **labels: str) -> float | None:
     return values.get((name, tuple(sorted(labels.items()))))
 
 
@@ -58,6 +62,7 @@ def waiting_reason(wl: Obj) -> str | None:
 
 async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
         api: Kube, namespace: str, kubeconfig: Path) -> None:
+    began = time.time()
     async with two_teams(api, namespace, "met") as (root, team_a, team_b):
         protected = JobWrapper("b-protected", namespace).queue("b").min_runtime("10m").obj()
         borrowers = [JobWrapper(f"b-{i}", namespace).queue("b").min_runtime("3s").resumable().obj()
@@ -106,8 +111,10 @@ async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
                                     cluster_queue=name, resource=GPU)
                              == float((statuses[name].get("allocated") or {}).get(GPU, 0))
                              for name in (root, team_a, team_b))
+                ready = (series(values, "admitter_admitted_until_ready_wait_time_seconds_count",
+                                cluster_queue=team_b) or 0) >= 1
                 return ((values, held, statuses)
-                        if shown == 1 and protected == set(held) and agrees else None)
+                        if shown == 1 and protected == set(held) and agrees and ready else None)
 
             values, held, queues = await eventually(settled, "the metrics to show the API's state",
                                             timeout=30)
@@ -138,3 +145,42 @@ async def test_the_dashboards_series_after_admissions_a_reclaim_and_waits(
             assert series(values, "admitter_workload_protection_remaining_seconds",
                           cluster_queue=wl["status"]["admission"]["clusterQueue"],
                           namespace=namespace, workload=name) is not None, name
+        by_queue = {name: [wl for wl in held.values()
+                           if wl["status"]["admission"]["clusterQueue"] == name]
+                    for name in (team_a, team_b)}
+        for name, local in ((team_a, "a"), (team_b, "b")):
+            assert series(values, "admitter_cluster_queue_nominal_quota", cluster_queue=name,
+                          resource=GPU) == 32
+            assert series(values, "admitter_cluster_queue_borrowing_limit", cluster_queue=name,
+                          resource=GPU) == float("inf")
+            for prefix, labels in (("admitter", {"cluster_queue": name}),
+                                   ("admitter_local_queue", {"name": local,
+                                                             "namespace": namespace})):
+                for state in ("admitted", "reserving"):
+                    assert series(values, f"{prefix}_{state}_active_workloads",
+                                  **labels) == len(by_queue[name]), (prefix, state, name)
+            assert series(values, "admitter_cluster_queue_status", cluster_queue=name,
+                          status="active") == 1
+            assert series(values, "admitter_local_queue_status", name=local,
+                          namespace=namespace, active="True") == 1
+        assert series(values, "admitter_admitted_active_workloads", cluster_queue=root) == len(
+            held), "a parent counts its subtree"
+        # The reclaim was made for team a's Job; nothing was preempted by priority.
+        assert series(values, "admitter_preempted_workloads_total",
+                      preempting_cluster_queue=team_a,
+                      reason=EvictionReason.RECLAIMED.value) == 1
+        for name in (team_a, team_b):
+            assert series(values, "admitter_preempted_workloads_total",
+                          preempting_cluster_queue=name,
+                          reason=EvictionReason.PREEMPTED.value) == 0
+        assert series(values, "admitter_evicted_workloads_total", cluster_queue=team_a,
+                      reason=EvictionReason.DRAINED.value) == 0
+        assert series(values, "admitter_failed_writes_total", step="restore") == 0
+        waited = series(values, "admitter_admitted_until_ready_wait_time_seconds_sum",
+                        cluster_queue=team_b)
+        timed = series(values, "admitter_admitted_until_ready_wait_time_seconds_count",
+                       cluster_queue=team_b)
+        assert waited is not None and timed, "timed"
+        assert 0 <= waited / timed <= time.time() - began, "within the test's own time"
+        assert (series(values, "admitter_local_queue_ready_wait_time_seconds_count", name="b",
+                       namespace=namespace) or 0) >= 1
