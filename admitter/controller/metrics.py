@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from admitter.api.quantity import from_base_units
 from admitter.controller.converge import Step
-from admitter.controller.informer import Key
 from admitter.controller.orphans import FINISH_ORPHAN
 from admitter.controller.plain_pods import PodStep
 from admitter.controller.queue_holds import Holdings, closed_reason, terminating
@@ -21,6 +20,7 @@ from admitter.controller.status import QueueUsage
 from admitter.core.decisions import CycleResult, EvictionReason, Snapshot
 from admitter.core.model import UNLIMITED, Phase
 from admitter.core.usage import HOUR
+from admitter.kube.informer import Key
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 """Seconds: a cycle takes milliseconds on a small cluster, seconds on a very large one."""

@@ -12,7 +12,6 @@ from pathlib import Path
 from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, submitted_jobs, team
 from prometheus_client.metrics import MetricWrapperBase
 
-from admitter.controller import kube
 from admitter.controller.metrics import (
     PREEMPTION_REASONS,
     QUEUE_STATUSES,
@@ -23,6 +22,7 @@ from admitter.controller.metrics import (
 from admitter.controller.reconciler import Reconciler
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU
+from admitter.kube import client as kube
 
 from builders.kube import JobWrapper, cluster_queue, local_queue
 
