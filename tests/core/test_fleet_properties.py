@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
+from test_placement_properties import PROPERTY, nodes, run, workloads
 
 from admitter.core.model import Node, Workload
 from admitter.core.nodes import ClusterState
@@ -14,7 +15,6 @@ from admitter.core.placement import Placement, place
 from admitter.core.topology import CLUSTER
 
 from builders.core import LEVELS
-from test_placement_properties import PROPERTY, nodes, run, workloads
 
 CLUSTERS = st.sampled_from(["west", "east", "north", None])
 """None: a node that names no cluster (in a fleet it takes no gang)."""
