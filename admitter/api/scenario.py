@@ -127,7 +127,7 @@ class WorkloadTemplate(ApiModel):
 
 
 class Scenario(ApiModel):
-    """A whole simulation: cluster, queue tree, settings, history and workloads."""
+    """A whole simulation: a cluster or a fleet, queue tree, settings, history and workloads."""
 
     name: str = "scenario"
     """Shown in reports."""
