@@ -96,3 +96,9 @@ def test_the_example_fleet_runs_every_gang_inside_one_cluster() -> None:
     sweeps = {node[0] for name, w in by_name.items() if name.startswith("sweep-")
               for s in w["starts"] for node in s["nodes"]}
     assert sweeps == {"w", "e"}
+
+
+def test_a_fleet_decides_the_same_whatever_order_its_nodes_come_in() -> None:
+    first = simulate(TWO_TEAMS)
+    for seed in (1, 7):
+        assert simulate(TWO_TEAMS, seed)["workloads"] == first["workloads"]
