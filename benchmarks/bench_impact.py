@@ -37,6 +37,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from admitter.api.convert import scenario_nodes  # noqa: E402
 from admitter.api.scenario import Scenario  # noqa: E402
 from admitter.api.scenario_file import parse_scenario  # noqa: E402
 from admitter.core.model import GPU  # noqa: E402
@@ -91,8 +92,7 @@ def ceilings(scenario: Scenario) -> tuple[float, float]:
     counting funded work only bounds the funded GPU-hours, and so owed delivered (owed sums to
     the schedulable GPU-hours, or to the funded work if that is less)."""
     end = scenario.horizon or 0.0
-    gpus = {f"{group.name_prefix}{i}": int(group.capacity.get(GPU, 0))
-            for group in scenario.cluster.node_groups for i in range(group.count)}
+    gpus = {node.name: node.allocatable.get(GPU, 0) for node in scenario_nodes(scenario)}
     moments = np.arange(0.0, end + CEILING_STEP / 2, CEILING_STEP)
     schedulable = sum(gpus.values()) * (end - moments)  # GPU-seconds from each moment on
     cordoned: dict[str, float] = {}

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.quantity import to_base_units
-from admitter.api.scenario import ClusterSpec
+from admitter.api.scenario import ClusterSpec, Scenario
 from admitter.api.settings import FairShareSettings, Settings
 from admitter.api.topology import HOSTNAME_LABEL
 from admitter.core.decisions import CycleSettings
@@ -15,7 +15,7 @@ from admitter.core.model import FairShareSettings as CoreFairShareSettings
 from admitter.core.model import Node, Queue, ResourceQuota, Taint
 from admitter.core.policy import ShortJobs, TimeSlicing
 from admitter.core.queue_tree import QueueTree
-from admitter.core.topology import with_host_level
+from admitter.core.topology import CLUSTER, with_host_level
 
 
 def core_resources(amounts: Mapping[str, Decimal]) -> dict[str, int]:
@@ -87,9 +87,17 @@ def _nearest(tree: QueueTree, queue: str,
     return None
 
 
-def topology_levels(cluster: ClusterSpec) -> tuple[str, ...]:
+def scenario_topology(scenario: Scenario) -> list[str]:
+    """The scenario's Topology node-label keys: its cluster's, or the one list a fleet's
+    clusters share (a cluster may list none; `scenario_file` checks the rest agree)."""
+    if scenario.cluster is not None:
+        return scenario.cluster.topology
+    return next((member.topology for member in scenario.clusters if member.topology), [])
+
+
+def topology_levels(scenario: Scenario) -> tuple[str, ...]:
     """The scenario's topology levels, by the rule the controller applies to a Topology."""
-    return with_host_level(cluster.topology)
+    return with_host_level(scenario_topology(scenario))
 
 
 def cluster_levels(topologies: Mapping[str, Sequence[str]]) -> tuple[str, ...] | None:
@@ -102,14 +110,23 @@ def cluster_levels(topologies: Mapping[str, Sequence[str]]) -> tuple[str, ...] |
     return with_host_level(topologies[min(topologies)])
 
 
-def scenario_nodes(cluster: ClusterSpec) -> list[Node]:
-    """Expand node groups into named nodes carrying their hostname label."""
+def scenario_nodes(scenario: Scenario) -> list[Node]:
+    """Expand node groups into named nodes carrying their hostname label; over a fleet, each
+    node also carries its cluster's labels (a group's own win) and its name (`CLUSTER`)."""
+    if scenario.cluster is not None:
+        return _group_nodes(scenario.cluster, {}, {})
+    return [node for member in scenario.clusters
+            for node in _group_nodes(member, member.labels, {CLUSTER: member.name})]
+
+
+def _group_nodes(cluster: ClusterSpec, shared: Mapping[str, str],
+                 fixed: Mapping[str, str]) -> list[Node]:
     nodes = []
     for group in cluster.node_groups:
         allocatable = core_resources(group.capacity)
         taints = tuple(Taint(t.key, t.value, t.effect) for t in group.taints)
         for index in range(group.count):
             name = f"{group.name_prefix}{index}"
-            labels = {**group.labels, HOSTNAME_LABEL: name}
+            labels = {**shared, **group.labels, **fixed, HOSTNAME_LABEL: name}
             nodes.append(Node(name=name, allocatable=allocatable, labels=labels, taints=taints))
     return nodes

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from admitter.api.base import ApiModel, ObjectName, ResourceList
+from admitter.api.base import ApiModel, LabelKey, ObjectName, ResourceList
 from admitter.api.clusterqueue import ClusterQueueSpec
 from admitter.api.duration import Duration
 from admitter.api.settings import Settings
 from admitter.api.workload import TopologyRequestSpec
+
+CLUSTER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A cluster's name is a label value on its nodes: a DNS label."""
 
 
 class TaintSpec(ApiModel):
@@ -42,12 +45,22 @@ class NodeGroup(ApiModel):
 
 
 class ClusterSpec(ApiModel):
-    """The simulated nodes and their topology."""
+    """The simulated nodes of one cluster and their topology."""
 
     topology: list[str] = Field(default_factory=list)
     """Node label keys, coarsest first; every node is also its own host domain."""
     node_groups: list[NodeGroup] = Field(min_length=1)
     """The nodes."""
+
+
+class FleetCluster(ClusterSpec):
+    """One cluster of a fleet: its nodes, its name, which every node of it carries as the
+    `admitter.dev/cluster` label, and labels of its own (region, cost) on every node too."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=CLUSTER_NAME_PATTERN)
+    """Cluster name: lowercase letters, digits and '-' (a label value)."""
+    labels: dict[LabelKey, str] = Field(default_factory=dict)
+    """Labels every node of the cluster carries, e.g. region or cost."""
 
 
 class ScenarioQueue(ClusterQueueSpec):
@@ -104,7 +117,7 @@ class WorkloadTemplate(ApiModel):
     priority: int = 0
     """Orders workloads inside their queue only."""
     topology: TopologyRequestSpec | None = None
-    """Placement constraint, as node label keys of cluster.topology."""
+    """Placement constraint, as node label keys of the topology."""
 
     @model_validator(mode="after")
     def _positive_duration(self) -> WorkloadTemplate:
@@ -114,7 +127,7 @@ class WorkloadTemplate(ApiModel):
 
 
 class Scenario(ApiModel):
-    """A whole simulation: cluster, queue tree, settings, history and workloads."""
+    """A whole simulation: a cluster or a fleet, queue tree, settings, history and workloads."""
 
     name: str = "scenario"
     """Shown in reports."""
@@ -122,8 +135,11 @@ class Scenario(ApiModel):
     """Stop here; default: when every workload has finished."""
     settings: Settings = Field(default_factory=Settings)
     """The same settings the controller runs with."""
-    cluster: ClusterSpec
-    """Nodes and topology."""
+    cluster: ClusterSpec | None = None
+    """Nodes and topology of one cluster; give this or `clusters`."""
+    clusters: list[FleetCluster] = Field(default_factory=list)
+    """A fleet: several clusters, each gang placed wholly inside one; give this or
+    `cluster`."""
     queues: list[ScenarioQueue] = Field(min_length=1)
     """The queue tree, roots first; file order is creation order."""
     history: dict[str, float] = Field(default_factory=dict)
@@ -132,3 +148,9 @@ class Scenario(ApiModel):
     """Cordons and uncordons."""
     workloads: list[WorkloadTemplate] = Field(default_factory=list)
     """What is submitted."""
+
+    @model_validator(mode="after")
+    def _one_cluster_or_a_fleet(self) -> Scenario:
+        if (self.cluster is None) == (not self.clusters):
+            raise ValueError("give exactly one of cluster (one cluster) or clusters (a fleet)")
+        return self

@@ -17,14 +17,16 @@ from admitter.api.convert import (
     effective_max_min_runtime,
     effective_max_runtime_ceiling,
     scenario_nodes,
+    scenario_topology,
     topology_levels,
 )
 from admitter.api.duration import format_duration
 from admitter.api.errors import InputError
 from admitter.api.quantity import format_quantity
-from admitter.api.scenario import Scenario
+from admitter.api.scenario import NodeGroup, Scenario
 from admitter.core.model import Node
 from admitter.core.queue_tree import QueueTree, QueueTreeError
+from admitter.core.topology import CLUSTER
 
 Problem = tuple[str, str]
 
@@ -68,13 +70,17 @@ def _cross_check(scenario: Scenario) -> Iterator[Problem]:
         index = names.index(error.queue_name)
         yield f"queues[{index}]", str(error)
         return
+    fleet = list(_fleet_problems(scenario))
+    yield from fleet
     try:
-        nodes = scenario_nodes(scenario.cluster)
+        nodes = scenario_nodes(scenario)
     except ValueError as error:
-        yield "cluster.nodeGroups", str(error)
+        yield "cluster.nodeGroups" if scenario.cluster else "clusters", str(error)
         return
-    yield from _check_nodes(nodes)
-    levels = topology_levels(scenario.cluster)
+    yield from _check_nodes(scenario)
+    if fleet:
+        return  # levels and nodes of a fleet whose clusters disagree mean nothing
+    levels = topology_levels(scenario)
     for name in scenario.history:
         if name not in tree:
             yield f"history.{name}", f"unknown queue {name!r}"
@@ -87,12 +93,48 @@ def _cross_check(scenario: Scenario) -> Iterator[Problem]:
         yield from _check_workload(scenario, tree, nodes, levels, index)
 
 
-def _check_nodes(nodes: list[Node]) -> Iterator[Problem]:
-    seen: set[str] = set()
-    for node in nodes:
-        if node.name in seen:
-            yield "cluster.nodeGroups", f"node name {node.name!r} is produced twice"
-        seen.add(node.name)
+def _groups(scenario: Scenario) -> Iterator[tuple[str, NodeGroup]]:
+    """Every node group with its path."""
+    if scenario.cluster is not None:
+        for index, group in enumerate(scenario.cluster.node_groups):
+            yield f"cluster.nodeGroups[{index}]", group
+    for position, member in enumerate(scenario.clusters):
+        for index, group in enumerate(member.node_groups):
+            yield f"clusters[{position}].nodeGroups[{index}]", group
+
+
+def _check_nodes(scenario: Scenario) -> Iterator[Problem]:
+    seen: dict[str, str] = {}
+    for at, group in _groups(scenario):
+        for index in range(group.count):
+            name = f"{group.name_prefix}{index}"
+            if name in seen:
+                yield f"{at}.namePrefix", f"node name {name!r} is also produced by {seen[name]}"
+            seen.setdefault(name, at)
+
+
+def _fleet_problems(scenario: Scenario) -> Iterator[Problem]:
+    """A fleet's clusters have distinct names, one hierarchy (a cluster may list no levels),
+    and name themselves only through `name`."""
+    names: dict[str, int] = {}
+    topology = scenario_topology(scenario)
+    for position, member in enumerate(scenario.clusters):
+        at = f"clusters[{position}]"
+        if member.name in names:
+            yield (f"{at}.name",
+                   f"cluster {member.name!r} is also clusters[{names[member.name]}]")
+        names.setdefault(member.name, position)
+        if member.topology and member.topology != topology:
+            yield (f"{at}.topology",
+                   f"{member.topology} differs from {topology}: a fleet has one hierarchy of "
+                   "levels (a cluster may list none)")
+        if CLUSTER in member.labels:
+            yield (f"{at}.labels.{CLUSTER}",
+                   f"{member.labels[CLUSTER]!r}: a cluster's nodes carry its name, set it there")
+        for index, group in enumerate(member.node_groups):
+            if CLUSTER in group.labels and group.labels[CLUSTER] != member.name:
+                yield (f"{at}.nodeGroups[{index}].labels.{CLUSTER}",
+                       f"{group.labels[CLUSTER]!r} is not the cluster's name {member.name!r}")
 
 
 def _check_workload(
@@ -140,10 +182,11 @@ def _check_workload(
     ):
         yield f"{at}.podRequests", "no single node has all of these resources at once"
     if workload.topology is not None:
+        where = "cluster's" if scenario.cluster is not None else "clusters'"
         for strength in ("required", "preferred"):
             level = getattr(workload.topology, strength)
             if level is not None and level not in levels:
                 yield (
                     f"{at}.topology.{strength}",
-                    f"{level!r} is not a level of cluster.topology ({', '.join(levels)})",
+                    f"{level!r} is not a level of the {where} topology ({', '.join(levels)})",
                 )

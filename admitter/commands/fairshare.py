@@ -32,7 +32,7 @@ def fair_share_at_start(scenario: Scenario) -> FairShare:
     """Fair share for the funded demand submitted at time 0, with the scenario's history."""
     tree = queue_tree(scenario)
     capacity: dict[str, int] = {}
-    for node in scenario_nodes(scenario.cluster):
+    for node in scenario_nodes(scenario):
         for resource, amount in node.allocatable.items():
             capacity[resource] = capacity.get(resource, 0) + amount
     demand: dict[str, dict[str, int]] = {}

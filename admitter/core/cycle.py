@@ -403,7 +403,7 @@ class _Cycle(CycleState):
                     possible[leaf].append(workload)
                 elif (limit := self.ledger.limit_block(workload)) is not None:
                     self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
-                elif need > idle:
+                elif need > idle and not self.state.tree.fleet:  # a fleet names its clusters
                     self._wait(workload, PendingReason.NO_FIT, short_of, need, " needed")
                 else:
                     failed = self._place(workload)

@@ -31,7 +31,7 @@ from admitter.core.model import (
     Workload,
     tolerates_all,
 )
-from admitter.core.topology import DomainTree
+from admitter.core.topology import DomainTree, spans_clusters
 
 Holding = tuple[tuple[int, tuple[int, ...]], ...]
 
@@ -47,9 +47,11 @@ class ClusterState:
     """Free capacity per node and per topology domain for one snapshot.
 
     `levels` are the Topology's node-label keys, coarsest first (`kubernetes.io/hostname`, if
-    listed, must be last; each node is its own host domain either way). `admitted` workloads
-    are assumed at construction from `Workload.pod_set_placements` (or `placement` when they
-    have one pod set).
+    listed, must be last; each node is its own host domain either way); when the nodes,
+    cordoned or not, name more than one cluster, the cluster is a level above them
+    (`topology.spans_clusters`), and stays one while a whole cluster is cordoned.
+    `admitted` workloads are assumed at construction from `Workload.pod_set_placements` (or
+    `placement` when they have one pod set).
     Pods on nodes missing from the snapshot are ignored (the node and its pods are gone), as
     are requests for resources a node does not have.
     """
@@ -98,7 +100,7 @@ class ClusterState:
                                len(self.class_taints),
                                {i: [a if a > 0 else 0 for a in self._raw[i]]
                                 for i in schedulable},
-                               len(self.resources))
+                               len(self.resources), spans_clusters(ordered))
         self._tolerated: dict[tuple[Toleration, ...], tuple[int, ...]] = {}
         self._selected: dict[NodeSelection, frozenset[int]] = {}
         self._shapes: dict[tuple[object, ...], Shape | None] = {}

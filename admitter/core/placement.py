@@ -1,15 +1,15 @@
 """Gang fit with topology: where a whole workload goes, or the one fact that blocks it.
 
 A workload is placed all or nothing. Its topology request picks the levels to try: `required`
-alone, or `preferred` first and then each coarser level up to `required` (or the whole
-cluster). At each level the fitting domain with the least free capacity wins (bin-pack, keeps
-big domains whole), and inside it pods go to the most-allocated nodes first. Pod sets are packed
-one after another in the chosen domain, each seeing the ones before it as used. A pod set with
-a topology request of its own goes, by the same levels and the same bin-pack, into one domain
-inside the workload's (a JobSet's workers in one rack, its leader anywhere in the block); the
-first pod set's choice is not revisited for the next one. A preferred level no finer than the
-required one adds nothing. See docs/gang-fit.md for why the per-node floor sum is a sound
-check.
+alone, or `preferred` first and then each coarser level up to `required` (or one cluster of a
+fleet, or the whole cluster). At each level the fitting domain with the least free capacity
+wins (bin-pack, keeps big domains whole), and inside it pods go to the most-allocated nodes
+first. Pod sets are packed one after another in the chosen domain, each seeing the ones before
+it as used. A pod set with a topology request of its own goes, by the same levels and the same
+bin-pack, into one domain inside the workload's (a JobSet's workers in one rack, its leader
+anywhere in the block); the first pod set's choice is not revisited for the next one. A
+preferred level no finer than the required one adds nothing. See docs/gang-fit.md for why the
+per-node floor sum is a sound check.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from admitter.core.fit import Demand, Shape, capacity, fill, fits, free_key, largest, ranked
 from admitter.core.model import NO_TOPOLOGY, PodSet, TopologyRequest, Workload
 from admitter.core.nodes import ClusterState
-from admitter.core.topology import HOSTNAME, Domain, DomainTree
+from admitter.core.topology import CLUSTER, HOSTNAME, Domain, DomainTree
 
 _TRIAL = "\0trial/"
 """Key prefix for pod sets assumed while `place` tries a domain; always rolled back."""
@@ -96,13 +96,15 @@ def _unknown_resource(state: ClusterState, workload: Workload) -> str:
 
 
 def _depths(tree: DomainTree, request: TopologyRequest) -> list[int] | PlacementFailure:
-    """Tree depths to try in order: preferred, coarser levels, down to required or the root."""
+    """Tree depths to try in order: preferred, coarser levels, down to required, else the
+    cluster over a fleet, else the root."""
     depth = tree.depth
     for level in (request.required, request.preferred):
         if level is not None and level not in depth:
             return PlacementFailure(f"topology level {level} is not one of the cluster's "
                                     f"levels ({', '.join(tree.levels)})")
-    required = -1 if request.required is None else depth[request.required]
+    enclosing = tree.enclosing(request.required)
+    required = -1 if enclosing is None else depth[enclosing]
     preferred = required if request.preferred is None else depth[request.preferred]
     return list(range(max(preferred, required), required - 1, -1))
 
@@ -171,7 +173,8 @@ def _ancestor(domain: Domain, depth: int) -> Domain | None:
 
 def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int) -> str:
     """The first blocking fact: a pod no node takes, a gang the cluster cannot hold, or no
-    domain of the required level (`depth`) that holds it."""
+    domain of the required level (`depth`) that holds it. Over a fleet, what no cluster holds
+    is told of the clusters, naming the one with the most room."""
     root = state.tree.root
     if not root.children:
         return "no schedulable node"
@@ -179,7 +182,7 @@ def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int
         label = _label(workload, pod_set.name)
         if capacity(root, shape) == 0:
             return label + _no_node(state, shape)
-        if capacity(root, shape) < count:
+        if capacity(root, shape) < count and not state.tree.fleet:
             return label + _short(state, shape, count, [root], None)
     inner = _inner_short(state, workload, demand)
     if inner is not None:
@@ -188,14 +191,13 @@ def _explain(state: ClusterState, workload: Workload, demand: Demand, depth: int
         return f"pod sets {', '.join(p.name for p in workload.pod_sets)} do not fit together"
     level = state.tree.levels[depth]
     domains = state.tree.domains(level)
-    noun = f"{_noun(level)} ({level})"
     if not domains:
         return f"no node has the topology label {level}"
     for pod_set, (shape, count) in zip(workload.pod_sets, demand.pod_sets, strict=True):
         if max(capacity(d, shape) for d in domains) < count:
-            return _label(workload, pod_set.name) + _short(state, shape, count, domains, noun)
+            return _label(workload, pod_set.name) + _short(state, shape, count, domains, level)
     names = ", ".join(p.name for p in workload.pod_sets)
-    return f"no {noun} fits pod sets {names} together"
+    return f"{_none_of(state, level)} fits pod sets {names} together{_inside(state, level)}"
 
 
 def _inner_short(state: ClusterState, workload: Workload, demand: Demand) -> str | None:
@@ -205,11 +207,10 @@ def _inner_short(state: ClusterState, workload: Workload, demand: Demand) -> str
         if level is None:
             continue
         domains = state.tree.domains(level)
-        noun = f"{_noun(level)} ({level})"
         if not domains:
             return f"{_label(workload, pod_set.name)}no node has the topology label {level}"
         if max(capacity(d, shape) for d in domains) < count:
-            return _label(workload, pod_set.name) + _short(state, shape, count, domains, noun)
+            return _label(workload, pod_set.name) + _short(state, shape, count, domains, level)
     return None
 
 
@@ -240,26 +241,53 @@ def _usable(state: ClusterState, shape: Shape) -> str:
 
 
 def _short(state: ClusterState, shape: Shape, count: int, domains: list[Domain],
-           noun: str | None) -> str:
-    """Why no domain (`noun`, or the whole cluster) holds `count` pods: the first resource
-    short of the gang's total, else fragmentation across nodes."""
+           level: str | None) -> str:
+    """Why no domain of `level` (or the whole cluster, for None) holds `count` pods: the first
+    resource short of the gang's total, else fragmentation across nodes."""
     where, has, fit = (("the cluster", "has", "fits") if shape.nodes is None
                        else ("the nodes the pods may use", "have", "fit"))
     for resource, amount in shape.request:
-        most = max(free_key(d, (resource,), shape.classes, shape.nodes)[0] for d in domains)
+        most, _, largest = max((free_key(d, (resource,), shape.classes, shape.nodes)[0],
+                                -d.order, d) for d in domains)
         total, name = amount * count, state.resources[resource]
         if most < total:
-            if noun is None:
+            if level is None:
                 return (f"{where} {has} {most} free {name}; {_count(count)} × {amount} "
                         f"need {total}")
-            return (f"no {noun} has {total} free {name} for {_count(count)} × {amount}; "
-                    f"the largest has {most}")
-    best = max(capacity(d, shape) for d in domains)
-    if noun is None:
+            return (f"{_none_of(state, level)} has {total} free {name}{_inside(state, level)} "
+                    f"for {_count(count)} × {amount}; {_largest(state, most, largest)}")
+    best, _, fullest = max((capacity(d, shape), -d.order, d) for d in domains)
+    if level is None:
         return (f"free capacity is fragmented: {where} {fit} {best} of "
                 f"{_pods(state, shape, count)}")
-    return (f"no {noun} fits {_pods(state, shape, count)}: free capacity is fragmented, "
-            f"the best fits {best}")
+    return (f"{_none_of(state, level)} fits {_pods(state, shape, count)}"
+            f"{_inside(state, level)}: free capacity is fragmented, the best fits {best}"
+            f"{_in_cluster(state, fullest)}")
+
+
+def _none_of(state: ClusterState, level: str) -> str:
+    """Whose failure a reason tells: "no rack (…/rack)", or over a fleet "no cluster"."""
+    return "no cluster" if state.tree.fleet else f"no {_noun(level)} ({level})"
+
+
+def _inside(state: ClusterState, level: str) -> str:
+    """Over a fleet, the level the gang must lie in inside a cluster: " in one rack (…)"."""
+    if not state.tree.fleet or level == CLUSTER:
+        return ""
+    return f" in one {_noun(level)} ({level})"
+
+
+def _largest(state: ClusterState, most: int, domain: Domain) -> str:
+    """The most room a domain offers; over a fleet, in which cluster."""
+    if not state.tree.fleet:
+        return f"the largest has {most}"
+    return f"the largest room is {most}{_in_cluster(state, domain)}"
+
+
+def _in_cluster(state: ClusterState, domain: Domain) -> str:
+    """Over a fleet, the cluster `domain` lies in: ", in cluster west"."""
+    cluster = _ancestor(domain, 0) if state.tree.fleet else None
+    return "" if cluster is None else f", in cluster {cluster.value}"
 
 
 def _pods(state: ClusterState, shape: Shape, count: int) -> str:

@@ -364,7 +364,7 @@ class RoomFinder:
         headroom = (self._headroom.needed if resource == GPU and not swap
                     and self._headroom.applies(preemptor) else 0)
         pool = self._headroom.pool() if headroom else 0
-        required = preemptor.topology.required
+        required = self._state.tree.enclosing(preemptor.topology.required)
         # One pod lands on one node: planning per node is exact where a wider domain's sum
         # can hide that no single node would hold the pod.
         level = HOSTNAME if sum(p.count for p in preemptor.pod_sets) == 1 else required

@@ -2,8 +2,9 @@
 nor hoard idle GPUs while it waits.
 
 The cycle picks the gang (`cycle._Cycle.drain_for_starving`); here the nodes are chosen and held.
-Inside the domain its required topology allows (the whole cluster without one), the domain cheapest
-to empty for this gang wins: the most GPUs that are free or that its drain could take now (unfunded
+Inside the domain its required topology allows (without one, a cluster of a fleet or the whole
+cluster), the domain cheapest to empty for this gang wins: the most GPUs that are free or that its
+drain could take now (unfunded
 work's; resumable or short work's past its min runtime, of a worse-ranked allocation or of lower
 priority in its queue: a domain full of better-ranked work would empty only as that work finishes);
 a domain that could not be emptied even once every protection ends (long non-resumable,
@@ -57,7 +58,7 @@ def describe(workload: Workload, chosen: list[str]) -> str:
 
 def _nodes_for(state: ClusterState, nodes: dict[str, Node], workload: Workload,
                displaceable: dict[str, int], drainable: dict[str, int]) -> list[str]:
-    level = workload.topology.required
+    level = state.tree.enclosing(workload.topology.required)
     domains: list[Domain] = state.tree.domains(level) if level else [state.tree.root]
     gpu = state.resource_index(GPU)
 

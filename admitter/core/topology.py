@@ -4,8 +4,14 @@ Built once per snapshot. A domain at level i is identified by the label values o
 so rack `r3` under block `b1` and rack `r3` under block `b2` are different racks, and the
 affinity hint (all labels on the path) selects exactly the domain's nodes. A node that lacks a
 level's label belongs to no domain of that level or any finer one: it hangs directly under its
-deepest complete ancestor (ultimately the cluster root), so only workloads with no constraint at
+deepest complete ancestor (ultimately the root), so only workloads with no constraint at
 those levels can use it. Every schedulable node is its own host domain, a leaf.
+
+Over a fleet (nodes whose `CLUSTER` labels name more than one cluster) the cluster is a level
+above the Topology's: every gang lies inside one cluster, as a gang that requires a block lies
+inside one block, whatever it asks for below (`DomainTree.enclosing`). A node that names no
+cluster then belongs to none and takes no gang, as a node without a block label takes no gang
+that requires a block. With one cluster, or none named, there is no cluster level at all.
 
 Each domain keeps its free capacity per taint class and resource, summed over its nodes, and a
 memo of fit queries (see `fit`); `DomainTree.update` keeps the sums current and drops the memos
@@ -14,12 +20,40 @@ on one leaf-to-root path, O(depth).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from admitter.core.model import Node
 
 HOSTNAME = "kubernetes.io/hostname"
+CLUSTER = "admitter.dev/cluster"
+"""The node label naming the cluster a node belongs to, in a fleet of clusters."""
+
+
+def spans_clusters(nodes: Iterable[Node]) -> bool:
+    """Whether `nodes` name more than one cluster: a fleet, where no gang spans two."""
+    named: set[str] = set()
+    for node in nodes:
+        cluster = node.labels.get(CLUSTER)
+        if cluster is not None:
+            named.add(cluster)
+            if len(named) > 1:
+                return True
+    return False
+
+
+def placement_levels(label_keys: Sequence[str], fleet: bool) -> tuple[str, ...]:
+    """The levels placement uses: the Topology's with the host level last (`with_host_level`),
+    under the cluster level over a fleet."""
+    if not fleet:
+        return with_host_level(label_keys)
+    return (CLUSTER, *with_host_level([key for key in label_keys if key != CLUSTER]))
+
+
+def enclosing_level(required: str | None, fleet: bool) -> str | None:
+    """The level whose one domain a gang must lie in: the level it requires, else over a fleet
+    the cluster, else none (the whole cluster)."""
+    return CLUSTER if required is None and fleet else required
 
 
 def with_host_level(label_keys: Sequence[str]) -> tuple[str, ...]:
@@ -67,12 +101,15 @@ class Domain:
 
 class DomainTree:
     """Level → domains over the schedulable nodes, which `nodes` maps by node index, with
-    each node's taint class and initial free amount per resource (never negative)."""
+    each node's taint class and initial free amount per resource (never negative); `fleet`
+    puts the cluster level above `levels` (`spans_clusters`)."""
 
     def __init__(self, levels: Sequence[str], nodes: Mapping[int, Node],
                  classes: Mapping[int, int], class_count: int,
-                 offers: Mapping[int, Sequence[int]], resources: int) -> None:
-        self.levels: tuple[str, ...] = with_host_level(levels)
+                 offers: Mapping[int, Sequence[int]], resources: int,
+                 fleet: bool = False) -> None:
+        self.fleet = fleet
+        self.levels: tuple[str, ...] = placement_levels(levels, fleet)
         label_levels = self.levels[:-1]
         self.depth = {level: depth for depth, level in enumerate(self.levels)}
         """Level → depth of its domains (the root is at -1)."""
@@ -131,6 +168,11 @@ class DomainTree:
         if key is None:
             key = self._query_keys[query] = -1 - len(self._query_keys)
         return key
+
+    def enclosing(self, required: str | None) -> str | None:
+        """The level whose one domain a gang that requires `required` must lie in (None: the
+        whole cluster); see `enclosing_level`."""
+        return enclosing_level(required, self.fleet)
 
     def domains(self, level: str) -> list[Domain]:
         """Every domain of one level, in tree order."""

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from admitter.api.convert import core_resources, scenario_nodes, topology_levels
+from admitter.api.convert import core_resources, scenario_nodes, scenario_topology
 from admitter.api.errors import InputError
 from admitter.api.scenario import Scenario, WorkloadTemplate
 from admitter.core.model import Node
 from admitter.core.nodes import BLOCKING_EFFECTS
+from admitter.core.topology import CLUSTER, enclosing_level, placement_levels, spans_clusters
 from admitter.sim.workloads import instance_names
 
 Problem = tuple[str, str]
@@ -41,22 +42,27 @@ def _problems(scenario: Scenario) -> Iterator[Problem]:
                 )
             seen.setdefault(name, index)
     # Scenario workloads carry no tolerations: a node with a blocking taint never takes one.
+    every = scenario_nodes(scenario)
     nodes = [
         node
-        for node in scenario_nodes(scenario.cluster)
+        for node in every
         if not any(taint.effect in BLOCKING_EFFECTS for taint in node.taints)
     ]
-    levels = topology_levels(scenario.cluster)
+    fleet = spans_clusters(every)
+    levels = placement_levels(scenario_topology(scenario), fleet)
     for index, template in enumerate(scenario.workloads):
-        yield from _check_gang(template, nodes, levels, f"workloads[{index}]")
+        yield from _check_gang(template, nodes, levels, fleet, f"workloads[{index}]")
 
 
 def _check_gang(
-    template: WorkloadTemplate, nodes: Sequence[Node], levels: Sequence[str], at: str
+    template: WorkloadTemplate, nodes: Sequence[Node], levels: Sequence[str], fleet: bool,
+    at: str
 ) -> Iterator[Problem]:
-    """The gang must fit, empty cluster, in one domain of its required level (or anywhere)."""
+    """The gang must fit, empty cluster, in one domain of its required level (or of one
+    cluster of a fleet, or anywhere)."""
     requests = {r: q for r, q in core_resources(template.pod_requests).items() if q > 0}
-    required = template.topology.required if template.topology else None
+    required = enclosing_level(template.topology.required if template.topology else None,
+                               fleet)
     depth = levels.index(required) + 1 if required in levels else 0
     held: dict[tuple[str | None, ...], int] = {}
     for node in nodes:
@@ -69,7 +75,8 @@ def _check_gang(
         held[domain] = held.get(domain, 0) + pods
     most = max(held.values(), default=0)
     if most < template.pods:
-        where = f"one {required!r} domain" if required else "the whole cluster"
+        where = ("one cluster" if required == CLUSTER else f"one {required!r} domain"
+                 if required else "the whole cluster")
         yield (
             f"{at}.pods",
             f"a gang of {template.pods} pods never fits: {where} holds at most {most} of them, "

@@ -97,12 +97,12 @@ class Simulation:
         self._drift = drift_cycles
         tree = queue_tree(scenario)
         queues = tuple(tree.queue(name) for name in tree)
-        nodes = scenario_nodes(scenario.cluster)
+        nodes = scenario_nodes(scenario)
         random.Random(seed).shuffle(nodes)
         self._nodes = {node.name: node for node in nodes}
         self._cordoned: set[str] = set()
         self._settings = core_cycle_settings(scenario.settings)
-        self._core = IncrementalCore(nodes, topology_levels(scenario.cluster), queues,
+        self._core = IncrementalCore(nodes, topology_levels(scenario), queues,
                                      self._settings)
         """Told every change; the cycle rolls its own changes back."""
         self._ledger = UsageLedger(self._settings.fair_share)

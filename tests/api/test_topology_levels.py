@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from admitter.api.convert import cluster_levels, topology_levels
-from admitter.api.scenario import ClusterSpec
+from admitter.api.scenario import Scenario
 from admitter.core.topology import HOSTNAME, with_host_level
 
 from builders.core import BLOCK, RACK
@@ -28,7 +28,9 @@ def test_the_first_topology_by_name_gives_the_cluster_its_levels() -> None:
 
 
 def test_a_scenario_gets_the_same_levels() -> None:
-    cluster = ClusterSpec.model_validate({"topology": [RACK], "nodeGroups": [
-        {"count": 1, "namePrefix": "n", "capacity": {"nvidia.com/gpu": 8}}]})
-    assert topology_levels(cluster) == (RACK, HOSTNAME)
+    scenario = Scenario.model_validate({
+        "cluster": {"topology": [RACK], "nodeGroups": [
+            {"count": 1, "namePrefix": "n", "capacity": {"nvidia.com/gpu": 8}}]},
+        "queues": [{"name": "q"}]})
+    assert topology_levels(scenario) == (RACK, HOSTNAME)
 

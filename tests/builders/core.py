@@ -21,7 +21,7 @@ from admitter.core.model import (
 )
 from admitter.core.nodes import ClusterState
 from admitter.core.queue_tree import QueueTree
-from admitter.core.topology import HOSTNAME
+from admitter.core.topology import CLUSTER, HOSTNAME
 from admitter.testing import BLOCK_LABEL as BLOCK
 from admitter.testing import RACK_LABEL as RACK
 
@@ -46,9 +46,13 @@ def node(
     cpu: int | None = None,
     unschedulable: bool = False,
     taints: tuple[Taint, ...] = (),
+    cluster: str | None = None,
 ) -> Node:
-    """A GPU node; `used` GPUs held by pods admitter does not manage."""
+    """A GPU node; `used` GPUs held by pods admitter does not manage; `cluster` names the
+    cluster of a fleet it belongs to."""
     labels = {HOSTNAME: name}
+    if cluster is not None:
+        labels[CLUSTER] = cluster
     if block is not None:
         labels[BLOCK] = block
     if rack is not None:
