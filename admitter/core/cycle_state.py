@@ -6,15 +6,16 @@ order, the admitted work, the funded demand per leaf; read afresh by `scan`, or 
 and the ranking of allocations, the short jobs' headroom, the `Statement` every admission and
 eviction goes through (simulated ones included) and the preemption search
 (`preemption.RoomFinder`). Then what every later step does the same way: place a workload
-(failures remembered until capacity is freed), admit, evict, say why a workload waits, note the
-first moment time alone could change a decision, and the result.
+(failures remembered until capacity is freed), admit, evict, say why a workload waits (one that
+fits nowhere even on the idle cluster says that, whatever else holds it), note the first moment
+time alone could change a decision, and the result.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 
 from admitter.core.backfill import Backfill
@@ -40,6 +41,11 @@ from admitter.core.ranking import Ranking, gpu_budgets
 from admitter.core.statement import Statement
 from admitter.core.status import queue_statuses
 from admitter.core.usage import fair_share_now
+
+OUTWEIGHED_BY_NEVER = frozenset({PendingReason.NO_FIT, PendingReason.PROTECTED_VICTIMS,
+                                 PendingReason.LIMIT_EXCEEDED, PendingReason.QUOTA_EXCEEDED})
+"""Reasons that say what holds a workload back now: for one that fits nowhere even with nothing
+running, they would promise a start that never comes, so it waits with `NEVER_FITS` instead."""
 
 
 @dataclass(slots=True)
@@ -142,6 +148,10 @@ class CycleState:
         self.waiting_funded = inputs.waiting_funded
         self.waiting_unfunded = inputs.waiting_unfunded
         self.failures: dict[object, PlacementFailure] = {}
+        self._idle_cluster: ClusterState | None = None
+        """The snapshot's nodes with nothing running and none cordoned (`_never_fits`)."""
+        self._never: dict[object, str | None] = {}
+        """`_never_fits` per workload shape and topology request."""
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
@@ -230,9 +240,35 @@ class CycleState:
         if moment is not None and self.now < moment < self.next_change:
             self.next_change = moment
 
+    def _never_fits(self, workload: Workload) -> str | None:
+        """Why `workload` fits no placement on the cluster's nodes even with nothing running on
+        them (no admitted work, no pods admitter does not manage) and none cordoned, or None if
+        it would fit there: the workload's shape, its taints and topology against the nodes
+        themselves, which only a change to the nodes can turn. Built once per cycle, the
+        first time a workload is found blocked, and asked once per shape."""
+        shape = workload.shape(), workload.topology.required, workload.topology.preferred
+        if shape in self._never:
+            return self._never[shape]
+        if self._idle_cluster is None:
+            self._idle_cluster = ClusterState(
+                [replace(node, used={}, unschedulable=False) for node in self.snapshot.nodes],
+                self.snapshot.topology)
+        placed = place(self._idle_cluster, workload)
+        never = self._never[shape] = (
+            placed.reason if isinstance(placed, PlacementFailure) else None)
+        return never
+
     def _wait(self, workload: Workload, reason: PendingReason, *message: object,
               retry_at: float | None = None, blockers: tuple[str, ...] = ()) -> None:
-        """`message` in parts, joined only if someone reads it (`Pending.message`)."""
+        """`message` in parts, joined only if someone reads it (`Pending.message`). A workload
+        that fits nowhere even on the idle cluster waits with `NEVER_FITS` rather than with a
+        reason that says what holds it now (`OUTWEIGHED_BY_NEVER`)."""
+        if reason in OUTWEIGHED_BY_NEVER:
+            never = self._never_fits(workload)
+            if never is not None:
+                reason, message, retry_at, blockers = PendingReason.NEVER_FITS, (
+                    never, "; it would not fit even with nothing else running on the "
+                    "cluster's nodes"), None, ()
         self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
                                              self.position.get(workload.key, 0), retry_at,
                                              blockers)
