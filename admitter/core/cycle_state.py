@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import attrgetter
 
 from admitter.core.backfill import Backfill
@@ -148,10 +148,6 @@ class CycleState:
         self.waiting_funded = inputs.waiting_funded
         self.waiting_unfunded = inputs.waiting_unfunded
         self.failures: dict[object, PlacementFailure] = {}
-        self._idle_cluster: ClusterState | None = None
-        """The snapshot's nodes with nothing running and none cordoned (`_never_fits`)."""
-        self._never: dict[object, str | None] = {}
-        """`_never_fits` per workload shape and topology request."""
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
@@ -242,19 +238,15 @@ class CycleState:
 
     def _never_fits(self, workload: Workload) -> str | None:
         """Why `workload` fits no placement on the cluster's nodes even with nothing running on
-        them (no admitted work, no pods admitter does not manage) and none cordoned, or None if
-        it would fit there: the workload's shape, its taints and topology against the nodes
-        themselves, which only a change to the nodes can turn. Built once per cycle, the
-        first time a workload is found blocked, and asked once per shape."""
+        them and none cordoned (`ClusterState.idle`), or None if it would fit there: its shape,
+        tolerations and topology against the nodes themselves. Asked once per shape for as long
+        as the node model is kept."""
+        idle = self.state.idle()
         shape = workload.shape(), workload.topology.required, workload.topology.preferred
-        if shape in self._never:
-            return self._never[shape]
-        if self._idle_cluster is None:
-            self._idle_cluster = ClusterState(
-                [replace(node, used={}, unschedulable=False) for node in self.snapshot.nodes],
-                self.snapshot.topology)
-        placed = place(self._idle_cluster, workload)
-        never = self._never[shape] = (
+        if shape in idle.never:
+            return idle.never[shape]
+        placed = place(idle, workload)
+        never = idle.never[shape] = (
             placed.reason if isinstance(placed, PlacementFailure) else None)
         return never
 

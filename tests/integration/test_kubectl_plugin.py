@@ -100,11 +100,10 @@ subjects: [{{kind: ServiceAccount, name: researcher, namespace: {namespace}}}]
 """
 
 
-def account_kubeconfig(cluster: LocalCluster, namespace: str, account: str, rbac: str,
+def account_kubeconfig(cluster: LocalCluster, namespace: str, account: str,
                        directory: Path) -> Path:
-    """A kubeconfig with a token of the ServiceAccount `account` that `rbac` (applied, with
-    {namespace} filled in) creates and grants, its context in `namespace`."""
-    cluster.kubectl("apply", "-f", "-", input=rbac.format(namespace=namespace))
+    """A kubeconfig with a token of the ServiceAccount `account` of `namespace`, its context
+    in that namespace."""
     token = cluster.kubectl("create", "token", account, "-n", namespace).stdout.strip()
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": account,
@@ -122,21 +121,17 @@ def account_kubeconfig(cluster: LocalCluster, namespace: str, account: str, rbac
 def researcher_kubeconfig(cluster: LocalCluster, namespace: str, directory: Path) -> Path:
     """A kubeconfig with a ServiceAccount token that may read its namespace's Workloads,
     LocalQueues, Jobs and Events and the ClusterQueues, nothing else."""
-    return account_kubeconfig(cluster, namespace, "researcher", RESEARCHER_RBAC, directory)
+    cluster.kubectl("apply", "-f", "-", input=RESEARCHER_RBAC.format(namespace=namespace))
+    return account_kubeconfig(cluster, namespace, "researcher", directory)
 
 
-EDITOR_RBAC = """
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: editor, namespace: {namespace}}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: editor, namespace: {namespace}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}}
-subjects: [{{kind: ServiceAccount, name: editor, namespace: {namespace}}}]
-"""
-"""A person bound to the built-in `edit` role in one namespace, and nothing else."""
+def editor_kubeconfig(cluster: LocalCluster, namespace: str, directory: Path) -> Path:
+    """A kubeconfig of a person bound to the built-in `edit` role in `namespace`, and to
+    nothing else."""
+    cluster.kubectl("create", "serviceaccount", "editor", "-n", namespace)
+    cluster.kubectl("create", "rolebinding", "editor", "-n", namespace, "--clusterrole=edit",
+                    f"--serviceaccount={namespace}:editor")
+    return account_kubeconfig(cluster, namespace, "editor", directory)
 USER_ROLES = Path(__file__).parents[2] / "deploy" / "user-roles.yaml"
 CLUSTER_QUEUE_VIEWER_ROLE = f"""
 apiVersion: rbac.authorization.k8s.io/v1
@@ -303,7 +298,7 @@ async def test_a_person_bound_to_edit_is_told_what_they_cannot_read_and_the_role
     await apply_all(api, *leaf_queue(cluster_queue_name, 8, namespace=namespace,
                                      local_name="team"),
                     JobWrapper("huge", namespace).queue("team").gpus(16).obj())
-    user = account_kubeconfig(local_cluster, namespace, "editor", EDITOR_RBAC, tmp_path)
+    user = editor_kubeconfig(local_cluster, namespace, tmp_path)
     async with in_process_controller(kubeconfig):
         await eventually(lambda: waiting(api, namespace, "huge"), "why huge waits", timeout=45)
 
