@@ -259,8 +259,7 @@ class CycleState:
             never = self._never_fits(workload)
             if never is not None:
                 reason, message, retry_at, blockers = PendingReason.NEVER_FITS, (
-                    never, "; it would not fit even with nothing else running on the "
-                    "cluster's nodes"), None, ()
+                    never, ", even with nothing else running on the cluster's nodes"), None, ()
         self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
                                              self.position.get(workload.key, 0), retry_at,
                                              blockers)

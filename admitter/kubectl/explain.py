@@ -54,7 +54,7 @@ def would_start(state: QueueReading, wl: Obj) -> str:
     status = wl.get("status") or {}
     reason, message = waiting_reason(wl)
     if reason == PendingReason.NEVER_FITS:
-        return "never, while the cluster's nodes stay as they are (see why above)"
+        return f"never: {message}"  # the placement on the idle cluster failed
     requeue = parse_time(status.get("requeueAt"))
     if reason == PendingReason.BACKOFF and requeue is not None:
         return f"when its backoff ends {moment(requeue, now)}"
