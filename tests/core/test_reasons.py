@@ -1,6 +1,8 @@
 """Each reason a waiting workload is given, against a world built so that its true cause is
 known: the reason, its message, the workloads it names and the time it promises."""
 
+import pytest
+
 from admitter.core.decisions import CycleSettings, PendingReason
 from admitter.core.model import FairShareSettings
 
@@ -59,10 +61,17 @@ def test_protected_victims_waits_for_the_last_protection_the_room_needs():
     assert admitted(world.cycle(2 * HOUR)) == ["gang"]
 
 
-def test_no_fit_when_no_protection_ending_would_make_room():
-    """Every rack keeps one of b's non-preemptible jobs: evicting a's protected job would
-    still leave 12 GPUs in a rack, fewer than 16, so no one is named and no time promised."""
-    world = _racks_kept_by(["b0-r0-n1", "b0-r1-n1"], {"b0-r0-n0": HOUR})
+@pytest.mark.parametrize("keeper", [
+    {"priority": KEEPER},  # non-preemptible
+    {"min_runtime": 60.0},  # past its min runtime, but b is not ranked clearly worse than c
+], ids=["non-preemptible", "better-ranked"])
+def test_no_fit_when_no_protection_ending_would_make_room(keeper: dict[str, float]):
+    """Every rack keeps one of b's 4-GPU jobs, which c may not take: evicting a's protected job
+    would still leave 12 GPUs in a rack, fewer than 16, so no one is named and no time
+    promised."""
+    world = _racks_kept_by([], {"b0-r0-n0": HOUR})
+    world.submit(*(running_on(f"b-{at}", "b", at, gpus=4, **keeper)  # type: ignore[arg-type]
+                   for at in ("b0-r0-n1", "b0-r1-n1")))
     waiting = world.cycle(NOW).pending[0]
     assert waiting.reason == PendingReason.NO_FIT
     assert waiting.blockers == () and waiting.retry_at is None
