@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admitter_world import apply_all, in_process_controller, jobs, pods, running, workloads
+from admitter_world import (
+    apply_all,
+    in_process_controller,
+    jobs,
+    pods,
+    priority_class,
+    running,
+    workloads,
+)
 from team_tree import two_teams
 
 from admitter.api.quantity import parse_quantity
@@ -342,3 +350,40 @@ async def test_a_person_bound_to_edit_is_told_what_they_cannot_read_and_the_role
         local_cluster.kubectl("delete", "clusterrolebinding", binding)
         if made:
             local_cluster.kubectl("delete", "clusterrole", CLUSTER_QUEUE_VIEWER)
+
+
+async def test_a_gang_that_no_protection_ending_would_place_is_promised_nothing(
+        api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster) -> None:
+    """Every rack keeps a 4-GPU non-preemptible Job of team b; team a's own lower-priority,
+    resumable Job runs protected for 30 minutes. Evicting it would empty no rack, so team a's
+    gang of 2 × 8 GPUs in one rack waits with NoFit: it names no one and promises no time, and
+    `explain` says so."""
+    await priority_class(api, "reasons-keeper", 100)
+    await priority_class(api, "reasons-gang", 10)
+    nodes = (await api.request("GET", "/api/v1/nodes"))["items"]
+    racks = sorted({n["metadata"]["labels"][RACK_LABEL] for n in nodes
+                    if RACK_LABEL in n["metadata"]["labels"]})
+    async with two_teams(api, namespace, "rooms"):
+        keepers = [JobWrapper(f"keep-{rack}", namespace).queue("b").gpus(4).min_runtime("1h")
+                   .node_selector(RACK_LABEL, rack).priority_class("reasons-keeper").obj()
+                   for rack in racks]
+        await apply_all(api, *keepers, JobWrapper("a-low", namespace).queue("a")
+                        .min_runtime("30m").resumable().obj())
+        async with in_process_controller(kubeconfig):
+            async def all_running() -> bool:
+                listed = await jobs(api, namespace)
+                return sum(running(job) for job in listed.values()) == len(racks) + 1
+
+            await eventually(all_running, "the keepers and a-low to run", timeout=60)
+            await apply_all(api, JobWrapper("a-gang", namespace).queue("a").pods(2)
+                            .required(RACK_LABEL).priority_class("reasons-gang").obj())
+            blocked = await eventually(lambda: waiting(api, namespace, "a-gang"),
+                                       "why a-gang waits", timeout=45)
+            reason = condition(blocked, CONDITION_QUOTA_RESERVED)
+            assert reason["reason"] == PendingReason.NO_FIT, reason
+            assert "a-low" not in reason["message"] and "protect" not in reason["message"]
+            status = blocked["status"]
+            assert not status.get("blockedBy") and not status.get("blockedUntil"), status
+            gang = as_json(local_cluster, "explain", "a-gang", "-n", namespace)
+            assert gang["reason"] == PendingReason.NO_FIT
+            assert gang["wouldStart"].startswith("when running work ends or is preempted"), gang
