@@ -139,14 +139,17 @@ class RoomFinder:
         return self._waited_for(preemptor, candidates, protected, search, bound)
 
     def _search(self, preemptor: Workload, candidates: list[Workload], search: Search,
-                bound: QuotaBlock | None) -> Room | None:
-        """The first plan of `candidates` (eviction order) proved to make room, or None."""
+                bound: QuotaBlock | None, among: set[str] | None = None) -> Room | None:
+        """The first plan of `candidates` (eviction order) proved to make room, or None; with
+        `among`, only plans that take one of those keys are tried."""
         # Plans that also leave the short jobs' headroom first; then, where it holds the
         # preemptor back, swaps that take only what their victims free (`_place`).
         for swap in (False, True) if self._headroom.applies(preemptor) else (False,):
             plans = self._plans(preemptor, candidates, swap)
             if bound is not None:
                 plans = _freeing(bound, plans, candidates)
+            if among is not None:
+                plans = [plan for plan in plans if any(w.key in among for w in plan)]
             for plan in plans[:DOMAINS_TRIED]:
                 room = self._simulate(preemptor, plan, search, swap)
                 if room is not None:
@@ -157,17 +160,18 @@ class RoomFinder:
                     protected: list[Workload], search: Search,
                     bound: QuotaBlock | None) -> Blocked:
         """The same search with the `protected` candidates (soonest free first) after the
-        evictable ones, rolled back whatever it proves: the protected workloads among the
-        victims of the room it finds are the ones whose protection the preemptor waits for,
-        until the last of them ends. A protected workload whose eviction would not make room
-        (another team's work keeps the domain full, or the preemptor fits no domain at all) is
-        never named, nor is a time promised."""
+        evictable ones, trying only plans that take one of them (the others are what the
+        search that failed tried), rolled back whatever it proves: the protected workloads
+        among the victims of the room it finds are the ones whose protection the preemptor
+        waits for, until the last of them ends. A protected workload whose eviction would not
+        make room (another team's work keeps the domain full, or the preemptor fits no domain
+        at all) is never named, nor is a time promised."""
+        keys = {w.key for w in protected}
         mark = self._statement.checkpoint()
-        room = self._search(preemptor, [*candidates, *protected], search, bound)
+        room = self._search(preemptor, [*candidates, *protected], search, bound, among=keys)
         self._statement.rollback(mark)
         if room is None:
             return Blocked((), None)
-        keys = {w.key for w in protected}
         waited = [v.workload for v in room.victims if v.workload.key in keys]
         ends = [w.protected_until() or self._now for w in waited]
         return Blocked(tuple(waited), max(ends)) if waited else Blocked((), None)
