@@ -51,6 +51,10 @@ PREEMPTION_ATTEMPTS = 16
 plays the same role); the cap bounds cycle time, and the queues left out search first in the
 next cycle (see `CycleResult.settled`)."""
 
+SHOWN_PROTECTED = 3
+"""Protected workloads a ProtectedVictims message names; the rest are counted (all of them
+are the Pending's blockers)."""
+
 
 def run_cycle(snapshot: Snapshot) -> CycleResult:
     """Decide admissions and evictions for one snapshot, everything built afresh; pure and
@@ -282,13 +286,16 @@ class _Cycle(CycleState):
             return True
         if starving:
             return False
-        if blocked.protected_until is not None:
-            names = ", ".join(w.key for w in blocked.protected[:3])
+        if blocked.protected and blocked.protected_until is not None:  # proved (`RoomFinder`)
+            protected = blocked.protected
+            names = ", ".join(w.key for w in protected[:SHOWN_PROTECTED]) + (
+                f" and {len(protected) - SHOWN_PROTECTED} more"
+                if len(protected) > SHOWN_PROTECTED else "")
             self._wait(workload, PendingReason.PROTECTED_VICTIMS,
-                       why, "; the workloads that could make room (", names, ") are protected "
-                       "by their min runtime until ", Moment(blocked.protected_until, self.now),
+                       why, "; evicting ", names, " would make room, and their min runtime "
+                       "protects them until ", Moment(blocked.protected_until, self.now),
                        retry_at=blocked.protected_until,
-                       blockers=tuple(w.key for w in blocked.protected))
+                       blockers=tuple(w.key for w in protected))
         elif limit is not None:
             self._wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
         elif share is not None:

@@ -6,8 +6,9 @@ order, the admitted work, the funded demand per leaf; read afresh by `scan`, or 
 and the ranking of allocations, the short jobs' headroom, the `Statement` every admission and
 eviction goes through (simulated ones included) and the preemption search
 (`preemption.RoomFinder`). Then what every later step does the same way: place a workload
-(failures remembered until capacity is freed), admit, evict, say why a workload waits, note the
-first moment time alone could change a decision, and the result.
+(failures remembered until capacity is freed), admit, evict, say why a workload waits (one that
+fits nowhere even on the idle cluster says that, whatever else holds it), note the first moment
+time alone could change a decision, and the result.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ from admitter.core.ranking import Ranking, gpu_budgets
 from admitter.core.statement import Statement
 from admitter.core.status import queue_statuses
 from admitter.core.usage import fair_share_now
+
+OUTWEIGHED_BY_NEVER = frozenset({PendingReason.NO_FIT, PendingReason.PROTECTED_VICTIMS,
+                                 PendingReason.LIMIT_EXCEEDED, PendingReason.QUOTA_EXCEEDED})
+"""Reasons that say what holds a workload back now: for one that fits nowhere even with nothing
+running, they would promise a start that never comes, so it waits with `NEVER_FITS` instead."""
 
 
 @dataclass(slots=True)
@@ -231,9 +237,30 @@ class CycleState:
         if moment is not None and self.now < moment < self.next_change:
             self.next_change = moment
 
+    def _never_fits(self, workload: Workload) -> str | None:
+        """Why `workload` fits no placement on the cluster's nodes even with nothing running on
+        them and none cordoned (`ClusterState.idle`), or None if it would fit there: its shape,
+        tolerations and topology against the nodes themselves. Asked once per shape for as long
+        as the node model is kept."""
+        idle = self.state.idle()
+        shape = workload.shape(), workload.topology.required, workload.topology.preferred
+        if shape in idle.never:
+            return idle.never[shape]
+        placed = place(idle, workload)
+        never = idle.never[shape] = (
+            placed.reason if isinstance(placed, PlacementFailure) else None)
+        return never
+
     def _wait(self, workload: Workload, reason: PendingReason, *message: object,
               retry_at: float | None = None, blockers: tuple[str, ...] = ()) -> None:
-        """`message` in parts, joined only if someone reads it (`Pending.message`)."""
+        """`message` in parts, joined only if someone reads it (`Pending.message`). A workload
+        that fits nowhere even on the idle cluster waits with `NEVER_FITS` rather than with a
+        reason that says what holds it now (`OUTWEIGHED_BY_NEVER`)."""
+        if reason in OUTWEIGHED_BY_NEVER:
+            never = self._never_fits(workload)
+            if never is not None:
+                reason, message, retry_at, blockers = PendingReason.NEVER_FITS, (
+                    never, ", even with nothing else running on the cluster's nodes"), None, ()
         self.pending[workload.key] = Pending(workload.key, workload.queue, reason, message,
                                              self.position.get(workload.key, 0), retry_at,
                                              blockers)

@@ -83,13 +83,20 @@ class PendingReason(StrEnum):
     RESERVED = "Reserved"
     """The room is held for a workload past the starvation bound."""
     PROTECTED_VICTIMS = "ProtectedVictims"
-    """Only workloads inside their protected min runtime could make room."""
+    """Evicting the workloads named in `Pending.blockers`, once their protected min runtime
+    ends, would make room: the search that decided proved it (with them evicted, it fits within
+    every limit); `retry_at` is when the last of them ends."""
     LIMIT_EXCEEDED = "LimitExceeded"
     """Admitting it would take a queue on its path past its limit."""
     QUOTA_EXCEEDED = "QuotaExceeded"
     """Non-preemptible work stays within its queue's fair share."""
     NO_FIT = "NoFit"
-    """No placement, even after preemption."""
+    """No placement now, even after preemption, and no protection ending would make one."""
+    NEVER_FITS = "NeverFits"
+    """No placement even with nothing running on the cluster's nodes (a pod larger than any
+    node, a gang larger than any domain of its required level, a toleration or node selection
+    no node meets): it waits until the nodes change. Outweighs every reason of what holds it
+    back now."""
     BACKOFF = "Backoff"
     """Requeued after its pods were not ready in time; waits before it is tried again."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from admitter.core.fit import Demand, Shape
 from admitter.core.model import (
@@ -59,6 +60,11 @@ class ClusterState:
     def __init__(self, nodes: Sequence[Node], levels: Sequence[str] = (),
                  admitted: Iterable[Workload] = ()) -> None:
         ordered = sorted(nodes, key=lambda n: n.name)
+        self._nodes, self._levels = ordered, tuple(levels)
+        self._idle: ClusterState | None = None
+        self.never: dict[object, str | None] = {}
+        """On an `idle` model: why a workload shape fits nowhere, None if it fits (the cycle's
+        `_never_fits` fills it; kept as long as the model)."""
         self.names: tuple[str, ...] = tuple(n.name for n in ordered)
         if len(set(self.names)) != len(self.names):
             raise ValueError("node names must be unique")
@@ -105,6 +111,16 @@ class ClusterState:
         self._selected: dict[NodeSelection, frozenset[int]] = {}
         self._shapes: dict[tuple[object, ...], Shape | None] = {}
         self._demands: dict[ShapeKey, Demand | None] = {}
+
+    def idle(self) -> ClusterState:
+        """These nodes with nothing running on them (no admitted work, no pods admitter does
+        not manage) and none cordoned: what only a change to the nodes themselves can turn.
+        Built on first use and kept with this model, so a model kept between cycles
+        (`incremental.IncrementalCore`) builds it once per change of the nodes."""
+        if self._idle is None:
+            self._idle = ClusterState([replace(node, used={}, unschedulable=False)
+                                       for node in self._nodes], self._levels)
+        return self._idle
 
     def node_index(self, name: str) -> int:
         return self._index[name]

@@ -114,31 +114,67 @@ class RoomFinder:
         `bound` is a queue on the preemptor's path at its limit: only victims under it can
         lower what it holds, and together they must free what the preemptor would exceed by.
         A non-preemptible preemptor must also end within its fair share.
-        Without `explain`, a `Blocked` names no protected candidates."""
+        With `explain`, a failed search is searched again as if every protection had ended:
+        the `Blocked` names the protected workloads of the room that search proves, and when
+        the last of them may leave; none if even that search finds no room (`_waited_for`).
+        Without it, a `Blocked` names no one and gives the first moment a protection ends."""
         self._rank()
         within = None if bound is None else bound.queue
         chosen = self._eligible(self._evictable, preemptor, within, search)
-        if chosen:
+        candidates = [w for _, w in sorted(chosen, key=itemgetter(0))]
+        if candidates:
             self.simulated += 1
-            chosen.sort(key=itemgetter(0))
-            candidates = [w for _, w in chosen]
-            # Plans that also leave the short jobs' headroom first; then, where it holds the
-            # preemptor back, swaps that take only what their victims free (`_place`).
-            for swap in (False, True) if self._headroom.applies(preemptor) else (False,):
-                plans = self._plans(preemptor, candidates, swap)
-                if bound is not None:
-                    plans = _freeing(bound, plans, candidates)
-                for plan in plans[:DOMAINS_TRIED]:
-                    room = self._simulate(preemptor, plan, search, swap)
-                    if room is not None:
-                        return room
+            room = self._search(preemptor, candidates, search, bound)
+            if room is not None:
+                return room
         eligible = self._eligible(self._protected, preemptor, within, search)
         until = min((w.protected_until() or self._now for _, w in eligible), default=None)
         if until is not None and until < self.next_change:
             self.next_change = until
         if not explain:
             return Blocked((), until)
-        return Blocked(tuple(w for _, w in sorted(eligible, key=itemgetter(0))), until)
+        if not eligible:
+            return Blocked((), None)
+        protected = [w for _, w in sorted(eligible, key=itemgetter(0))]
+        return self._waited_for(preemptor, candidates, protected, search, bound)
+
+    def _search(self, preemptor: Workload, candidates: list[Workload], search: Search,
+                bound: QuotaBlock | None, among: set[str] | None = None) -> Room | None:
+        """The first plan of `candidates` (eviction order) proved to make room, or None; with
+        `among`, only plans that take one of those keys are tried."""
+        # Plans that also leave the short jobs' headroom first; then, where it holds the
+        # preemptor back, swaps that take only what their victims free (`_place`).
+        for swap in (False, True) if self._headroom.applies(preemptor) else (False,):
+            plans = self._plans(preemptor, candidates, swap)
+            if bound is not None:
+                plans = _freeing(bound, plans, candidates)
+            if among is not None:
+                plans = [plan for plan in plans if any(w.key in among for w in plan)]
+            for plan in plans[:DOMAINS_TRIED]:
+                room = self._simulate(preemptor, plan, search, swap)
+                if room is not None:
+                    return room
+        return None
+
+    def _waited_for(self, preemptor: Workload, candidates: list[Workload],
+                    protected: list[Workload], search: Search,
+                    bound: QuotaBlock | None) -> Blocked:
+        """The same search with the `protected` candidates (soonest free first) after the
+        evictable ones, trying only plans that take one of them (the others are what the
+        search that failed tried), rolled back whatever it proves: the protected workloads
+        among the victims of the room it finds are the ones whose protection the preemptor
+        waits for, until the last of them ends. A protected workload whose eviction would not
+        make room (another team's work keeps the domain full, or the preemptor fits no domain
+        at all) is never named, nor is a time promised."""
+        keys = {w.key for w in protected}
+        mark = self._statement.checkpoint()
+        room = self._search(preemptor, [*candidates, *protected], search, bound, among=keys)
+        self._statement.rollback(mark)
+        if room is None:
+            return Blocked((), None)
+        waited = [v.workload for v in room.victims if v.workload.key in keys]
+        ends = [w.protected_until() or self._now for w in waited]
+        return Blocked(tuple(waited), max(ends)) if waited else Blocked((), None)
 
     def _simulate(self, preemptor: Workload, plan: list[Workload], search: Search,
                   swap: bool) -> Room | None:

@@ -9,6 +9,7 @@ so undoing one is applying the opposite change; within a cycle they go through t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -47,6 +48,22 @@ class QuotaBlock:
             f"queue {self.queue} holds {self.holding} {self.resource}; {self.request} more "
             f"would exceed its {self.bound_name} of {self.bound}"
         )
+
+    @classmethod
+    def read(cls, message: str) -> QuotaBlock | None:
+        """The block a `message()` opens, as a waiting Workload's condition carries it (what
+        `kubectl admitter explain` says would lift it); None for any other text."""
+        found = _MESSAGE.match(message)
+        if found is None:
+            return None
+        return cls(found["queue"], found["resource"], int(found["holding"]),
+                   int(found["request"]), int(found["bound"]), found["bound_name"])
+
+
+_MESSAGE = re.compile(r"queue (?P<queue>\S+) holds (?P<holding>-?\d+) (?P<resource>\S+); "
+                      r"(?P<request>\d+) more would exceed its (?P<bound_name>.+?) of "
+                      r"(?P<bound>-?\d+)")
+"""`QuotaBlock.message`, read back."""
 
 
 class Allocations:

@@ -35,8 +35,11 @@ class Room:
 
 @dataclass(slots=True)  # not frozen: see docs/admission-cycle.md, Speed
 class Blocked:
-    """No room could be proved. `protected_until` is when protected candidates free up;
-    `protected` names them when asked to explain."""
+    """No room could be proved now. Explained (`RoomFinder.find`): `protected` are the
+    workloads inside their min runtime whose eviction a search proved would make room, and
+    `protected_until` when the last of them ends (both empty when no protection ending would
+    make room). Unexplained: no one is named and `protected_until` is when the first
+    protected candidate frees up."""
 
     protected: tuple[Workload, ...]
     protected_until: float | None

@@ -21,8 +21,9 @@ from admitter.core.usage import HOUR
 from admitter.dashboard import render, workload_page
 from admitter.kube import client as kube
 from admitter.kube.client import CONNECTION_ERRORS, Kube
+from admitter.kube.core_values import core_node
 from admitter.kube.objects import parse_time
-from admitter.kubectl.explain import empty_cluster, never_fits, would_start
+from admitter.kubectl.explain import would_start
 from admitter.kubectl.queues import queue_rows
 from admitter.kubectl.state import QueueReading, gpus, job_name, read_state, waiting_reason
 from admitter.kubectl.top import top_rows
@@ -44,10 +45,21 @@ def _name(namespace: str, wl: dict[str, Any]) -> str:
     return f"{namespace}/{job_name(wl) or wl['metadata']['name']}"
 
 
-def board(state: QueueReading, empty: ClusterState | None, history: Any,
-          title: str) -> render.Board:
+async def schedulable_gpus(client: Kube) -> int:
+    """GPUs of the schedulable nodes, as the core counts them; 0 if the caller may not read
+    the nodes."""
+    try:
+        nodes = (await client.list(kube.NODES))["items"]
+    except ApiException as error:
+        if error.status in (401, 403):
+            return 0
+        raise
+    return ClusterState([core_node(node, {}) for node in nodes]).schedulable_capacity().get(GPU, 0)
+
+
+def board(state: QueueReading, capacity: int, history: Any, title: str) -> render.Board:
     """What the page shows, from the same reading of the cluster `kubectl admitter` uses;
-    `empty` is the nodes with nothing running (None if the caller may not read them)."""
+    `capacity` is the schedulable GPUs (`schedulable_gpus`)."""
     pending = []
     for queue in sorted({state.cluster_queue_of(wl) for wl in state.pending()}):
         for position, wl in enumerate(state.queue_order(queue), 1):
@@ -58,12 +70,11 @@ def board(state: QueueReading, empty: ClusterState | None, history: Any,
                 "href": f"/workload/{meta['namespace']}/{meta['name']}",
                 "clusterQueue": queue, "gpus": gpus(wl), "position": position,
                 "reason": waiting_reason(wl)[0],
-                "wouldStart": would_start(state, wl, never_fits(empty, state, wl))})
+                "wouldStart": would_start(state, wl)})
     running = [{**row, "key": f"{row['namespace']}/{row['workload']}",
                 "name": f"{row['namespace']}/{row['job'] or row['workload']}",
                 "href": f"/workload/{row['namespace']}/{row['workload']}"}
                for row in top_rows(state, None)]
-    capacity = 0 if empty is None else empty.schedulable_capacity().get(GPU, 0)
     return {"title": title, "live": True, "now": state.now, "capacity": capacity,
             "queues": queue_rows(state), "history": history, "pending": pending,
             "running": running}
@@ -109,7 +120,7 @@ class LiveBoard:
                                                for at, sample in samples],
                    "note": HOURLY_NOTE if past else ""}
         self.state = state
-        self.board = board(state, await empty_cluster(self.client), history, self.title)
+        self.board = board(state, await schedulable_gpus(self.client), history, self.title)
         for listener in self._listeners:
             listener.put_nowait(None)
 

@@ -8,7 +8,7 @@ from typing import Any
 from admitter.dashboard.render import page as html_page
 from admitter.kube.client import Kube
 from admitter.kube.objects import parse_time
-from admitter.kubectl.explain import explain_workload
+from admitter.kubectl.explain import explain_workload, where_it_runs
 from admitter.kubectl.state import QueueReading
 from admitter.kubectl.times import moment, span
 
@@ -42,6 +42,7 @@ def section(found: dict[str, Any], now: float) -> str:
     elif found["phase"] == "Admitted":
         left = found["protectionLeftSeconds"]
         facts += [("admitted", moment(parse_time(found["admittedAt"]) or now, now)),
+                  ("where", where_it_runs(found)),
                   ("protection", f"{span(left)} left" if left else "none left")]
     rows = "".join(f"<tr><th>{escape(k)}</th><td data-fact=\"{escape(k)}\">{escape(v)}</td>"
                    "</tr>" for k, v in facts)

@@ -1,5 +1,6 @@
 """`kubectl admitter explain JOB|WORKLOAD`: the fact that blocks it, where it stands, what
-would let it start, and what happened to it, from its status and the core's own placement."""
+would let it start, where it runs, and what happened to it, from its status as the controller
+wrote what the deciding search found."""
 
 from __future__ import annotations
 
@@ -10,18 +11,18 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from admitter.api.convert import cluster_levels
 from admitter.api.duration import parse_duration
 from admitter.core.decisions import PendingReason
-from admitter.core.nodes import ClusterState
-from admitter.core.placement import PlacementFailure, place
+from admitter.core.quota import QuotaBlock
+from admitter.jobs.registry import POD_LABELS
+from admitter.jobs.workloads import job_owner
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
-from admitter.kube.core_values import core_node
 from admitter.kube.events import COMPONENT
-from admitter.kube.objects import Obj, parse_time
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, parse_time
 from admitter.kubectl.queues import ranked_behind
 from admitter.kubectl.state import (
+    CLUSTER_QUEUES_UNREAD,
     QueueReading,
     gpus,
     job_kind,
@@ -41,30 +42,6 @@ def display_name(wl: Obj) -> str:
     return f"{wl['metadata']['namespace']}/{job_name(wl) or wl['metadata']['name']}"
 
 
-async def empty_cluster(client: Kube) -> ClusterState | None:
-    """Every node with nothing running, as the core models them; None if the caller may not
-    read the nodes."""
-    try:
-        nodes = (await client.list(kube.NODES))["items"]
-        topologies = (await client.list(kube.TOPOLOGIES))["items"]
-    except ApiException as error:
-        if error.status in (401, 403):
-            return None
-        raise
-    levels = cluster_levels({t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]]
-                             for t in topologies}) or ()
-    return ClusterState([core_node(node, {}) for node in nodes], levels)
-
-
-def never_fits(empty: ClusterState | None, state: QueueReading, wl: Obj) -> str | None:
-    """Why the workload cannot be placed even on the `empty` cluster (the core's own
-    placement), or None if it could be or the nodes are unknown."""
-    if empty is None:
-        return None
-    placed = place(empty, state.core(wl))
-    return placed.reason if isinstance(placed, PlacementFailure) else None
-
-
 def protectors(state: QueueReading, wl: Obj) -> list[Obj]:
     """The running workloads whose min-runtime protection it waits for (`blockedBy`)."""
     named = set((wl.get("status") or {}).get("blockedBy") or ())
@@ -72,13 +49,13 @@ def protectors(state: QueueReading, wl: Obj) -> list[Obj]:
             if f"{other['metadata']['namespace']}/{other['metadata']['name']}" in named]
 
 
-def would_start(state: QueueReading, wl: Obj, never: str | None) -> str:
-    """What would let it start, in words, with times from the status' numeric fields."""
+def would_start(state: QueueReading, wl: Obj) -> str:
+    """What would let it start, in words, from its reason and the status' numeric fields."""
     now = state.now
     status = wl.get("status") or {}
-    reason, _ = waiting_reason(wl)
-    if never is not None:
-        return f"never: {never}, even with nothing else running"
+    reason, message = waiting_reason(wl)
+    if reason == PendingReason.NEVER_FITS:
+        return f"never: {message}"  # the placement on the idle cluster failed
     requeue = parse_time(status.get("requeueAt"))
     if reason == PendingReason.BACKOFF and requeue is not None:
         return f"when its backoff ends {moment(requeue, now)}"
@@ -94,15 +71,65 @@ def would_start(state: QueueReading, wl: Obj, never: str | None) -> str:
             return f"when {whose} ends {moment(blocked, now)}"
         return f"{whose} ended {moment(blocked, now)}: it is tried again at the next cycle"
     if reason in (PendingReason.QUOTA_EXCEEDED, PendingReason.LIMIT_EXCEEDED):
-        bound = "limit" if reason == PendingReason.LIMIT_EXCEEDED else "fair share"
-        return (f"when what the queue named above holds falls below its {bound} by "
-                f"{gpus(wl)} GPUs (work there ends or is preempted) or its {bound} grows")
+        return _below_bound(state, wl, reason, message)
     if reason in (PendingReason.QUEUE_CLOSED, PendingReason.INVALID_QUEUE):
         return "when its LocalQueue points at a leaf ClusterQueue that is not being deleted"
     if reason:
         return (f"when running work ends or is preempted so that its {gpus(wl)} GPUs fit "
                 f"(checked again at every change and at least every cycle)")
     return "it has not been explained yet: the controller explains a Workload after 1 s"
+
+
+def _below_bound(state: QueueReading, wl: Obj, reason: str, message: str) -> str:
+    """When the queue whose limit or fair share holds it back would let it in: named from
+    the block its message states (`QuotaBlock.read`), its own ClusterQueue otherwise."""
+    block = QuotaBlock.read(message)
+    if block is None:
+        bound = "limit" if reason == PendingReason.LIMIT_EXCEEDED else "fair share"
+        queue = state.cluster_queue_of(wl) or "?"
+        return (f"when what ClusterQueue {queue} (or the queue above it that its message "
+                f"names) holds falls below its {bound} by {gpus(wl)} GPUs (work there ends or "
+                f"is preempted) or that {bound} grows")
+    if block.request > block.bound:
+        return (f"only once queue {block.queue}'s {block.bound_name} grows to "
+                f"{block.request} {block.resource}: it asks for more than the "
+                f"{block.bound} it allows")
+    return (f"when queue {block.queue} holds at most {block.bound - block.request} "
+            f"{block.resource} (it holds {block.holding}: work there ends or is preempted) or "
+            f"its {block.bound_name} grows")
+
+
+async def pod_nodes(client: Kube, wl: Obj) -> dict[str, int] | None:
+    """Pods per node of the Workload's job, bound and not finished, as the API server has
+    them; None if the caller may not list pods or its pods cannot be told apart (a job of no
+    known kind)."""
+    owner = job_owner(wl)
+    if owner is None:
+        return None
+    label = dict(POD_LABELS).get(str(owner.get("kind")))
+    selector = (f"{label}={owner['name']}" if label is not None
+                else f"batch.kubernetes.io/controller-uid={owner.get('uid')}")
+    try:
+        listed = await client.request("GET", kube.PODS.path(wl["metadata"]["namespace"]),
+                                      query={"labelSelector": selector})
+    except ApiException as error:
+        if error.status in (401, 403):
+            return None
+        raise
+    counts: dict[str, int] = {}
+    for pod in listed.get("items") or []:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES:
+            counts[node] = counts.get(node, 0) + 1
+    return counts
+
+
+def assumed_nodes(admission: Obj) -> dict[str, int]:
+    """Pods per node the admission's gang check assumed (its node hints)."""
+    counts: dict[str, int] = {}
+    for hint in admission.get("nodeHints") or []:
+        counts[hint["node"]] = counts.get(hint["node"], 0) + int(hint.get("count", 1))
+    return counts
 
 
 async def history(client: Kube, wl: Obj) -> list[dict[str, Any]]:
@@ -156,22 +183,47 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
             "blockedUntil": status.get("blockedUntil"),
             "rankedBehind": ranked_behind(state, queue),
         })
-        never = never_fits(await empty_cluster(client), state, wl)
-        found["never"] = never
-        found["wouldStart"] = would_start(state, wl, never)
+        found["never"] = message if reason == PendingReason.NEVER_FITS else None
+        found["wouldStart"] = would_start(state, wl)
     elif found["phase"] == "Admitted":
         admission = status["admission"]
         end = protected_until(wl)
+        running = await pod_nodes(client, wl)
         found.update({"admittedAt": admission.get("admittedAt"),
                       "topologyDomain": admission.get("topologyDomain") or {},
+                      "podSetDomains": {d["podSet"]: d["domain"]
+                                        for d in admission.get("podSetDomains") or []},
+                      "nodes": running if running is not None else assumed_nodes(admission),
+                      "nodesFrom": "pods" if running is not None else "admission",
                       "protectedUntil": end,
                       "protectionLeftSeconds": max(0.0, end - state.now) if end else 0.0})
+    found["unread"] = [str(unread) for unread in state.unread]
     found["history"] = await history(client, wl)
     return found
 
 
 def _evictions(count: int) -> str:
     return {0: "never evicted", 1: "evicted once"}.get(count, f"evicted {count} times")
+
+
+def where_it_runs(found: dict[str, Any]) -> str:
+    """Its nodes (pods per node), and the domain it and each narrower pod set are pinned to."""
+    nodes = found["nodes"]
+    on = ", ".join(f"{node} ({count} pod{'s' if count > 1 else ''})"
+                   for node, count in sorted(nodes.items()))
+    if found["nodesFrom"] == "admission":
+        on = f"on {on or 'no node'}, as assumed at admission (its pods could not be read)"
+    else:
+        on = f"on {on}" if on else "no pod on a node yet"
+    domain = _domain(found["topologyDomain"])
+    pinned = f"pinned to {domain}" if domain else "not pinned to a topology domain"
+    narrower = "".join(f"; pod set {name} pinned to {_domain(labels)}"
+                       for name, labels in sorted(found["podSetDomains"].items()))
+    return f"{on}; {pinned}{narrower}"
+
+
+def _domain(labels: dict[str, str]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in labels.items())
 
 
 def render(found: dict[str, Any], now: float) -> RenderableType:
@@ -189,21 +241,24 @@ def render(found: dict[str, Any], now: float) -> RenderableType:
         if found["message"]:
             lines.append(Text(f"  {found['message']}"))
         if found["position"]:
-            lines.append(Text(
-                f"Position: {found['position']} of {found['queueLength']} in ClusterQueue "
-                f"{found['clusterQueue']}, which is offered capacity "
-                f"{found['queueOrder']} of {found['leafQueues']} in the cluster's order"))
+            order = (f", which is offered capacity {found['queueOrder']} of "
+                     f"{found['leafQueues']} in the cluster's order"
+                     if found["queueOrder"] else "")
+            lines.append(Text(f"Position: {found['position']} of {found['queueLength']} in "
+                              f"ClusterQueue {found['clusterQueue']}{order}"))
+        if str(CLUSTER_QUEUES_UNREAD) in found["unread"]:
+            lines.append(Text(f"Queue order: not shown: {CLUSTER_QUEUES_UNREAD}",
+                              style="yellow"))
         lines += [Text(f"Ranked: {why}") for why in found["rankedBehind"]]
         lines.append(Text(f"Would start: {found['wouldStart']}", style="green"
                           if not found["never"] else "red"))
     elif found["phase"] == "Admitted":
         admitted = parse_time(found["admittedAt"]) or now
-        where = ", ".join(f"{k}={v}" for k, v in found["topologyDomain"].items()) or (
-            "the cluster")
         left = found["protectionLeftSeconds"]
-        lines.append(Text(f"Running since {moment(admitted, now)[3:]} in {where}; " + (
+        lines.append(Text(f"Running since {moment(admitted, now)[3:]}; " + (
             f"protected for {span(left)} more" if left else "not protected from preemption"),
             style="green"))
+        lines.append(Text(f"Where: {where_it_runs(found)}"))
     else:
         lines.append(Text("Finished"))
     table = Table("WHEN", "REASON", "MESSAGE", title="History", box=None,

@@ -12,7 +12,6 @@ from rich.tree import Tree
 
 from admitter.api.quantity import parse_quantity
 from admitter.core.model import GPU
-from admitter.kube.objects import Obj
 from admitter.kubectl.state import QueueReading
 
 
@@ -92,22 +91,39 @@ def render_tree(rows: list[dict[str, Any]]) -> RenderableType:
     return tree
 
 
+WIDE_COLUMNS = ("NAME", "QUOTA", "WEIGHT", "LIMIT", "BUDGET", "DESERVED", "FAIR", "HELD",
+                "USED-H", "OWED-H", "USED%", "RANK", "PENDING", "ADMITTED")
+"""`queues -o wide`: GPUs, then GPU-hours over the window (used, owed, used of owed). Short
+headers one space apart, and children indented under their parent rather than a column of
+parents, so that 120 columns hold the figures of any cluster and names of 30 characters; a
+longer name folds. A quota of "all" is all of its parent's."""
+
+
 def render_table(rows: list[dict[str, Any]]) -> RenderableType:
-    table = Table(box=None, header_style="bold")
-    columns = ("NAME", "PARENT", "QUOTA", "WEIGHT", "LIMIT", "BUDGET", "DESERVED",
-               "FAIR SHARE", "HELD", "USED GPU-H", "OWED GPU-H", "USED/OWED", "RANK",
-               "PENDING", "ADMITTED")
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("NAME", "PARENT") else "right")
+    """One row per queue, parents first; no cell is ever cut."""
+    depth: dict[str | None, int] = {None: -1}
+    cells = []
     for row in rows:
+        depth[row["name"]] = depth.get(row["parent"], -1) + 1
         share = row["usedOfOwed"]
-        limit = "none" if row["limit"] < 0 else _number(row["limit"])
-        table.add_row(row["name"], row["parent"] or "", _number(row["quota"]),
-                      _number(row["weight"]), limit, _number(row["budget"]),
-                      _number(row["deserved"]), _number(row["fairShare"]), _number(row["held"]),
+        cells.append(("  " * depth[row["name"]] + row["name"],
+                      "all" if row["quota"] < 0 else _number(row["quota"]),
+                      _number(row["weight"]),
+                      "none" if row["limit"] < 0 else _number(row["limit"]),
+                      _number(row["budget"]), _number(row["deserved"]),
+                      _number(row["fairShare"]), _number(row["held"]),
                       f"{row['usedGpuHours']:.1f}", f"{row['owedGpuHours']:.0f}",
                       "" if share is None else f"{share:.0%}", str(row["rank"]),
-                      str(row["pending"]), str(row["admitted"]))
+                      str(row["pending"]), str(row["admitted"])))
+    table = Table(box=None, header_style="bold", collapse_padding=True, pad_edge=False)
+    for index, column in enumerate(WIDE_COLUMNS):
+        widest = max([len(column), *(len(cell[index]) for cell in cells)])
+        if index == 0:  # the one column that gives way: a long name folds onto two lines
+            table.add_column(column, overflow="fold", min_width=16)
+        else:
+            table.add_column(column, justify="right", no_wrap=True, min_width=widest)
+    for cell in cells:
+        table.add_row(*cell)
     return table
 
 
@@ -176,6 +192,10 @@ def _share(row: dict[str, Any]) -> str:
     return f"{share:.1%}" if share >= 0.01 or share == 0 else f"{share * 100:.2g}%"
 
 
-def local_queue_target(state: QueueReading, namespace: str, name: str) -> str | None:
-    lq: Obj | None = state.local_queues.get((namespace, name))
-    return None if lq is None else str((lq.get("spec") or {}).get("clusterQueue") or "")
+def local_queue_target(state: QueueReading, namespace: str | None, name: str) -> str | None:
+    """The ClusterQueue the LocalQueue `name` of `namespace` points at; with None (-A), of
+    whichever namespaces have one, if they agree."""
+    targets = {str((lq.get("spec") or {}).get("clusterQueue") or "")
+               for (lq_namespace, lq_name), lq in state.local_queues.items()
+               if lq_name == name and namespace in (None, lq_namespace)}
+    return targets.pop() if len(targets) == 1 else None

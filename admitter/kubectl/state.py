@@ -22,6 +22,29 @@ from admitter.kube.core_values import core_workload
 from admitter.kube.objects import Obj, condition, is_true, parse_time
 
 FORBIDDEN = 403
+CLUSTER_QUEUE_VIEWER = "admitter-clusterqueue-viewer"
+"""The ClusterRole that lets a person read ClusterQueues and their status cluster-wide (what
+`queues` shows and `explain` ranks by); a namespace's `view`, `edit` or `admin` does not."""
+QUEUE_VIEWER = "admitter-queue-viewer"
+"""The ClusterRole that reads LocalQueues and Workloads (aggregated into `view`, `edit` and
+`admin` in a namespace); bound with a ClusterRoleBinding, in every namespace."""
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Something the plugin could not read with the caller's credentials, and the role that
+    would grant it."""
+
+    what: str
+    grant: str
+
+    def __str__(self) -> str:
+        return f"could not read {self.what} (forbidden); {self.grant}"
+
+
+CLUSTER_QUEUES_UNREAD = Unread(
+    "ClusterQueues at cluster scope",
+    f"a ClusterRoleBinding to the ClusterRole {CLUSTER_QUEUE_VIEWER} grants it")
 
 
 async def connect(kubeconfig: str | None, context: str | None) -> tuple[Kube, str]:
@@ -45,6 +68,8 @@ class QueueReading:
     cluster_queues: dict[str, Obj]
     local_queues: dict[tuple[str, str], Obj]
     workloads: list[Obj]
+    unread: list[Unread] = field(default_factory=list)
+    """What the caller may not read: answers leave it out and say so."""
     children: dict[str | None, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -105,22 +130,33 @@ class QueueReading:
 async def read_state(client: Kube, namespace: str | None = None) -> QueueReading:
     """Everything the caller may read: objects of every namespace, or, where their RBAC
     forbids that, of `namespace` only (then positions count only what they can see); no
-    ClusterQueues if they may not read those."""
-    cluster_queues = {cq["metadata"]["name"]: cq
-                      for cq in await _readable(client, kube.CLUSTER_QUEUES, None)}
+    ClusterQueues if they may not read those. `unread` says what was left out."""
+    unread: list[Unread] = []
+    cluster_queues = {cq["metadata"]["name"]: cq for cq in await _readable(
+        client, kube.CLUSTER_QUEUES, None, unread)}
     local_queues = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): lq
-                    for lq in await _readable(client, kube.LOCAL_QUEUES, namespace)}
-    workloads = await _readable(client, kube.WORKLOADS, namespace)
-    return QueueReading(time.time(), cluster_queues, local_queues, workloads)
+                    for lq in await _readable(client, kube.LOCAL_QUEUES, namespace, unread)}
+    workloads = await _readable(client, kube.WORKLOADS, namespace, unread)
+    return QueueReading(time.time(), cluster_queues, local_queues, workloads, unread)
 
 
-async def _readable(client: Kube, kind: kube.Kind, namespace: str | None) -> list[Obj]:
+async def _readable(client: Kube, kind: kube.Kind, namespace: str | None,
+                    unread: list[Unread]) -> list[Obj]:
+    """Every object of `kind`; where that is forbidden, those of `namespace` (none for a
+    cluster-scoped kind or no namespace), noting in `unread` what was left out."""
     try:
         items: list[Obj] = (await client.list(kind))["items"]
         return items
     except ApiException as error:
         if error.status != FORBIDDEN:
             raise
+    if kind is kube.CLUSTER_QUEUES:
+        unread.append(CLUSTER_QUEUES_UNREAD)
+        return []
+    what = "LocalQueues" if kind is kube.LOCAL_QUEUES else "Workloads"
+    shown = "" if namespace is None else f", only those of namespace {namespace} are shown"
+    unread.append(Unread(f"{what} of every namespace{shown}",
+                         f"a ClusterRoleBinding to the ClusterRole {QUEUE_VIEWER} grants it"))
     if namespace is None or not kind.namespaced:
         return []
     listed = await client.request("GET", kind.path(namespace))
@@ -176,10 +212,17 @@ def protected_until(wl: Obj) -> float | None:
     return None if admitted is None or min_runtime <= 0 else admitted + min_runtime
 
 
-async def find_workload(client: Kube, state: QueueReading, namespace: str,
+class Ambiguous(Exception):
+    """A name given with -A that names jobs or Workloads in more than one namespace."""
+
+
+async def find_workload(client: Kube, state: QueueReading, namespace: str | None,
                         name: str) -> Obj | None:
     """The Workload named `name`, or the one made for the job (of any queued kind) named
-    `name`."""
+    `name`, in `namespace`; with None (-A), in whichever namespace the caller may read has
+    one, `Ambiguous` if several do."""
+    if namespace is None:
+        return _across_namespaces(state, name)
     for wl in state.workloads:
         if wl["metadata"]["namespace"] == namespace and wl["metadata"]["name"] == name:
             return wl
@@ -195,4 +238,21 @@ async def find_workload(client: Kube, state: QueueReading, namespace: str,
             owner = job_owner(wl)
             if wl["metadata"]["namespace"] == namespace and owner and owner.get("uid") == uid:
                 return wl
+    return None
+
+
+def _across_namespaces(state: QueueReading, name: str) -> Obj | None:
+    """The Workload named `name`, or made for a job named `name`, in any namespace read; of
+    several in one namespace (a job made again under the same name), the newest not
+    finished."""
+    found: dict[str, list[Obj]] = {}
+    for wl in state.workloads:
+        if name in (wl["metadata"]["name"], job_name(wl)):
+            found.setdefault(wl["metadata"]["namespace"], []).append(wl)
+    if len(found) > 1:
+        raise Ambiguous(f'Error: "{name}" names a Job or Workload in several namespaces '
+                        f"({', '.join(sorted(found))}): give one with -n")
+    for candidates in found.values():
+        return max(candidates, key=lambda wl: (phase(wl) != "Finished",
+                                               wl["metadata"].get("creationTimestamp", "")))
     return None

@@ -22,7 +22,7 @@ def test_gang_is_all_or_nothing():
     world = World(racks(1), [queue("a", 32)]).submit(job("big", "a", pods=3))
     result = world.cycle(0)
     assert admitted(result) == []
-    assert pending(result) == {"big": "NoFit"}
+    assert pending(result) == {"big": "NeverFits"}  # 24 GPUs on a cluster of 16
     assert "16 free nvidia.com/gpu" in result.pending[0].message
     assert "3 pods × 8 need 24" in result.pending[0].message
 
@@ -40,7 +40,7 @@ def test_required_rack_picks_the_rack_that_fits_and_hints_it():
 def test_required_rack_that_no_rack_can_hold_names_the_level():
     world = World(racks(2), [queue("a", 32)]).submit(job("wide", "a", pods=3, required=RACK))
     result = world.cycle(0)
-    assert pending(result) == {"wide": "NoFit"}
+    assert pending(result) == {"wide": "NeverFits"}  # 3 nodes' worth in racks of 2
     assert "rack (topology.admitter.dev/rack)" in result.pending[0].message
 
 

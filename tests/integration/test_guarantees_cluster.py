@@ -121,7 +121,7 @@ async def test_a_waiting_jobs_reason_names_a_time_a_person_can_read(
         assert waiting["reason"] == "ProtectedVictims", waiting
         assert "8 nvidia.com/gpu are idle" in message, message
         assert "fewer than the 1 kept for short jobs" in message, message
-        assert f"({namespace}/" in message and ") are protected by their min runtime until " in (
-            message), message
+        assert f"; evicting {namespace}/" in message and (
+            " would make room, and their min runtime protects them until ") in message, message
         assert READABLE_MOMENT.search(message), message
         assert "e+09" not in message and "t=" not in message, message

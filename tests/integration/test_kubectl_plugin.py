@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from admitter_world import apply_all, in_process_controller, jobs, running, workloads
+from admitter_world import (
+    apply_all,
+    in_process_controller,
+    jobs,
+    pods,
+    priority_class,
+    running,
+    workloads,
+)
 from team_tree import two_teams
 
 from admitter.api.quantity import parse_quantity
@@ -21,19 +30,21 @@ from admitter.core.decisions import PendingReason
 from admitter.core.model import GPU
 from admitter.kube.client import Kube
 from admitter.kube.objects import Obj, condition, parse_time
+from admitter.kubectl.state import CLUSTER_QUEUE_VIEWER, CLUSTER_QUEUES_UNREAD
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 
 
-def kubectl_admitter(cluster: LocalCluster, *args: str,
-                     check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`kubectl admitter ARGS`: kubectl finds the console script next to this Python."""
+def kubectl_admitter(cluster: LocalCluster, *args: str, check: bool = True,
+                     columns: int = 200) -> subprocess.CompletedProcess[str]:
+    """`kubectl admitter ARGS` in a terminal `columns` wide: kubectl finds the console script
+    next to this Python."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "KUBECONFIG": str(cluster.kubeconfig_path), "COLUMNS": "200"}
+           "KUBECONFIG": str(cluster.kubeconfig_path), "COLUMNS": str(columns)}
     return subprocess.run([str(cluster.binaries.kubectl), "admitter", *args],
                           capture_output=True, text=True, check=check, timeout=60, env=env)
 
@@ -97,22 +108,49 @@ subjects: [{{kind: ServiceAccount, name: researcher, namespace: {namespace}}}]
 """
 
 
+def account_kubeconfig(cluster: LocalCluster, namespace: str, account: str,
+                       directory: Path) -> Path:
+    """A kubeconfig with a token of the ServiceAccount `account` of `namespace`, its context
+    in that namespace."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": account,
+        "clusters": [{"name": "local", "cluster": {
+            "server": cluster.server, "certificate-authority": str(cluster.ca_path)}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {
+            "cluster": "local", "user": account, "namespace": namespace}}],
+    }
+    path = directory / f"{account}.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
 def researcher_kubeconfig(cluster: LocalCluster, namespace: str, directory: Path) -> Path:
     """A kubeconfig with a ServiceAccount token that may read its namespace's Workloads,
     LocalQueues, Jobs and Events and the ClusterQueues, nothing else."""
     cluster.kubectl("apply", "-f", "-", input=RESEARCHER_RBAC.format(namespace=namespace))
-    token = cluster.kubectl("create", "token", "researcher", "-n", namespace).stdout.strip()
-    config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "researcher",
-        "clusters": [{"name": "local", "cluster": {
-            "server": cluster.server, "certificate-authority": str(cluster.ca_path)}}],
-        "users": [{"name": "researcher", "user": {"token": token}}],
-        "contexts": [{"name": "researcher", "context": {
-            "cluster": "local", "user": "researcher", "namespace": namespace}}],
-    }
-    path = directory / "researcher.kubeconfig"
-    path.write_text(json.dumps(config))
-    return path
+    return account_kubeconfig(cluster, namespace, "researcher", directory)
+
+
+def editor_kubeconfig(cluster: LocalCluster, namespace: str, directory: Path) -> Path:
+    """A kubeconfig of a person bound to the built-in `edit` role in `namespace`, and to
+    nothing else."""
+    cluster.kubectl("create", "serviceaccount", "editor", "-n", namespace)
+    cluster.kubectl("create", "rolebinding", "editor", "-n", namespace, "--clusterrole=edit",
+                    f"--serviceaccount={namespace}:editor")
+    return account_kubeconfig(cluster, namespace, "editor", directory)
+USER_ROLES = Path(__file__).parents[2] / "deploy" / "user-roles.yaml"
+CLUSTER_QUEUE_VIEWER_ROLE = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {CLUSTER_QUEUE_VIEWER}}}
+rules:
+- apiGroups: [admitter.dev]
+  resources: [clusterqueues, clusterqueues/status]
+  verbs: [get, list, watch]
+"""
+"""The role the plugin names, made here where deploy/user-roles.yaml does not have it."""
 
 
 async def test_queues_explain_and_top_tell_what_the_status_says(
@@ -179,6 +217,12 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
             assert rows[team_a]["rank"] == 1, "the team that used none of its budget comes first"
             tree = kubectl_admitter(local_cluster, "queues").stdout
             assert team_a in tree and "budget 32 GPUs" in tree
+            wide = kubectl_admitter(local_cluster, "queues", "-o", "wide", columns=120).stdout
+            lines = wide.splitlines()
+            assert lines[0].split() == ["NAME", "QUOTA", "WEIGHT", "LIMIT", "BUDGET",
+                                        "DESERVED", "FAIR", "HELD", "USED-H", "OWED-H", "USED%",
+                                        "RANK", "PENDING", "ADMITTED"], wide
+            assert all(len(line.rstrip()) <= 120 for line in lines) and "…" not in wide, wide
 
             # waiting for a protection: the workload that holds it and when it ends
             train = as_json(local_cluster, "explain", "a-train", "-n", namespace)
@@ -196,13 +240,23 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
             assert start.endswith(("m)", "s)")) and "(in 2" in start, "29 of the 30 minutes left"
             text = kubectl_admitter(local_cluster, "explain", "a-train", "-n", namespace).stdout
             assert "Would start: when " in text and "Position: 1 of 2 in ClusterQueue" in text
+            anywhere = as_json(local_cluster, "explain", "a-train", "-A")
+            assert anywhere["workload"] == train["workload"], "-A looks in every namespace"
 
-            # a Job that can never fit says so, naming the level
+            # a Job that can never fit says so, naming the level, whatever else is protected
             huge = as_json(local_cluster, "explain", "a-huge", "-n", namespace)
-            assert huge["wouldStart"].startswith("never: ") and huge["never"]
-            assert "rack" in huge["never"]
+            assert huge["reason"] == PendingReason.NEVER_FITS and huge["never"]
+            assert huge["wouldStart"].startswith("never")
+            assert "rack" in huge["never"] and "protect" not in huge["never"]
             huge_text = kubectl_admitter(local_cluster, "explain", "a-huge", "-n", namespace).stdout
-            assert "Would start: never:" in huge_text
+            assert "Would start: never" in huge_text
+
+            # a running Job: its node as its pod is bound, the domain it is pinned to
+            fill = as_json(local_cluster, "explain", "a-fill", "-n", namespace)
+            bound = {pod["spec"]["nodeName"] for pod in await pods(api, namespace, "a-fill")}
+            assert fill["nodesFrom"] == "pods" and set(fill["nodes"]) == bound, (fill, bound)
+            fill_text = kubectl_admitter(local_cluster, "explain", "a-fill", "-n", namespace)
+            assert f"Where: on {bound.pop()} (1 pod); " in fill_text.stdout
 
             # top: the admitted workloads, most GPUs first, with their protection left
             running_now = {wl["metadata"]["name"]: wl for wl in await workloads(api, namespace)
@@ -231,7 +285,7 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
             assert (theirs["reason"], theirs["position"]) == (train["reason"], 1)
             huge_theirs = as_json(local_cluster, "explain", "a-huge", "-n", namespace,
                                   "--kubeconfig", str(user))
-            assert huge_theirs["never"] is None, "nodes are not theirs to read: no verdict"
+            assert huge_theirs["never"] == huge["never"], "the core's verdict, nodes unread"
             assert {r["name"] for r in as_json(local_cluster, "queues", "--kubeconfig",
                                                str(user))["queues"]} >= {root, team_a, team_b}
 
@@ -239,3 +293,97 @@ async def test_queues_explain_and_top_tell_what_the_status_says(
             missing = kubectl_admitter(local_cluster, "explain", "nothing-here", "-n", namespace,
                                        check=False)
             assert missing.returncode == 1 and "nothing-here" in missing.stderr
+
+
+async def test_a_person_bound_to_edit_is_told_what_they_cannot_read_and_the_role_for_it(
+        api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster,
+        tmp_path: Path) -> None:
+    """`edit` in a namespace reads its Workloads and LocalQueues (deploy/user-roles.yaml
+    aggregates them), never ClusterQueues: `explain` says so and names the ClusterRole that
+    reads them, `queues` fails saying the same; bound to that role, both answer in full."""
+    local_cluster.kubectl("apply", "-f", str(USER_ROLES))
+    cluster_queue_name = f"edit-{secrets.token_hex(3)}"
+    await apply_all(api, *leaf_queue(cluster_queue_name, 8, namespace=namespace,
+                                     local_name="team"),
+                    JobWrapper("huge", namespace).queue("team").gpus(16).obj())
+    user = editor_kubeconfig(local_cluster, namespace, tmp_path)
+    async with in_process_controller(kubeconfig):
+        await eventually(lambda: waiting(api, namespace, "huge"), "why huge waits", timeout=45)
+
+    def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
+        return kubectl_admitter(local_cluster, *args, "--kubeconfig", str(user), check=False)
+
+    async def explained() -> subprocess.CompletedProcess[str] | None:
+        done = as_editor("explain", "huge")  # once `edit` aggregates reading Workloads
+        return done if done.returncode == 0 else None
+
+    done = await eventually(explained, "the editor's explain", timeout=30)
+    text = " ".join(done.stdout.split())
+    assert "None" not in text and " of 0 " not in text, done.stdout
+    assert f"Queue order: not shown: {CLUSTER_QUEUES_UNREAD}" in text, done.stdout
+    assert "Waiting: NeverFits" in text and "Would start: never" in text, done.stdout
+    assert f"Position: 1 of 1 in ClusterQueue {cluster_queue_name}" in text, done.stdout
+    assert f"Warning: {CLUSTER_QUEUES_UNREAD}" in " ".join(done.stderr.split())
+    listed = as_editor("queues")
+    assert listed.returncode == 1 and listed.stdout == "", listed
+    assert f"Error: {CLUSTER_QUEUES_UNREAD}" in " ".join(listed.stderr.split()), listed.stderr
+
+    made = local_cluster.kubectl("get", "clusterrole", CLUSTER_QUEUE_VIEWER,
+                                 check=False).returncode != 0
+    if made:
+        local_cluster.kubectl("apply", "-f", "-", input=CLUSTER_QUEUE_VIEWER_ROLE)
+    binding = f"{namespace}-editor-queues"
+    local_cluster.kubectl("create", "clusterrolebinding", binding,
+                          f"--clusterrole={CLUSTER_QUEUE_VIEWER}",
+                          f"--serviceaccount={namespace}:editor")
+    try:
+        async def queues_listed() -> subprocess.CompletedProcess[str] | None:
+            done = as_editor("queues")
+            return done if done.returncode == 0 else None
+
+        granted = await eventually(queues_listed, "the queues, once granted", timeout=30)
+        assert cluster_queue_name in granted.stdout
+        assert "ClusterQueues" not in granted.stderr, granted.stderr
+        full = " ".join(as_editor("explain", "huge").stdout.split())
+        assert "which is offered capacity " in full and "Queue order: not shown" not in full
+    finally:
+        local_cluster.kubectl("delete", "clusterrolebinding", binding)
+        if made:
+            local_cluster.kubectl("delete", "clusterrole", CLUSTER_QUEUE_VIEWER)
+
+
+async def test_a_gang_that_no_protection_ending_would_place_is_promised_nothing(
+        api: Kube, namespace: str, kubeconfig: Path, local_cluster: LocalCluster) -> None:
+    """Every rack keeps a 4-GPU non-preemptible Job of team b; team a's own lower-priority,
+    resumable Job runs protected for 30 minutes. Evicting it would empty no rack, so team a's
+    gang of 2 × 8 GPUs in one rack waits with NoFit: it names no one and promises no time, and
+    `explain` says so."""
+    await priority_class(api, "reasons-keeper", 100)
+    await priority_class(api, "reasons-gang", 10)
+    nodes = (await api.request("GET", "/api/v1/nodes"))["items"]
+    racks = sorted({n["metadata"]["labels"][RACK_LABEL] for n in nodes
+                    if RACK_LABEL in n["metadata"]["labels"]})
+    async with two_teams(api, namespace, "rooms"):
+        keepers = [JobWrapper(f"keep-{rack}", namespace).queue("b").gpus(4).min_runtime("1h")
+                   .node_selector(RACK_LABEL, rack).priority_class("reasons-keeper").obj()
+                   for rack in racks]
+        await apply_all(api, *keepers, JobWrapper("a-low", namespace).queue("a")
+                        .min_runtime("30m").resumable().obj())
+        async with in_process_controller(kubeconfig):
+            async def all_running() -> bool:
+                listed = await jobs(api, namespace)
+                return sum(running(job) for job in listed.values()) == len(racks) + 1
+
+            await eventually(all_running, "the keepers and a-low to run", timeout=60)
+            await apply_all(api, JobWrapper("a-gang", namespace).queue("a").pods(2)
+                            .required(RACK_LABEL).priority_class("reasons-gang").obj())
+            blocked = await eventually(lambda: waiting(api, namespace, "a-gang"),
+                                       "why a-gang waits", timeout=45)
+            reason = condition(blocked, CONDITION_QUOTA_RESERVED)
+            assert reason["reason"] == PendingReason.NO_FIT, reason
+            assert "a-low" not in reason["message"] and "protect" not in reason["message"]
+            status = blocked["status"]
+            assert not status.get("blockedBy") and not status.get("blockedUntil"), status
+            gang = as_json(local_cluster, "explain", "a-gang", "-n", namespace)
+            assert gang["reason"] == PendingReason.NO_FIT
+            assert gang["wouldStart"].startswith("when running work ends or is preempted"), gang

@@ -31,9 +31,9 @@ from builders.kube import JobWrapper, leaf_queue
 pytestmark = pytest.mark.integration
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 WAITING = (PendingReason.NO_FIT, PendingReason.PROTECTED_VICTIMS)
-"""A Job that fits nowhere waits with NoFit, or with ProtectedVictims when the session's other
-tests left protected workloads running that reclaiming would reach; the message leads with the
-placement failure either way."""
+"""A Job that fits nowhere now waits with NoFit, or with ProtectedVictims when the session's
+other tests left protected workloads running whose eviction would make room; the message leads
+with the placement failure either way."""
 TOPOLOGY = f"""
 apiVersion: admitter.dev/v1alpha1
 kind: Topology
@@ -129,7 +129,7 @@ async def test_tainted_gpu_nodes_admit_only_jobs_that_tolerate_the_taint(
                          "the tolerating Job admitted and its pod bound", timeout=45)
         reason = await eventually(lambda: pending_reason(api, namespace, "plain"),
                                   "why the Job without the toleration waits", timeout=45)
-    assert reason["reason"] in WAITING
+    assert reason["reason"] == PendingReason.NEVER_FITS, "no node will ever take its pods"
     assert "every schedulable node has a taint the pods do not tolerate" in reason["message"]
     await assert_waits_without_quota(api, namespace, "plain")
     tolerant = await workload_of(api, namespace, "tolerant")

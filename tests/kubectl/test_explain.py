@@ -6,11 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from admitter.core.decisions import PendingReason
+from admitter.core.model import GPU
+from admitter.core.quota import QuotaBlock
+from admitter.core.topology import HOSTNAME
 from admitter.kube.objects import format_time
-from admitter.kubectl.explain import would_start
+from admitter.kubectl.explain import assumed_nodes, pod_nodes, where_it_runs, would_start
 from admitter.kubectl.queues import explain_queue, queue_rows, ranked_behind
 from admitter.kubectl.state import QueueReading, job_kind, job_name
 from admitter.kubectl.times import moment
+from admitter.testing import RACK_LABEL
+
+from builders.plugin_api import FakeKube
 
 NOW = 1_796_000_000.0
 NAMESPACE = "team-a"
@@ -31,9 +37,9 @@ def workload(name: str, queue: str = "q", *, created: float = NOW - 600, priorit
             "status": full}
 
 
-def waiting(reason: PendingReason, **status: Any) -> dict[str, Any]:
+def waiting(reason: PendingReason, message: str = "held", **status: Any) -> dict[str, Any]:
     return {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason,
-                            "message": "held"}], **status}
+                            "message": message}], **status}
 
 
 def cluster(*workloads: dict[str, Any]) -> QueueReading:
@@ -66,7 +72,7 @@ def test_waiting_for_a_protection_names_who_holds_it_and_when_it_ends() -> None:
     holder = workload("sweep", admitted_at=ends - 1800)
     other = workload("other", admitted_at=ends - 1800)  # as protected, but not in the way
     state = cluster(blocked, holder, other)
-    assert would_start(state, blocked, None) == (
+    assert would_start(state, blocked) == (
         f"when {NAMESPACE}/sweep's protection ends {moment(ends, NOW)}")
     assert moment(ends, NOW).endswith("(in 42m)")
 
@@ -74,13 +80,68 @@ def test_waiting_for_a_protection_names_who_holds_it_and_when_it_ends() -> None:
 def test_never_backoff_and_limits_read_as_what_would_change() -> None:
     backoff = workload("flaky", status=waiting(PendingReason.BACKOFF,
                                                requeueAt=format_time(NOW + 90)))
-    capped = workload("big", status=waiting(PendingReason.LIMIT_EXCEEDED))
-    state = cluster(backoff, capped)
-    assert would_start(state, backoff, None) == f"when its backoff ends {moment(NOW + 90, NOW)}"
-    assert would_start(state, capped, None).startswith(
-        "when what the queue named above holds falls below its limit by 8 GPUs")
-    assert would_start(state, capped, "no rack has 24 free GPUs") == (
-        "never: no rack has 24 free GPUs, even with nothing else running")
+    never = workload("huge", status=waiting(
+        PendingReason.NEVER_FITS, "no node offers 16 nvidia.com/gpu per pod"))
+    state = cluster(backoff, never)
+    assert would_start(state, backoff) == f"when its backoff ends {moment(NOW + 90, NOW)}"
+    assert would_start(state, never) == "never: no node offers 16 nvidia.com/gpu per pod"
+
+
+def test_a_limit_or_fair_share_names_the_queue_whose_bound_holds_it() -> None:
+    """The parent `org` holds the workload back, not its own ClusterQueue `a`."""
+    at_limit = workload("big", status=waiting(
+        PendingReason.LIMIT_EXCEEDED, QuotaBlock("org", GPU, 16, 8, 16, "limit").message()))
+    too_big = workload("huge", status=waiting(
+        PendingReason.LIMIT_EXCEEDED, QuotaBlock("org", GPU, 0, 24, 16, "limit").message()))
+    over_share = workload("steady", status=waiting(
+        PendingReason.QUOTA_EXCEEDED, QuotaBlock("a", GPU, 8, 8, 12, "fair share").message()
+        + " (non-preemptible work stays within its fair share)"))
+    unread = workload("old", status=waiting(PendingReason.LIMIT_EXCEEDED, "capped"))
+    state = cluster(at_limit, too_big, over_share, unread)
+    assert would_start(state, at_limit) == (
+        "when queue org holds at most 8 nvidia.com/gpu (it holds 16: work there ends or is "
+        "preempted) or its limit grows")
+    assert would_start(state, too_big) == (
+        "only once queue org's limit grows to 24 nvidia.com/gpu: it asks for more than the 16 "
+        "it allows")
+    assert would_start(state, over_share).startswith(
+        "when queue a holds at most 4 nvidia.com/gpu (it holds 8")
+    assert would_start(state, unread).startswith("when what ClusterQueue a (or the queue above")
+    assert all("named above" not in would_start(state, wl)
+               for wl in (at_limit, too_big, over_share, unread))
+
+
+def test_a_running_workload_names_its_nodes_and_the_domain_it_is_pinned_to() -> None:
+    found = {"nodes": {"b0-r1-n1": 1, "b0-r1-n0": 2}, "nodesFrom": "pods",
+             "topologyDomain": {RACK_LABEL: "r1"},
+             "podSetDomains": {"workers": {RACK_LABEL: "r1", HOSTNAME: "b0-r1-n0"}}}
+    assert where_it_runs(found) == (
+        f"on b0-r1-n0 (2 pods), b0-r1-n1 (1 pod); pinned to {RACK_LABEL}=r1; pod set workers "
+        f"pinned to {RACK_LABEL}=r1, {HOSTNAME}=b0-r1-n0")
+    assumed = {**found, "nodesFrom": "admission", "topologyDomain": {}, "podSetDomains": {}}
+    assert where_it_runs(assumed) == (
+        "on b0-r1-n0 (2 pods), b0-r1-n1 (1 pod), as assumed at admission (its pods could not "
+        "be read); not pinned to a topology domain")
+    assert where_it_runs({**found, "nodes": {}}).startswith("no pod on a node yet; pinned")
+    admission = {"nodeHints": [{"podSet": "main", "node": "n0", "count": 2},
+                               {"podSet": "workers", "node": "n0", "count": 1}]}
+    assert assumed_nodes(admission) == {"n0": 3}
+
+
+async def test_explain_reads_the_pods_of_a_running_job_by_its_label() -> None:
+    wl = workload("train", admitted_at=NOW - 60)
+    wl["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "train", "uid": "js"}]
+
+    def pod(node: str | None, phase: str = "Running") -> dict[str, Any]:
+        return {"spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+    client = FakeKube(pods=[pod("n1"), pod("n1"), pod("n2"), pod(None, "Pending"),
+                            pod("n3", "Succeeded")])
+    assert await pod_nodes(client, wl) == {"n1": 2, "n2": 1}  # type: ignore[arg-type]
+    assert client.queries == [("/api/v1/namespaces/team-a/pods",
+                               {"labelSelector": "jobset.sigs.k8s.io/jobset-name=train"})]
+    denied = FakeKube(forbidden=("pods",))
+    assert await pod_nodes(denied, wl) is None  # type: ignore[arg-type]
 
 
 def test_queue_order_is_the_cores_priority_then_submission() -> None:
