@@ -28,6 +28,8 @@ def section(found: dict[str, Any], now: float) -> str:
         ("GPUs", str(found["gpus"])),
         ("min runtime", span(found["minRuntimeSeconds"]) if found["minRuntimeSeconds"]
          else "0 (unfunded)"),
+        ("max runtime", "none" if found["maxRuntimeSeconds"] is None
+         else span(found["maxRuntimeSeconds"])),
         ("resumable", "yes" if found["resumable"] else "no"),
         ("evictions", str(found["evictions"])),
         ("state", found["phase"]),

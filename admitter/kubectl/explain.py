@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from admitter.api.duration import parse_duration
+from admitter.api.workload import CONDITION_FINISHED
 from admitter.core.decisions import PendingReason
 from admitter.core.quota import QuotaBlock
 from admitter.jobs.registry import POD_LABELS
@@ -19,7 +20,7 @@ from admitter.jobs.workloads import job_owner
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.events import COMPONENT
-from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, parse_time
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition, parse_time
 from admitter.kubectl.queues import ranked_behind
 from admitter.kubectl.state import (
     CLUSTER_QUEUES_UNREAD,
@@ -164,6 +165,9 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
         "gpus": gpus(wl),
         "priority": spec.get("priority", 0),
         "minRuntimeSeconds": parse_duration(spec.get("minRuntime", 0)),
+        "maxRuntimeSeconds": (None if spec.get("maxRuntime") is None
+                              else parse_duration(spec["maxRuntime"])),
+        "pastRunSeconds": float(status.get("pastRunSeconds", 0.0)),
         "resumable": spec.get("resumable", True),
         "phase": phase(wl),
         "evictions": status.get("evictionCount", 0),
@@ -197,6 +201,10 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
                       "nodesFrom": "pods" if running is not None else "admission",
                       "protectedUntil": end,
                       "protectionLeftSeconds": max(0.0, end - state.now) if end else 0.0})
+    else:
+        finished = condition(wl, CONDITION_FINISHED) or {}
+        found.update({"finishedReason": finished.get("reason"),
+                      "finishedMessage": finished.get("message")})
     found["unread"] = [str(unread) for unread in state.unread]
     found["history"] = await history(client, wl)
     return found
@@ -226,6 +234,12 @@ def _domain(labels: dict[str, str]) -> str:
     return ", ".join(f"{key}={value}" for key, value in labels.items())
 
 
+def _max_runtime(found: dict[str, Any]) -> str:
+    """The maximum run time in the summary line, when the workload declares one."""
+    limit = found["maxRuntimeSeconds"]
+    return "" if limit is None else f"max runtime {span(limit)}, "
+
+
 def render(found: dict[str, Any], now: float) -> RenderableType:
     head = Text(f"{found['workload']}", style="bold")
     if found["job"]:
@@ -234,7 +248,7 @@ def render(found: dict[str, Any], now: float) -> RenderableType:
         f"queue {found['localQueue']} → ClusterQueue {found['clusterQueue'] or '?'}; "
         f"{found['gpus']} GPUs, priority {found['priority']}, min runtime "
         f"{span(found['minRuntimeSeconds']) if found['minRuntimeSeconds'] else '0 (unfunded)'}, "
-        f"{'resumable' if found['resumable'] else 'not resumable'}; "
+        f"{_max_runtime(found)}{'resumable' if found['resumable'] else 'not resumable'}; "
         f"{_evictions(found['evictions'])}")]
     if found["phase"] == "Pending":
         lines.append(Text(f"Waiting: {found['reason'] or 'not explained yet'}", style="yellow"))
@@ -259,8 +273,14 @@ def render(found: dict[str, Any], now: float) -> RenderableType:
             f"protected for {span(left)} more" if left else "not protected from preemption"),
             style="green"))
         lines.append(Text(f"Where: {where_it_runs(found)}"))
+        if found["maxRuntimeSeconds"] is not None:
+            stops = admitted + found["maxRuntimeSeconds"] - found["pastRunSeconds"]
+            lines.append(Text(f"Stops {moment(stops, now)}, at its maximum run time, for "
+                              "good", style="yellow"))
     else:
-        lines.append(Text("Finished"))
+        ended = ": ".join(str(part) for part in (found["finishedReason"],
+                                                 found["finishedMessage"]) if part)
+        lines.append(Text(f"Finished{': ' + ended if ended else ''}"))
     table = Table("WHEN", "REASON", "MESSAGE", title="History", box=None,
                   title_justify="left", header_style="bold")
     for event in found["history"]:

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
+
 from admitter.core.decisions import PendingReason
 from admitter.core.model import GPU
 from admitter.core.quota import QuotaBlock
 from admitter.core.topology import HOSTNAME
 from admitter.kube.objects import format_time
-from admitter.kubectl.explain import assumed_nodes, pod_nodes, where_it_runs, would_start
+from admitter.kubectl.explain import (
+    assumed_nodes,
+    explain_workload,
+    pod_nodes,
+    render,
+    where_it_runs,
+    would_start,
+)
 from admitter.kubectl.queues import explain_queue, queue_rows, ranked_behind
 from admitter.kubectl.state import QueueReading, job_kind, job_name
 from admitter.kubectl.times import moment
@@ -183,3 +192,27 @@ def test_a_workload_names_the_kind_and_name_of_the_job_it_was_made_for() -> None
     jobset = made_for({"kind": "JobSet", "name": "train", "uid": "u"})
     assert (job_kind(jobset), job_name(jobset)) == ("JobSet", "train")
     assert (job_kind(made_for()), job_name(made_for())) == ("job", "train")  # owner gone
+
+
+async def test_a_maximum_run_time_is_told_while_running_and_once_it_stopped_the_job() -> None:
+    running = workload("notebook", admitted_at=NOW - 600, min_runtime="10m",
+                       status={"pastRunSeconds": 300.0})
+    running["spec"]["maxRuntime"] = "30m"
+    found = await explain_workload(FakeKube(), cluster(running), running)  # type: ignore[arg-type]
+    text = _text(render(found, NOW))
+    assert "min runtime 10m, max runtime 30m, resumable" in text
+    assert f"Stops {moment(NOW + 900, NOW)}, at its maximum run time, for good" in text
+
+    stopped = workload("notebook", min_runtime="10m", status={"conditions": [
+        {"type": "Finished", "status": "True", "reason": "MaxRuntimeExceeded",
+         "message": "ran 30m, its maximum run time"}]})
+    stopped["spec"]["maxRuntime"] = "30m"
+    found = await explain_workload(FakeKube(), cluster(stopped), stopped)  # type: ignore[arg-type]
+    assert "Finished: MaxRuntimeExceeded: ran 30m, its maximum run time" in _text(
+        render(found, NOW))
+
+
+def _text(renderable: Any) -> str:
+    console = Console(width=200, record=True)
+    console.print(renderable)
+    return console.export_text()
