@@ -78,7 +78,7 @@ class Reconciler:
         self.settings = settings
         self.clock = clock
         self.caches = Caches.create(client, self._changed)
-        self.actions = Actions(client)
+        self.actions = Actions(client, self.caches.kinds)
         self.events = EventRecorder(client, identity)
         self.status = StatusWriter(client)
         self.usage = QueueUsage(core_cycle_settings(settings))
@@ -111,6 +111,8 @@ class Reconciler:
             self.touched.add(job_key(obj))
         elif kind == "Workload" and (owner := job_owner(obj)) is not None:
             self.touched.add((owner["kind"], obj["metadata"]["namespace"], owner["name"]))
+        elif kind in self.caches.runtimes:  # a TrainJob waiting for it starts in this cycle
+            self.touched.update(self.caches.jobs_reading(obj))
         if self.waiting or matters_when_idle(event, obj):
             self.wakeup.set()
 
@@ -256,10 +258,11 @@ class Reconciler:
         limit = self.settings.max_min_runtime
         if cluster_queue is not None and cluster_queue in tree:
             limit = effective_max_min_runtime(tree, cluster_queue, limit)
+        kinds = self.caches.kinds
         contract = job_contract(job, max_min_runtime=limit,
-                                topology_levels=self.caches.topology_levels())
-        priority = self.caches.priority_of(priority_class_of(job))
-        return workload_for(job, contract, priority)
+                                topology_levels=self.caches.topology_levels(), kinds=kinds)
+        priority = self.caches.priority_of(priority_class_of(job, kinds))
+        return workload_for(job, contract, priority, kinds)
 
     async def converge_jobs(self, now: float, jobs: Mapping[JobKey, Obj]) -> None:
         """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
@@ -273,7 +276,7 @@ class Reconciler:
                 wl = self.caches.workloads.get(namespace, name)
                 if wl is None or self.admitting.busy(namespace, name):
                     continue
-                step = converge_step(job, wl)
+                step = converge_step(job, wl, self.caches.kinds)
             except UNREADABLE_ERRORS as error:
                 self.unreadable.add(kind, job, error)
                 continue

@@ -37,7 +37,7 @@ from admitter.core.model import (
 )
 from admitter.jobs.interface import dotted
 from admitter.jobs.plain_pod import PlainPod
-from admitter.jobs.registry import SUSPENDABLE, reader_of
+from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, reader_of
 
 Obj = dict[str, Any]
 JOB_NAME_LABEL = "admitter.dev/job-name"
@@ -145,20 +145,20 @@ def _requirement(requirement: Mapping[str, Any]) -> Obj:
     return found
 
 
-def job_contract(job: Obj, *, max_min_runtime: float,
-                 topology_levels: list[str] | None) -> JobContract:
+def job_contract(job: Obj, *, max_min_runtime: float, topology_levels: list[str] | None,
+                 kinds: JobKinds = KINDS) -> JobContract:
     """What a job declared: its own contract annotations and its pod templates' topology."""
     contract = parse_contract(job["metadata"].get("annotations") or {},
                               max_min_runtime=max_min_runtime, topology_levels=topology_levels)
-    return replace(contract, pod_set_topology=pod_set_topology(job, topology_levels))
+    return replace(contract, pod_set_topology=pod_set_topology(job, topology_levels, kinds))
 
 
-def pod_set_topology(owner: Obj, topology_levels: list[str] | None,
+def pod_set_topology(owner: Obj, topology_levels: list[str] | None, kinds: JobKinds = KINDS,
                      ) -> tuple[tuple[str | None, str | None], ...]:
     """Each pod set's own (required, preferred) topology levels, from its pod template's
     annotations (empty when none asks for one); a ContractError names the template."""
     found = []
-    for pod_set in reader_of(owner).pod_sets(owner):
+    for pod_set in kinds.reader_of(owner).pod_sets(owner):
         try:
             found.append(parse_topology(pod_set.annotations, topology_levels))
         except ContractError as error:
@@ -182,19 +182,20 @@ def pod_set_domains(admission: Mapping[str, Any], pod_sets: tuple[PodSet, ...],
     return tuple(narrower.get(pod_set.name, domain) for pod_set in pod_sets)
 
 
-def priority_class_of(owner: Obj) -> str | None:
+def priority_class_of(owner: Obj, kinds: JobKinds = KINDS) -> str | None:
     """The priority class its pods name (the first pod set's that names one)."""
-    for pod_set in reader_of(owner).pod_sets(owner):
+    for pod_set in kinds.reader_of(owner).pod_sets(owner):
         if pod_set.pod_spec.get("priorityClassName"):
             found: str = pod_set.pod_spec["priorityClassName"]
             return found
     return None
 
 
-def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
+def workload_for(owner: Obj, contract: JobContract, priority: int,
+                 kinds: JobKinds = KINDS) -> Obj:
     """The Workload admitter keeps for a job of any kind (or a queued plain Pod), owned by it
     (deleting it deletes the Workload): one pod set per pod set of the job, admitted as one."""
-    reader = reader_of(owner)
+    reader = kinds.reader_of(owner)
     meta = owner["metadata"]
     pod_sets = []
     for index, pod_set in enumerate(reader.pod_sets(owner)):
@@ -215,7 +216,7 @@ def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
         "minRuntime": format_duration(contract.min_runtime),
         "resumable": contract.resumable,
     }
-    priority_class = priority_class_of(owner)
+    priority_class = priority_class_of(owner, kinds)
     if priority_class:
         workload_spec["priorityClassName"] = priority_class
     if topology:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 Obj = dict[str, Any]
 
@@ -114,13 +114,21 @@ class RefusesSpecs(Protocol):
 @runtime_checkable
 class ReadsRuntimes(Protocol):
     """A kind whose pod sets are resolved from other objects it names (a TrainJob's training
-    runtime): the controller keeps those objects in informers and hands the kind a lookup."""
+    runtime): the controller keeps those objects in informers and makes itself a copy of the
+    kind reading through a lookup on them (`JobKinds`)."""
 
+    kind: ClassVar[str]
     runtime_kinds: ClassVar[tuple[tuple[str, str, str, bool], ...]]
     """(kind, apiVersion, plural, namespaced) of each object kind the lookup reads."""
 
-    def use_runtimes(self, lookup: Callable[[str, str, str], Obj | None]) -> None:
-        """Resolve pod sets through `lookup`: (kind, namespace, name) → the object or None."""
+    def reading(self, lookup: Callable[[str, str, str], Obj | None]) -> Self:
+        """The kind resolving pod sets through `lookup`: (kind, namespace, name) → the object
+        or None (namespace empty for a cluster-scoped kind)."""
+        ...
+
+    def runtime_key(self, obj: Obj) -> tuple[str, str, str]:
+        """(kind, namespace, name) of the object `obj` reads its pod sets from, as `lookup`
+        takes them: a change of that object may change its pod sets."""
         ...
 
     def size_fields(self, obj: Obj) -> dict[str, Any]:
