@@ -5,7 +5,10 @@ up the writes that carry a decision out."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.controller import kube
 from admitter.controller.kube import Kube, Obj
@@ -14,6 +17,21 @@ from admitter.controller.translate import format_time
 log = logging.getLogger(__name__)
 REPEAT_AFTER = 300.0
 COMPONENT = "admitter"
+REFUSED_FOR_CONTENT = (400, 422)
+"""The API server's answers to a write it will never accept as written (malformed, or
+invalid: a Workload of more pod sets than it holds), unlike a conflict or an outage that
+the next pass outlives."""
+
+
+def refusal(error: BaseException) -> str | None:
+    """The API server's message when it refused a write for what it carried, else None."""
+    if not isinstance(error, ApiException) or error.status not in REFUSED_FOR_CONTENT:
+        return None
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or error.reason or error.status)
 
 
 class EventRecorder:

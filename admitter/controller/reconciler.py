@@ -26,7 +26,7 @@ from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
-from admitter.controller.events import REPEAT_AFTER, EventRecorder
+from admitter.controller.events import REPEAT_AFTER, EventRecorder, refusal
 from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.metrics import Metrics
@@ -246,7 +246,11 @@ class Reconciler:
         try:
             created = await self.kube.create(kube.WORKLOADS, workload)
         except ApiException as error:
-            if error.status != 409:
+            if (refused := refusal(error)) is not None:
+                self.events.record(job, kind, "Warning", Reason.REFUSED,
+                                   f"its Workload cannot be created: {refused}", now,
+                                   REPEAT_AFTER)
+            elif error.status != 409:
                 raise
             return
         self.caches.workloads.observe(created)
@@ -321,6 +325,10 @@ class Reconciler:
             self.metrics.failed_writes.labels(step).inc()
             log.warning("%s of %s/%s failed, a later pass retries: %s", step,
                         meta.get("namespace"), meta.get("name"), error)
+            refused, kind = refusal(error), obj.get("kind")
+            if refused is not None and kind in (*SUSPENDABLE, PlainPod.kind):
+                self.events.record(obj, kind, "Warning", Reason.REFUSED,
+                                   f"{step} refused: {refused}", self.clock(), REPEAT_AFTER)
             return False
         return True
 

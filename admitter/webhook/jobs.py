@@ -32,7 +32,7 @@ from admitter.api.convert import cluster_levels, core_queue, effective_max_min_r
 from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
 from admitter.api.settings import UnlabelledWork
-from admitter.api.workload import MAX_POD_COUNT
+from admitter.api.workload import MAX_POD_COUNT, MAX_POD_SETS
 from admitter.controller.translate import (
     job_owner,
     pod_requests,
@@ -266,8 +266,9 @@ def _admitted_size_problems(kind: str, new: Job, old: Job | None) -> Iterator[Pr
 
 def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
     """A size a Workload can carry: whole units except cpu (Kubernetes accepts memory `500m`
-    with a warning; admitter counts whole bytes) and at most MAX_POD_COUNT pods per pod set,
-    so the job never waits silently. Checked when set, so older jobs stay manageable."""
+    with a warning; admitter counts whole bytes), at most MAX_POD_COUNT pods per pod set and
+    at most MAX_POD_SETS pod sets, so the job never waits silently. Checked when set, so
+    older jobs stay manageable."""
     found = _pod_sets(new)
     if found is None:
         yield "spec", "the pod templates cannot be read; give every pod set a pod template"
@@ -286,6 +287,24 @@ def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
                 f"{pod_set.count} pods is more than a Workload holds ({MAX_POD_COUNT}); "
                 "split the job"
             )
+    if len(found) > MAX_POD_SETS and len(found) > len(before):
+        names = ", ".join(pod_set.name for pod_set in found)
+        yield _pod_sets_field(found), (
+            f"{len(found)} pod sets ({names}) are more than a Workload holds "
+            f"({MAX_POD_SETS}); merge groups of the same pods or split the job"
+        )
+
+
+def _pod_sets_field(pod_sets: list[PodSetInfo]) -> str:
+    """The field holding all the pod sets (`spec.replicatedJobs`): their paths' common part,
+    up to the list they are items of."""
+    common = list(pod_sets[0].path)
+    for pod_set in pod_sets[1:]:
+        while tuple(common) != pod_set.path[:len(common)]:
+            common.pop()
+    while common and common[-1].isdigit():
+        common.pop()
+    return dotted(common) or "spec"
 
 
 def _unsupported_problems(new: Job, old: Job | None) -> Iterator[Problem]:

@@ -4,6 +4,8 @@ its pods (labelled with its JobSet's name) counted as its own, never as its chil
 
 from __future__ import annotations
 
+import copy
+
 from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
 
 from admitter.api.contract import QUEUE_LABEL
@@ -69,13 +71,46 @@ async def test_a_trainjob_is_shaped_by_the_cached_runtime_and_one_without_waits_
                and e["reason"] == Reason.UNREADABLE]
     assert "spec.runtimeRef: no ClusterTrainingRuntime 'torch'; the TrainJob waits" in told
 
-    # The cluster's runtime appears: the next sweep reads the TrainJob again.
+    # The cluster's runtime appears: its watch wakes the TrainJob naming it, in the next pass
+    # (well before the sweep that reads every job).
+    now[0] += 1.0
     add(api, caches.runtimes["ClusterTrainingRuntime"],
         kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False),
         training_runtime("ClusterTrainingRuntime", "torch"))
-    now[0] += SWEEP_EVERY
+    assert controller.wakeup.is_set()
     await settled_pass(controller)
+    assert now[0] - CLOCK < SWEEP_EVERY
     assert caches.workloads.get("ns", workload_name(lost)) is not None
+
+
+async def test_a_changed_runtime_wakes_only_the_trainjobs_naming_it() -> None:
+    api = FakeApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    runtimes = kube.Kind(TrainJob.api_version, "trainingruntimes", True)
+    for name, runtime in (("a", "torch"), ("b", "other"), ("c", "torch")):
+        add(api, caches.jobs["TrainJob"], TRAINJOBS, trainjob(name, runtime, "TrainingRuntime"))
+    elsewhere = trainjob("d", "torch", "TrainingRuntime")
+    elsewhere["metadata"]["namespace"] = "other-ns"
+    add(api, caches.jobs["TrainJob"], TRAINJOBS, elsewhere)
+    controller.touched.clear()
+    add(api, caches.runtimes["TrainingRuntime"], runtimes,
+        training_runtime("TrainingRuntime", "torch", "ns"))
+    assert controller.touched == {("TrainJob", "ns", "a"), ("TrainJob", "ns", "c")}
+
+
+def test_two_controllers_in_one_process_each_read_their_own_runtimes() -> None:
+    first, second = reconciler(FakeApi()), reconciler(FakeApi())
+    cluster_runtimes = kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False)
+    runtime = training_runtime("ClusterTrainingRuntime", "torch")
+    add(FakeApi(), first.caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, runtime)
+    wide = copy.deepcopy(runtime)
+    wide["spec"]["mlPolicy"]["numNodes"] = 3
+    add(FakeApi(), second.caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, wide)
+    job = trainjob("train", "torch")
+    del job["spec"]["trainer"]["numNodes"]
+    assert [s.count for s in first.caches.kinds.reader_of(job).pod_sets(job)] == [1]
+    assert [s.count for s in second.caches.kinds.reader_of(job).pod_sets(job)] == [3]
 
 
 def node_pod(name: str, trainjob_name: str) -> Obj:

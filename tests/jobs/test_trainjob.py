@@ -102,8 +102,8 @@ def test_mpi_without_a_launcher_node_runs_num_nodes_node_pods_and_numnodes_sizes
     mpi = copy.deepcopy(SHIPPED["mpi-distributed"])
     mpi["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = False
     job = trainjob(trainer={"numNodes": 3})
-    assert [(s.name, s.count) for s in kind_for({**mpi, "metadata": {"name": "torch"}})
-            .pod_sets(job)] == [("launcher", 1), ("node", 3)]
+    assert [(s.name, s.count) for s in kind_for(mpi).pod_sets(job)] == [
+        ("launcher", 1), ("node", 3)]
     # The runtime's own numNodes sizes the launcher, as Trainer reads it.
     mpi["spec"]["mlPolicy"]["numNodes"] = 2
     assert [s.count for s in kind_for(mpi).pod_sets(trainjob())] == [2, 1]
