@@ -62,6 +62,11 @@ class GenericJob(JobReader, Protocol):
     def is_suspended(self, obj: Obj) -> bool:
         ...
 
+    def suspend_ops(self, obj: Obj) -> list[Obj]:
+        """JSON patch ops that suspend it as it is created (the mutating webhook's), before
+        any pod starts; none when it already is."""
+        ...
+
     def suspend_patch(self, obj: Obj) -> Obj:
         """A merge patch that suspends it and takes admitter's admitted mark away."""
         ...

@@ -42,7 +42,7 @@ from admitter.controller.translate import (
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.jobs.interface import PodSetInfo, ReadsRuntimes, RefusesSpecs, dotted
-from admitter.jobs.registry import reader_of
+from admitter.jobs.registry import job_of, reader_of
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.pod_set_topology import pod_set_topology_problems
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
@@ -53,7 +53,6 @@ CONTRACT_ANNOTATIONS = (
     TOPOLOGY_REQUIRED_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
 )
-SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
 
 _LABEL_PATH = f"metadata.labels[{QUEUE_LABEL}]"
 _ADMITTED_PATH = f"metadata.annotations[{ADMITTED_WORKLOAD_ANNOTATION}]"
@@ -91,8 +90,7 @@ async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolic
         if await local_queue_named(request, queue, lookup) is None:
             return missing_default_queue(request, queue)
         patch += add_to_metadata(request.object, "labels", QUEUE_LABEL, queue)
-    if not _suspended(request.object):
-        patch += SUSPEND_PATCH
+    patch += job_of(dict(request.object)).suspend_ops(dict(request.object))
     return allow(patch + await default_min_runtime_patch(request, queue, lookup, policy))
 
 
@@ -505,4 +503,4 @@ def _annotations(job: Job) -> Mapping[str, str]:
 
 
 def _suspended(job: Job) -> bool:
-    return bool((job.get("spec") or {}).get("suspend"))
+    return job_of(dict(job)).is_suspended(dict(job))
