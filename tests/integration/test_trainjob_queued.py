@@ -32,7 +32,11 @@ from operator_runs import (
     users_jobs,
     workload_of,
 )
-from test_trainer_operator import trainer_operator  # noqa: F401 (fixture)
+from test_trainer_operator import (  # noqa: F401 (fixture)
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    trainer_operator,
+)
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -42,7 +46,6 @@ from admitter.api.contract import (
 )
 from admitter.api.workload import CONDITION_EVICTED, Reason
 from admitter.controller import kube
-from admitter.controller.actions import resource_of
 from admitter.controller.kube import Kube, Obj
 from admitter.controller.translate import condition
 from admitter.core.decisions import EvictionReason
@@ -54,8 +57,6 @@ from admitter.testing.waiting import eventually
 from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
-TRAINJOBS = resource_of(TrainJob())
-TRAINING_RUNTIMES = kube.Kind("trainer.kubeflow.org/v1alpha1", "trainingruntimes", True)
 NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
