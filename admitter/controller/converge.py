@@ -21,7 +21,7 @@ from admitter.api.quantity import kube_base_units
 from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.kube import Obj
 from admitter.controller.translate import evicting, is_true, job_ended, pod_requests
-from admitter.jobs.interface import ClearsStartTime
+from admitter.jobs.interface import ClearsStartTime, ShapedAtStart
 from admitter.jobs.registry import KINDS, JobKinds, job_of
 
 
@@ -57,7 +57,8 @@ def converge_step(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> Step:
     admitted = bool((wl.get("status") or {}).get("admission"))
     kind = job_of(job)
     suspended = kind.is_suspended(job)
-    if not equivalent(job, wl, kinds):
+    runs_as_started = admitted and not suspended and isinstance(kind, ShapedAtStart)
+    if not runs_as_started and not equivalent(job, wl, kinds):
         return Step.EVICT_CHANGED if admitted else Step.REPLACE_WORKLOAD
     if admitted and evicting(wl):
         return Step.RELEASE if suspended else Step.SUSPEND

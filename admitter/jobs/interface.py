@@ -143,6 +143,16 @@ class ReadsRuntimes(Protocol):
 
 
 @runtime_checkable
+class ShapedAtStart(Protocol):
+    """A kind whose operator makes its pods' objects when it starts and never reshapes them
+    while it runs (Trainer makes a TrainJob's JobSet from its runtime and leaves a running
+    one alone): a running job keeps the pods it was admitted for, whatever its spec or its
+    runtime say since, so a change of them does not evict it."""
+
+    shaped_at_start: ClassVar[bool]
+
+
+@runtime_checkable
 class ReadyWhenBound(Protocol):
     """A kind whose status may not count its ready pods (Kubeflow Trainer v2.0 leaves a
     TrainJob's `jobsStatus` empty): its gang is also ready once all its pods run on nodes."""

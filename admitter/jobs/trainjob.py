@@ -90,6 +90,7 @@ class TrainJob(SuspendsBySpec):
     name_label: ClassVar[bool] = False
     pod_label = "jobset.sigs.k8s.io/jobset-name"
     ready_when_bound: ClassVar[bool] = True
+    shaped_at_start: ClassVar[bool] = True
     runtime_kinds: ClassVar[tuple[tuple[str, str, str, bool], ...]] = (
         (KINDS[0], api_version, "clustertrainingruntimes", False),
         (KINDS[1], api_version, "trainingruntimes", True))
@@ -169,11 +170,15 @@ class TrainJob(SuspendsBySpec):
 
     def pods_ready(self, obj: Obj) -> int:
         """Its status counts child Jobs per replicated job (`jobsStatus`); each ready or
-        succeeded Job has all its pods ready or done (Trainer v2.0 leaves it empty)."""
+        succeeded Job has all its pods ready or done (Trainer v2.0 leaves it empty, and a
+        runtime deleted meanwhile leaves nothing to count by: `ReadyWhenBound` then counts
+        its pods on nodes)."""
         statuses = (obj.get("status") or {}).get("jobsStatus") or ()
-        if not statuses:
+        try:
+            shapes = self.pod_set_shapes(obj) if statuses else []
+        except MissingRuntime:  # deleted while it runs: its pods on nodes tell readiness
             return 0
-        per_job = {shape.job["name"]: shape.per_job for shape in self.pod_set_shapes(obj)}
+        per_job = {shape.job["name"]: shape.per_job for shape in shapes}
         return sum((int(status.get("ready", 0)) + int(status.get("succeeded", 0)))
                    * per_job.get(status.get("name"), 0)
                    for status in statuses)

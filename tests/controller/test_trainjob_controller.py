@@ -160,3 +160,40 @@ def test_an_admitted_trainjob_is_ready_once_its_pods_run_though_trainer_counts_n
     assert not _pods_ready(wl, job, 2, {key: {"node-a": 1}})
     assert _pods_ready(wl, job, 2, {key: {"node-a": 1, "node-b": 1}})
     assert not _pods_ready(wl, job, 2, {("JobSet", "ns", "train"): {"node-a": 2}})
+
+
+async def test_a_changed_runtime_reshapes_a_waiting_trainjob_and_never_evicts_a_running_one(
+        ) -> None:
+    """Trainer leaves a running TrainJob's JobSet as it started; a suspended one it makes
+    anew from the runtime."""
+    api = FakeApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    team(api, controller, 4, node_a=8)
+    cluster_runtimes = kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False)
+    runtime = training_runtime("ClusterTrainingRuntime", "torch")
+    add(api, caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, runtime)
+    for name in ("first", "second"):  # 2 × 2 GPUs each: one fits the queue's 4
+        add(api, caches.jobs["TrainJob"], TRAINJOBS, trainjob(name, "torch"))
+    for _ in range(2):
+        await settled_pass(controller)
+    jobs = {job["metadata"]["name"]: job for job in caches.jobs["TrainJob"].items()}
+    (running,) = [name for name, job in jobs.items() if not job["spec"]["suspend"]]
+    (waiting,) = set(jobs) - {running}
+    admitted = caches.workloads.get("ns", workload_name(jobs[running]))
+    assert admitted is not None
+
+    grown = copy.deepcopy(runtime)
+    sidecar = copy.deepcopy(grown["spec"]["template"]["spec"]["replicatedJobs"][0])
+    sidecar["name"], sidecar["template"]["metadata"] = "sidecar", {}
+    grown["spec"]["template"]["spec"]["replicatedJobs"].append(sidecar)
+    add(api, caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, grown)
+    for _ in range(2):
+        await settled_pass(controller)
+    still = caches.workloads.get("ns", workload_name(jobs[running]))
+    assert still is not None and still["metadata"]["uid"] == admitted["metadata"]["uid"]
+    assert (still.get("status") or {}).get("admission"), "still admitted, not evicted"
+    assert not caches.jobs["TrainJob"].get("ns", running)["spec"]["suspend"]
+    reshaped = caches.workloads.get("ns", workload_name(jobs[waiting]))
+    assert reshaped is not None
+    assert [s["name"] for s in reshaped["spec"]["podSets"]] == ["node", "sidecar"]
