@@ -180,6 +180,8 @@ def test_ready_pods_are_its_ready_or_done_child_jobs_times_their_pods():
     assert kind_for(wide).pods_ready(job) == 3 + 4
     job["status"]["jobsStatus"][1] = {"name": "node", "active": 1}
     assert kind_for(wide).pods_ready(job) == 3
+    # Its runtime deleted while it runs: nothing to count by (its pods on nodes tell).
+    assert kind_for(None).pods_ready(job) == 0
 
 
 def test_a_runtime_job_that_asks_for_a_rack_of_its_own_is_pinned_there_alone():
