@@ -9,7 +9,8 @@ Trainer v2.0's runtime framework resolves them (`pod_set_shapes`, docs/kinds.md)
   pods (`parallelism` defaults to 1);
 - the trainer job (labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`) and the
   initializers run one replica; the trainer job's parallelism is the runtime's
-  `mlPolicy.numNodes` (1 if unset) and its `node` container gets `spec.trainer.resourcesPerNode`;
+  `mlPolicy.numNodes` (1 if unset) when the runtime has an ML policy, and its `node` container
+  gets `spec.trainer.resourcesPerNode`;
 - `spec.trainer.numNodes`, when set, sizes the job its ML policy names: on an MPI runtime the
   job named `node` (one pod fewer when the launcher runs as a node: the launcher is one of the
   nodes), on any other runtime (torch, JAX, plain) the trainer job;
@@ -76,9 +77,9 @@ def _no_runtimes(kind: str, namespace: str, name: str) -> Obj | None:
     return None
 
 
-def _whole(value: Any, field: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{field} must be a whole number of at least 1, not {value!r}")
+def _whole(value: Any, field: str, least: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ValueError(f"{field} must be a whole number of at least {least}, not {value!r}")
     return value
 
 
@@ -138,7 +139,8 @@ class TrainJob(SuspendsBySpec):
             job_spec = job["template"]["spec"]
             labels = (job["template"].get("metadata") or {}).get("labels") or {}
             ancestor = labels.get(ANCESTOR_LABEL)
-            per_job = _whole(job_spec.get("parallelism", 1), f"{where}.template.spec.parallelism")
+            per_job = _whole(job_spec.get("parallelism", 1), f"{where}.template.spec.parallelism",
+                             least=0)
             if ancestor == TRAINER_ANCESTOR and policy is not None:
                 per_job = _whole(policy.get("numNodes", 1), "the runtime's spec.mlPolicy.numNodes")
             if wanted is not None and mpi is not None and job["name"] == NODE:
@@ -147,7 +149,8 @@ class TrainJob(SuspendsBySpec):
                 per_job = wanted
             replicas = (1 if ancestor in ONE_REPLICA
                         else _whole(job.get("replicas", 1), f"{where}.replicas"))
-            found.append(JobShape(job, replicas, per_job, ancestor == TRAINER_ANCESTOR))
+            # Trainer runs at least one pod of every job.
+            found.append(JobShape(job, replicas, max(per_job, 1), ancestor == TRAINER_ANCESTOR))
         return found
 
     def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
