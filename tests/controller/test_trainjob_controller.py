@@ -13,7 +13,6 @@ from admitter.api.workload import Reason
 from admitter.controller import kube
 from admitter.controller.actions import resource_of
 from admitter.controller.kube import Obj
-from admitter.controller.pacing import SWEEP_EVERY
 from admitter.controller.snapshot import _pods_ready
 from admitter.controller.translate import workload_name
 from admitter.core.model import GPU
@@ -79,7 +78,7 @@ async def test_a_trainjob_is_shaped_by_the_cached_runtime_and_one_without_waits_
         training_runtime("ClusterTrainingRuntime", "torch"))
     assert controller.wakeup.is_set()
     await settled_pass(controller)
-    assert now[0] - CLOCK < SWEEP_EVERY
+    assert controller._swept_at == CLOCK, "not a sweep: a second after the last one"
     assert caches.workloads.get("ns", workload_name(lost)) is not None
 
 
