@@ -54,6 +54,9 @@ class Reason(StrEnum):
     """Event: a Job's scheduling contract cannot be read; it stays suspended."""
     UNREADABLE = "Unreadable"
     """Event: an object the controller cannot understand, skipped on its own."""
+    REFUSED = "Refused"
+    """Event: the API server refused a write for the job's own content (its Workload would
+    hold more pod sets than allowed); retried as the job changes, and at each sweep."""
     READY = "Ready"
     """A queue's Active=True."""
     TERMINATING = "Terminating"

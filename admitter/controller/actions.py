@@ -24,7 +24,7 @@ from admitter.api.workload import (
 from admitter.core.decisions import Admission, EvictionReason
 from admitter.core.model import GPU, is_funded
 from admitter.jobs.interface import ClearsStartTime
-from admitter.jobs.registry import job_of, reader_of
+from admitter.jobs.registry import KINDS, JobKinds, job_of, reader_of
 from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
@@ -106,8 +106,11 @@ def admission_status(wl: Obj, decision: Admission, now: float,
 
 
 class Actions:
-    def __init__(self, client: Kube) -> None:
+    def __init__(self, client: Kube, kinds: JobKinds = KINDS) -> None:
         self.kube = client
+        self.kinds = kinds
+        """The job kinds as this controller reads them (a TrainJob's pins name its runtime's
+        jobs)."""
 
     async def patch_workload_status(self, wl: Obj, status: Mapping[str, Any]) -> Obj:
         """Write status fields on the very version `wl` of the Workload the decision was made
@@ -124,7 +127,7 @@ class Actions:
         meanwhile stays suspended. A kind whose templates are immutable after a run until a
         status field is unset (`ClearsStartTime`) gets that done first, as Kueue does."""
         job = await self.clear_start_time(job)
-        kind = job_of(job)
+        kind = self.kinds.job_of(job)
         admission = wl["status"]["admission"]
         patch = kind.run_patch(job, wl["metadata"]["name"], admission.get("topologyDomain") or {},
                                narrower_domains(admission))

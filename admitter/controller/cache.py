@@ -10,9 +10,9 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import cluster_levels
 from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
+from admitter.controller.unreadable import UNREADABLE_ERRORS
 from admitter.jobs.batch_job import BatchJob
-from admitter.jobs.interface import ReadsRuntimes
-from admitter.jobs.registry import SUSPENDABLE, job_of, reader_of
+from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, job_of, reader_of
 from admitter.jobs.workloads import job_owner, resource_of, runtime_resource
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
@@ -20,26 +20,20 @@ from admitter.kube.informer import Informer, Key, StoreWatcher, key_of
 from admitter.kube.objects import Obj, is_true
 
 
-def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None]) -> dict[str, Informer]:
-    """An informer per runtime kind of the queued kinds that read runtimes, each such kind
-    handed a lookup on them."""
+def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None],
+                      ) -> tuple[dict[str, Informer], JobKinds]:
+    """An informer per runtime kind of the queued kinds that read runtimes, and the kinds
+    reading through them (this controller's own)."""
     found: dict[str, Informer] = {}
-    for job_kind in SUSPENDABLE.values():
-        if not isinstance(job_kind, ReadsRuntimes):
-            continue
-        namespaced = {}
+    for job_kind in KINDS.runtime_readers():
         for runtime_kind in job_kind.runtime_kinds:
-            kind = runtime_kind[0]
-            found[kind] = Informer(client, runtime_resource(runtime_kind), on_change,
-                                   optional=True)
-            namespaced[kind] = runtime_kind[3]
+            found[runtime_kind[0]] = Informer(client, runtime_resource(runtime_kind), on_change,
+                                              optional=True)
 
-        def lookup(kind: str, namespace: str, name: str,
-                   namespaced: dict[str, bool] = namespaced) -> Obj | None:
-            return found[kind].get(namespace if namespaced[kind] else "", name)
+    def lookup(kind: str, namespace: str, name: str) -> Obj | None:
+        return found[kind].get(namespace, name)
 
-        job_kind.use_runtimes(lookup)
-    return found
+    return found, JobKinds(lookup)
 
 
 def job_key(job: Obj) -> JobKey:
@@ -86,6 +80,9 @@ class Caches:
     runtimes: dict[str, Informer]
     """The objects some kinds resolve their pod sets from (`ReadsRuntimes`: a TrainJob's
     training runtimes), by kind; optional, as their CRDs may be missing."""
+    kinds: JobKinds
+    """The job kinds as this controller reads them: those that read runtimes read these
+    caches' own."""
 
     @classmethod
     def create(cls, client: Kube, on_change: Callable[[str, Obj], None]) -> Caches:
@@ -102,7 +99,7 @@ class Caches:
             jobs[name].watchers.append(pod_index.jobs(name))
         workloads = informer(kube.WORKLOADS)
         workloads.watchers.append(live.watcher)
-        runtimes = runtime_informers(client, on_change)
+        runtimes, kinds = runtime_informers(client, on_change)
         return cls(
             nodes=informer(kube.NODES),
             pods=pods,
@@ -115,6 +112,7 @@ class Caches:
             pod_index=pod_index,
             live_workloads=live,
             runtimes=runtimes,
+            kinds=kinds,
         )
 
     def all(self) -> list[Informer]:
@@ -157,6 +155,21 @@ class Caches:
     def observe_job(self, job: Obj) -> None:
         """Record a job the controller just wrote, in the informer of its kind."""
         self.jobs[job_of(job).kind].observe(job)
+
+    def jobs_reading(self, runtime: Obj) -> list[JobKey]:
+        """The queued jobs whose pod sets are read from `runtime` (a TrainJob's training
+        runtime), so a change of it is looked at at once."""
+        meta = runtime["metadata"]
+        key = (runtime.get("kind"), meta.get("namespace", ""), meta["name"])
+        found = []
+        for kind in self.kinds.runtime_readers():
+            for job in self.jobs[kind.kind].items():
+                try:
+                    if kind.runtime_key(job) == key:
+                        found.append(job_key(job))
+                except UNREADABLE_ERRORS:
+                    continue  # a pass reports it when it reads the job
+        return found
 
     def job_of(self, workload: Obj) -> Obj | None:
         """The job that owns the Workload, if the cache holds it (the same job: a job

@@ -19,8 +19,8 @@ from admitter.api.contract import (
 )
 from admitter.api.quantity import kube_base_units
 from admitter.api.workload import CONDITION_FINISHED
-from admitter.jobs.interface import ClearsStartTime
-from admitter.jobs.registry import job_of, reader_of
+from admitter.jobs.interface import ClearsStartTime, ShapedAtStart
+from admitter.jobs.registry import KINDS, JobKinds, job_of
 from admitter.jobs.workloads import job_ended
 from admitter.kube.objects import Obj, evicting, is_true, pod_requests
 
@@ -50,14 +50,15 @@ class Step(Enum):
     """Suspended, never running now: put its own affinity back and drop admitter's marks."""
 
 
-def converge_step(job: Obj, wl: Obj) -> Step:
+def converge_step(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> Step:
     """The one write that brings `job` and its Workload `wl` closer together, if any."""
     if job_ended(job):
         return Step.NONE if is_true(wl, CONDITION_FINISHED) else Step.FINISH
     admitted = bool((wl.get("status") or {}).get("admission"))
     kind = job_of(job)
     suspended = kind.is_suspended(job)
-    if not equivalent(job, wl):
+    runs_as_started = admitted and not suspended and isinstance(kind, ShapedAtStart)
+    if not runs_as_started and not equivalent(job, wl, kinds):
         return Step.EVICT_CHANGED if admitted else Step.REPLACE_WORKLOAD
     if admitted and evicting(wl):
         return Step.RELEASE if suspended else Step.SUSPEND
@@ -74,12 +75,12 @@ def converge_step(job: Obj, wl: Obj) -> Step:
     return Step.NONE
 
 
-def equivalent(job: Obj, wl: Obj) -> bool:
+def equivalent(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> bool:
     """Whether the job runs the pods its Workload is charged for: the same pod sets, each
     as many pods at once, each requesting the same amounts (in the base units the core
     counts)."""
     charged = wl["spec"]["podSets"]
-    running = reader_of(job).pod_sets(job)
+    running = kinds.reader_of(job).pod_sets(job)
     if [p["name"] for p in charged] != [p.name for p in running]:
         return False
     for pod_set, now in zip(charged, running, strict=True):

@@ -61,7 +61,7 @@ from admitter.jobs.workloads import (
 )
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
-from admitter.kube.events import REPEAT_AFTER, EventRecorder
+from admitter.kube.events import REPEAT_AFTER, EventRecorder, refusal
 from admitter.kube.objects import Obj, condition, parse_time
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class Reconciler:
         self.settings = settings
         self.clock = clock
         self.caches = Caches.create(client, self._changed)
-        self.actions = Actions(client)
+        self.actions = Actions(client, self.caches.kinds)
         self.events = EventRecorder(client, identity)
         self.status = StatusWriter(client)
         self.usage = QueueUsage(core_cycle_settings(settings))
@@ -114,6 +114,8 @@ class Reconciler:
             self.touched.add(job_key(obj))
         elif kind == "Workload" and (owner := job_owner(obj)) is not None:
             self.touched.add((owner["kind"], obj["metadata"]["namespace"], owner["name"]))
+        elif kind in self.caches.runtimes:  # a TrainJob waiting for it starts in this cycle
+            self.touched.update(self.caches.jobs_reading(obj))
         if self.waiting or matters_when_idle(event, obj):
             self.wakeup.set()
 
@@ -248,7 +250,11 @@ class Reconciler:
         try:
             created = await self.kube.create(kube.WORKLOADS, workload)
         except ApiException as error:
-            if error.status != 409:
+            if (refused := refusal(error)) is not None:
+                self.events.record(job, kind, "Warning", Reason.REFUSED,
+                                   f"its Workload cannot be created: {refused}", now,
+                                   REPEAT_AFTER)
+            elif error.status != 409:
                 raise
             return
         self.caches.workloads.observe(created)
@@ -261,10 +267,11 @@ class Reconciler:
         if cluster_queue is not None and cluster_queue in tree:
             limit = effective_max_min_runtime(tree, cluster_queue, limit)
             ceiling = effective_max_runtime_ceiling(tree, cluster_queue)
+        kinds = self.caches.kinds
         contract = job_contract(job, max_min_runtime=limit, max_runtime_ceiling=ceiling,
-                                topology_levels=self.caches.topology_levels())
-        priority = self.caches.priority_of(priority_class_of(job))
-        return workload_for(job, contract, priority)
+                                topology_levels=self.caches.topology_levels(), kinds=kinds)
+        priority = self.caches.priority_of(priority_class_of(job, kinds))
+        return workload_for(job, contract, priority, kinds)
 
     async def converge_jobs(self, now: float, jobs: Mapping[JobKey, Obj]) -> None:
         """Make each of `jobs` agree with its Workload, whatever was interrupted before; the
@@ -278,7 +285,7 @@ class Reconciler:
                 wl = self.caches.workloads.get(namespace, name)
                 if wl is None or self.admitting.busy(namespace, name):
                     continue
-                step = converge_step(job, wl)
+                step = converge_step(job, wl, self.caches.kinds)
             except UNREADABLE_ERRORS as error:
                 self.unreadable.add(kind, job, error)
                 continue
@@ -323,6 +330,10 @@ class Reconciler:
             self.metrics.failed_write(step)
             log.warning("%s of %s/%s failed, a later pass retries: %s", step,
                         meta.get("namespace"), meta.get("name"), error)
+            refused, kind = refusal(error), obj.get("kind")
+            if refused is not None and kind in (*SUSPENDABLE, PlainPod.kind):
+                self.events.record(obj, kind, "Warning", Reason.REFUSED,
+                                   f"{step} refused: {refused}", self.clock(), REPEAT_AFTER)
             return False
         return True
 

@@ -27,7 +27,7 @@ from admitter.core.model import (
 from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
 from admitter.jobs.interface import ReadyWhenBound
-from admitter.jobs.registry import job_of
+from admitter.jobs.registry import KINDS, JobKinds, job_of
 from admitter.jobs.workloads import JOB_NAME_LABEL, job_owner
 from admitter.kube.core_values import core_node, core_workload, pod_set_domains
 from admitter.kube.informer import Key, key_of
@@ -203,7 +203,8 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
                     closed[key] = Pending(key, "", PendingReason.QUEUE_CLOSED, why, 0)
                     continue
             cq = queue_of.get(place, "")
-            ready = (_pods_ready(wl, job, translation.expected_pods, bound) if job is not None
+            ready = (_pods_ready(wl, job, translation.expected_pods, bound, caches.kinds)
+                     if job is not None
                      else _plain_pod_ready(wl, caches.pod_of(wl)))
             core = translation.core_for(wl, cq, ready)
             pods = translation.admitted_pods(wl, job, core, bound) if core.placement else None
@@ -272,13 +273,13 @@ def _rooted(queues: list[Queue]) -> list[Queue]:
 
 
 def _pods_ready(wl: Obj, job: Obj | None, expected: int,
-                bound: Mapping[JobKey, Mapping[str, int]]) -> bool:
+                bound: Mapping[JobKey, Mapping[str, int]], kinds: JobKinds = KINDS) -> bool:
     """An admitted gang is ready once its job reports all its `expected` pods ready (or
     done), or, for a kind whose status does not count them (`ReadyWhenBound`), once all run
     on nodes; a Workload without a job (created directly) is ready as soon as admitted."""
     if job is None or not (wl.get("status") or {}).get("admission"):
         return True
-    kind = job_of(job)
+    kind = kinds.job_of(job)
     if isinstance(kind, ReadyWhenBound) and kind.pods_ready(job) < expected:
         return sum(bound.get(job_key(job), {}).values()) >= expected
     return kind.pods_ready(job) >= expected

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from admitter.kube.objects import Obj
 
@@ -60,6 +60,11 @@ class GenericJob(JobReader, Protocol):
     """Its resource name in the REST API (`jobs`, `jobsets`); always namespaced."""
 
     def is_suspended(self, obj: Obj) -> bool:
+        ...
+
+    def suspend_ops(self, obj: Obj) -> list[Obj]:
+        """JSON patch ops that suspend it as it is created (the mutating webhook's), before
+        any pod starts; none when it already is."""
         ...
 
     def suspend_patch(self, obj: Obj) -> Obj:
@@ -114,19 +119,37 @@ class RefusesSpecs(Protocol):
 @runtime_checkable
 class ReadsRuntimes(Protocol):
     """A kind whose pod sets are resolved from other objects it names (a TrainJob's training
-    runtime): the controller keeps those objects in informers and hands the kind a lookup."""
+    runtime): the controller keeps those objects in informers and makes itself a copy of the
+    kind reading through a lookup on them (`JobKinds`)."""
 
+    kind: ClassVar[str]
     runtime_kinds: ClassVar[tuple[tuple[str, str, str, bool], ...]]
     """(kind, apiVersion, plural, namespaced) of each object kind the lookup reads."""
 
-    def use_runtimes(self, lookup: Callable[[str, str, str], Obj | None]) -> None:
-        """Resolve pod sets through `lookup`: (kind, namespace, name) → the object or None."""
+    def reading(self, lookup: Callable[[str, str, str], Obj | None]) -> Self:
+        """The kind resolving pod sets through `lookup`: (kind, namespace, name) → the object
+        or None (namespace empty for a cluster-scoped kind)."""
+        ...
+
+    def runtime_key(self, obj: Obj) -> tuple[str, str, str]:
+        """(kind, namespace, name) of the object `obj` reads its pod sets from, as `lookup`
+        takes them: a change of that object may change its pod sets."""
         ...
 
     def size_fields(self, obj: Obj) -> dict[str, Any]:
         """The fields, by path, whose change resizes an admitted job (the webhook, which
         does not read the runtimes, guards these instead of the pod sets)."""
         ...
+
+
+@runtime_checkable
+class ShapedAtStart(Protocol):
+    """A kind whose operator makes its pods' objects when it starts and never reshapes them
+    while it runs (Trainer makes a TrainJob's JobSet from its runtime and leaves a running
+    one alone): a running job keeps the pods it was admitted for, whatever its spec or its
+    runtime say since, so a change of them does not evict it."""
+
+    shaped_at_start: ClassVar[bool]
 
 
 @runtime_checkable

@@ -25,7 +25,11 @@ class SuspendsBySpec:
     """A kind suspended through `spec.suspend`, admitter's admitted mark going with it."""
 
     def is_suspended(self, obj: Obj) -> bool:
-        return bool(obj["spec"].get("suspend"))
+        return bool((obj.get("spec") or {}).get("suspend"))
+
+    def suspend_ops(self, obj: Obj) -> list[Obj]:
+        return [] if self.is_suspended(obj) else [
+            {"op": "add", "path": "/spec/suspend", "value": True}]
 
     def suspend_patch(self, obj: Obj) -> Obj:
         return {"metadata": {"annotations": {ADMITTED_WORKLOAD_ANNOTATION: None}},

@@ -17,7 +17,7 @@ from admitter.api.duration import format_duration
 from admitter.api.quantity import format_quantity
 from admitter.jobs.interface import GenericJob, dotted
 from admitter.jobs.plain_pod import PlainPod
-from admitter.jobs.registry import SUSPENDABLE, reader_of
+from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, reader_of
 from admitter.kube import client as kube
 from admitter.kube.objects import Obj, placement_constraints, pod_requests
 
@@ -53,20 +53,21 @@ def job_owner(obj: Obj) -> Obj | None:
 
 
 def job_contract(job: Obj, *, max_min_runtime: float, topology_levels: list[str] | None,
-                 max_runtime_ceiling: float | None = None) -> JobContract:
+                 max_runtime_ceiling: float | None = None,
+                 kinds: JobKinds = KINDS) -> JobContract:
     """What a job declared: its own contract annotations and its pod templates' topology."""
     contract = parse_contract(job["metadata"].get("annotations") or {},
                               max_min_runtime=max_min_runtime, topology_levels=topology_levels,
                               max_runtime_ceiling=max_runtime_ceiling)
-    return replace(contract, pod_set_topology=pod_set_topology(job, topology_levels))
+    return replace(contract, pod_set_topology=pod_set_topology(job, topology_levels, kinds))
 
 
-def pod_set_topology(owner: Obj, topology_levels: list[str] | None,
+def pod_set_topology(owner: Obj, topology_levels: list[str] | None, kinds: JobKinds = KINDS,
                      ) -> tuple[tuple[str | None, str | None], ...]:
     """Each pod set's own (required, preferred) topology levels, from its pod template's
     annotations (empty when none asks for one); a ContractError names the template."""
     found = []
-    for pod_set in reader_of(owner).pod_sets(owner):
+    for pod_set in kinds.reader_of(owner).pod_sets(owner):
         try:
             found.append(parse_topology(pod_set.annotations, topology_levels))
         except ContractError as error:
@@ -76,19 +77,20 @@ def pod_set_topology(owner: Obj, topology_levels: list[str] | None,
     return tuple(found) if any(any(pair) for pair in found) else ()
 
 
-def priority_class_of(owner: Obj) -> str | None:
+def priority_class_of(owner: Obj, kinds: JobKinds = KINDS) -> str | None:
     """The priority class its pods name (the first pod set's that names one)."""
-    for pod_set in reader_of(owner).pod_sets(owner):
+    for pod_set in kinds.reader_of(owner).pod_sets(owner):
         if pod_set.pod_spec.get("priorityClassName"):
             found: str = pod_set.pod_spec["priorityClassName"]
             return found
     return None
 
 
-def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
+def workload_for(owner: Obj, contract: JobContract, priority: int,
+                 kinds: JobKinds = KINDS) -> Obj:
     """The Workload admitter keeps for a job of any kind (or a queued plain Pod), owned by it
     (deleting it deletes the Workload): one pod set per pod set of the job, admitted as one."""
-    reader = reader_of(owner)
+    reader = kinds.reader_of(owner)
     meta = owner["metadata"]
     pod_sets = []
     for index, pod_set in enumerate(reader.pod_sets(owner)):
@@ -111,7 +113,7 @@ def workload_for(owner: Obj, contract: JobContract, priority: int) -> Obj:
     }
     if contract.max_runtime is not None:
         workload_spec["maxRuntime"] = format_duration(contract.max_runtime)
-    priority_class = priority_class_of(owner)
+    priority_class = priority_class_of(owner, kinds)
     if priority_class:
         workload_spec["priorityClassName"] = priority_class
     if topology:

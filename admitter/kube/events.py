@@ -5,7 +5,10 @@ up the writes that carry a decision out."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
@@ -21,6 +24,22 @@ by default, `--event-ttl`)."""
 COMPONENT = "admitter"
 """The Events' `source.component` and `reportingComponent`, by which `kubectl admitter explain`
 picks admitter's Events out of an object's."""
+
+REFUSED_FOR_CONTENT = (400, 422)
+"""The API server's answers to a write it will never accept as written (malformed, or
+invalid: a Workload of more pod sets than it holds), unlike a conflict or an outage that
+the next pass outlives."""
+
+
+def refusal(error: BaseException) -> str | None:
+    """The API server's message when it refused a write for what it carried, else None."""
+    if not isinstance(error, ApiException) or error.status not in REFUSED_FOR_CONTENT:
+        return None
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or error.reason or error.status)
 
 
 class EventRecorder:

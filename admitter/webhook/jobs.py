@@ -38,11 +38,11 @@ from admitter.api.convert import (
 from admitter.api.duration import format_duration
 from admitter.api.localqueue import LocalQueue
 from admitter.api.settings import UnlabelledWork
-from admitter.api.workload import MAX_POD_COUNT
+from admitter.api.workload import MAX_POD_COUNT, MAX_POD_SETS
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
 from admitter.jobs.interface import PodSetInfo, ReadsRuntimes, RefusesSpecs, dotted
-from admitter.jobs.registry import reader_of
+from admitter.jobs.registry import job_of, reader_of
 from admitter.jobs.workloads import job_owner, priority_class_of, workload_name
 from admitter.kube.objects import pod_requests
 from admitter.webhook.lookup import Lookup
@@ -56,7 +56,6 @@ CONTRACT_ANNOTATIONS = (
     TOPOLOGY_REQUIRED_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
 )
-SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
 
 _LABEL_PATH = f"metadata.labels[{QUEUE_LABEL}]"
 _ADMITTED_PATH = f"metadata.annotations[{ADMITTED_WORKLOAD_ANNOTATION}]"
@@ -94,8 +93,7 @@ async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolic
         if await local_queue_named(request, queue, lookup) is None:
             return missing_default_queue(request, queue)
         patch += add_to_metadata(request.object, "labels", {QUEUE_LABEL: queue})
-    if not _suspended(request.object):
-        patch += SUSPEND_PATCH
+    patch += job_of(dict(request.object)).suspend_ops(dict(request.object))
     return allow(patch + await contract_defaults_patch(request, queue, lookup, policy))
 
 
@@ -291,8 +289,9 @@ def _admitted_size_problems(kind: str, new: Job, old: Job | None) -> Iterator[Pr
 
 def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
     """A size a Workload can carry: whole units except cpu (Kubernetes accepts memory `500m`
-    with a warning; admitter counts whole bytes) and at most MAX_POD_COUNT pods per pod set,
-    so the job never waits silently. Checked when set, so older jobs stay manageable."""
+    with a warning; admitter counts whole bytes), at most MAX_POD_COUNT pods per pod set and
+    at most MAX_POD_SETS pod sets, so the job never waits silently. Checked when set, so
+    older jobs stay manageable."""
     found = _pod_sets(new)
     if found is None:
         yield "spec", "the pod templates cannot be read; give every pod set a pod template"
@@ -311,6 +310,24 @@ def _size_problems(new: Job, old: Job | None) -> Iterator[Problem]:
                 f"{pod_set.count} pods is more than a Workload holds ({MAX_POD_COUNT}); "
                 "split the job"
             )
+    if len(found) > MAX_POD_SETS and len(found) > len(before):
+        names = ", ".join(pod_set.name for pod_set in found)
+        yield _pod_sets_field(found), (
+            f"{len(found)} pod sets ({names}) are more than a Workload holds "
+            f"({MAX_POD_SETS}); merge groups of the same pods or split the job"
+        )
+
+
+def _pod_sets_field(pod_sets: list[PodSetInfo]) -> str:
+    """The field holding all the pod sets (`spec.replicatedJobs`): their paths' common part,
+    up to the list they are items of."""
+    common = list(pod_sets[0].path)
+    for pod_set in pod_sets[1:]:
+        while tuple(common) != pod_set.path[:len(common)]:
+            common.pop()
+    while common and common[-1].isdigit():
+        common.pop()
+    return dotted(common) or "spec"
 
 
 def _unsupported_problems(new: Job, old: Job | None) -> Iterator[Problem]:
@@ -517,4 +534,4 @@ def _annotations(job: Job) -> Mapping[str, str]:
 
 
 def _suspended(job: Job) -> bool:
-    return bool((job.get("spec") or {}).get("suspend"))
+    return job_of(dict(job)).is_suspended(dict(job))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from admitter.controller.kube import Kind
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.kube.client import Kind
 
 
 class FakeKube:

@@ -4,10 +4,13 @@ Workloads created directly take part while orphaned ones do not."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from typing import Any
 
 from fake_api import CLOCK, FakeApi, add, node, reconciler, settled_pass, workload
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workload import CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller.queue_holds import Holdings
@@ -21,6 +24,7 @@ from admitter.controller.status import (
     StatusWriter,
 )
 from admitter.core.decisions import Pending, PendingReason
+from admitter.jobs.workloads import workload_name
 from admitter.kube import client as kube
 from admitter.kube.objects import Obj, format_time
 
@@ -221,3 +225,45 @@ async def test_a_queue_status_is_written_when_it_changes_at_most_once_a_second()
     assert writer.next_due == 6.5, "held back until the second is over, not forgotten"
     assert (await show(3, 6.5))["pendingWorkloads"] == 3
     assert api.count("PATCH", "localqueues/status") == 3
+
+
+class RefusingApi(FakeApi):
+    """Refuses what the real API server refuses for its content: a Workload of more pod sets
+    than its CRD allows (422), and a start patch a validating webhook denies (400)."""
+
+    async def create(self, kind: kube.Kind, obj: Obj) -> Obj:
+        if kind == kube.WORKLOADS:
+            raise ApiException(status=422, reason="Unprocessable Entity") from None
+        return await super().create(kind, obj)
+
+    async def patch(self, kind: kube.Kind, name: str, patch: Any, namespace: str | None = None,
+                    subresource: str | None = None, content_type: str = kube.MERGE_PATCH) -> Obj:
+        if kind == kube.JOBS and content_type == kube.JSON_PATCH:
+            error = ApiException(status=400, reason="Bad Request")
+            error.body = json.dumps({"message": 'admission webhook "x" denied the request'})
+            raise error
+        return await super().patch(kind, name, patch, namespace, subresource, content_type)
+
+
+async def test_a_write_refused_for_the_jobs_own_content_is_a_warning_event_on_the_job() -> None:
+    api = RefusingApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    add(api, caches.nodes, kube.NODES, node("n0", 8))
+    add(api, caches.cluster_queues, kube.CLUSTER_QUEUES, cluster_queue("team", 8, limit=8))
+    add(api, caches.local_queues, kube.LOCAL_QUEUES, local_queue("team", namespace="ns"))
+    job = add(api, caches.jobs["Job"], kube.JOBS, JobWrapper("big", "ns").gpus(1).obj())
+    for _ in range(2):
+        await settled_pass(controller)
+    (refused,) = [e for e in api.events() if e["reason"] == Reason.REFUSED]
+    assert (refused["type"], refused["involvedObject"]["name"]) == ("Warning", "big")
+    assert refused["message"] == "its Workload cannot be created: Unprocessable Entity"
+
+    # Its Workload made some other way, admitted: starting it is refused, and said so.
+    wl = workload("ns", workload_name(job), 1, owner=job)
+    wl["status"] = {"admission": {"clusterQueue": "team", "topologyDomain": {}}}
+    add(api, caches.workloads, kube.WORKLOADS, wl)
+    await settled_pass(controller)
+    told = [e["message"] for e in api.events()
+            if e["reason"] == Reason.REFUSED and e["involvedObject"]["name"] == "big"]
+    assert 'start refused: admission webhook "x" denied the request' in told

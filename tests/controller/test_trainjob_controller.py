@@ -4,11 +4,12 @@ its pods (labelled with its JobSet's name) counted as its own, never as its chil
 
 from __future__ import annotations
 
+import copy
+
 from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.workload import Reason
-from admitter.controller.pacing import SWEEP_EVERY
 from admitter.controller.snapshot import _pods_ready
 from admitter.core.model import GPU
 from admitter.jobs.jobset import JobSet
@@ -68,13 +69,46 @@ async def test_a_trainjob_is_shaped_by_the_cached_runtime_and_one_without_waits_
                and e["reason"] == Reason.UNREADABLE]
     assert "spec.runtimeRef: no ClusterTrainingRuntime 'torch'; the TrainJob waits" in told
 
-    # The cluster's runtime appears: the next sweep reads the TrainJob again.
+    # The cluster's runtime appears: its watch wakes the TrainJob naming it, in the next pass
+    # (well before the sweep that reads every job).
+    now[0] += 1.0
     add(api, caches.runtimes["ClusterTrainingRuntime"],
         kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False),
         training_runtime("ClusterTrainingRuntime", "torch"))
-    now[0] += SWEEP_EVERY
+    assert controller.wakeup.is_set()
     await settled_pass(controller)
+    assert controller._swept_at == CLOCK, "not a sweep: a second after the last one"
     assert caches.workloads.get("ns", workload_name(lost)) is not None
+
+
+async def test_a_changed_runtime_wakes_only_the_trainjobs_naming_it() -> None:
+    api = FakeApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    runtimes = kube.Kind(TrainJob.api_version, "trainingruntimes", True)
+    for name, runtime in (("a", "torch"), ("b", "other"), ("c", "torch")):
+        add(api, caches.jobs["TrainJob"], TRAINJOBS, trainjob(name, runtime, "TrainingRuntime"))
+    elsewhere = trainjob("d", "torch", "TrainingRuntime")
+    elsewhere["metadata"]["namespace"] = "other-ns"
+    add(api, caches.jobs["TrainJob"], TRAINJOBS, elsewhere)
+    controller.touched.clear()
+    add(api, caches.runtimes["TrainingRuntime"], runtimes,
+        training_runtime("TrainingRuntime", "torch", "ns"))
+    assert controller.touched == {("TrainJob", "ns", "a"), ("TrainJob", "ns", "c")}
+
+
+def test_two_controllers_in_one_process_each_read_their_own_runtimes() -> None:
+    first, second = reconciler(FakeApi()), reconciler(FakeApi())
+    cluster_runtimes = kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False)
+    runtime = training_runtime("ClusterTrainingRuntime", "torch")
+    add(FakeApi(), first.caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, runtime)
+    wide = copy.deepcopy(runtime)
+    wide["spec"]["mlPolicy"]["numNodes"] = 3
+    add(FakeApi(), second.caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, wide)
+    job = trainjob("train", "torch")
+    del job["spec"]["trainer"]["numNodes"]
+    assert [s.count for s in first.caches.kinds.reader_of(job).pod_sets(job)] == [1]
+    assert [s.count for s in second.caches.kinds.reader_of(job).pod_sets(job)] == [3]
 
 
 def node_pod(name: str, trainjob_name: str) -> Obj:
@@ -124,3 +158,40 @@ def test_an_admitted_trainjob_is_ready_once_its_pods_run_though_trainer_counts_n
     assert not _pods_ready(wl, job, 2, {key: {"node-a": 1}})
     assert _pods_ready(wl, job, 2, {key: {"node-a": 1, "node-b": 1}})
     assert not _pods_ready(wl, job, 2, {("JobSet", "ns", "train"): {"node-a": 2}})
+
+
+async def test_a_changed_runtime_reshapes_a_waiting_trainjob_and_never_evicts_a_running_one(
+        ) -> None:
+    """Trainer leaves a running TrainJob's JobSet as it started; a suspended one it makes
+    anew from the runtime."""
+    api = FakeApi()
+    controller = reconciler(api)
+    caches = controller.caches
+    team(api, controller, 4, node_a=8)
+    cluster_runtimes = kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False)
+    runtime = training_runtime("ClusterTrainingRuntime", "torch")
+    add(api, caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, runtime)
+    for name in ("first", "second"):  # 2 × 2 GPUs each: one fits the queue's 4
+        add(api, caches.jobs["TrainJob"], TRAINJOBS, trainjob(name, "torch"))
+    for _ in range(2):
+        await settled_pass(controller)
+    jobs = {job["metadata"]["name"]: job for job in caches.jobs["TrainJob"].items()}
+    (running,) = [name for name, job in jobs.items() if not job["spec"]["suspend"]]
+    (waiting,) = set(jobs) - {running}
+    admitted = caches.workloads.get("ns", workload_name(jobs[running]))
+    assert admitted is not None
+
+    grown = copy.deepcopy(runtime)
+    sidecar = copy.deepcopy(grown["spec"]["template"]["spec"]["replicatedJobs"][0])
+    sidecar["name"], sidecar["template"]["metadata"] = "sidecar", {}
+    grown["spec"]["template"]["spec"]["replicatedJobs"].append(sidecar)
+    add(api, caches.runtimes["ClusterTrainingRuntime"], cluster_runtimes, grown)
+    for _ in range(2):
+        await settled_pass(controller)
+    still = caches.workloads.get("ns", workload_name(jobs[running]))
+    assert still is not None and still["metadata"]["uid"] == admitted["metadata"]["uid"]
+    assert (still.get("status") or {}).get("admission"), "still admitted, not evicted"
+    assert not caches.jobs["TrainJob"].get("ns", running)["spec"]["suspend"]
+    reshaped = caches.workloads.get("ns", workload_name(jobs[waiting]))
+    assert reshaped is not None
+    assert [s["name"] for s in reshaped["spec"]["podSets"]] == ["node", "sidecar"]

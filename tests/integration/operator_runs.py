@@ -13,15 +13,17 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi, RbacAuthoriza
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workload import CONDITION_FINISHED, Reason
+from admitter.jobs.interface import LabelsPods
 from admitter.jobs.registry import job_of
 from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kind, Kube
-from admitter.kube.objects import Obj, condition, is_true
+from admitter.kube.objects import Obj, condition, is_true, pod_requests
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 
 GPU = "nvidia.com/gpu"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def admitted_to(rack: str, workload: str) -> Obj:
@@ -114,3 +116,38 @@ async def clear(api: Kube, namespace: str, *kinds: Kind) -> None:
         return not listed["items"]
 
     await eventually(no_pods, "the test's pods gone", timeout=90.0)
+
+
+def charged_gpus(wl: Obj) -> int:
+    """The GPUs a Workload is charged for: pods × GPUs per pod, over its pod sets."""
+    return sum(int(pod_set["count"]) * int(pod_set.get("requests", {}).get(GPU, 0))
+               for pod_set in wl["spec"]["podSets"])
+
+
+async def live_pods(api: Kube, job: Obj) -> list[Obj]:
+    """The job's pods not done nor going, found by the label naming their job."""
+    kind = job_of(job)
+    label = kind.pod_label if isinstance(kind, LabelsPods) else JOB_NAME_LABEL
+    listed = await api.request("GET", kube.PODS.path(job["metadata"]["namespace"]), query={
+        "labelSelector": f"{label}={job['metadata']['name']}"})
+    return [pod for pod in listed["items"] if not pod["metadata"].get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
+async def holds_what_it_is_charged(api: Kube, job: Obj, what: str) -> int:
+    """Wait until every live pod of the job runs on a node and together they hold the GPUs
+    its admitted Workload is charged (a pod set that ran before, an initializer, is done);
+    the GPUs."""
+    async def held_as_charged() -> int | None:
+        wl = await workload_of(api, job)
+        if wl is None or not (wl.get("status") or {}).get("admission"):
+            return None
+        pods = await live_pods(api, job)
+        if not all(pod["spec"].get("nodeName") and pod["status"].get("phase") == "Running"
+                   for pod in pods):
+            return None
+        held = sum(int(pod_requests(pod["spec"]).get(GPU, 0)) for pod in pods)
+        return held if held == charged_gpus(wl) else None
+
+    return await eventually(held_as_charged, f"{what}'s running pods holding the GPUs its "
+                            "Workload is charged", timeout=120.0)

@@ -20,9 +20,11 @@ from admitter_world import (
     running,
     workloads,
 )
+from operator_runs import holds_what_it_is_charged
 
 from admitter.api.workload import CONDITION_EVICTED, CONDITION_QUOTA_RESERVED
 from admitter.core.decisions import EvictionReason, PendingReason
+from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.objects import parse_time
 from admitter.testing import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, LocalCluster
@@ -88,6 +90,8 @@ async def test_job_starts_only_after_admission_inside_the_hinted_rack(
             return placed if len(placed) == 2 else None
 
         placed = await eventually(admitted_and_bound, "both pods bound", timeout=45)
+        job = await api.get(kube.JOBS, "train", namespace)
+        assert await holds_what_it_is_charged(api, job, "the Job") == 2 * 8  # JobWrapper's
     [wl] = await workloads(api, namespace)
     domain = wl["status"]["admission"]["topologyDomain"]
     labels = await _node_labels(api)

@@ -30,6 +30,7 @@ from operator_runs import (
     admitted_to,
     clear,
     finished_and_released,
+    holds_what_it_is_charged,
     read,
     users_jobs,
     workload_of,
@@ -209,8 +210,10 @@ async def test_a_queued_jobset_runs_as_one_gang_in_a_rack_and_in_another_after_a
         for replicated in started["spec"]["replicatedJobs"]:
             selector = replicated["template"]["spec"]["template"]["spec"]["nodeSelector"]
             assert selector[RACK_LABEL] == first_rack
-        # The JobSet's pods are counted as its admission, not as foreign usage.
+        # The JobSet's pods are counted as its admission, not as foreign usage, and hold the
+        # GPUs it is charged: 1 leader and 2 × 4 workers of one GPU.
         assert not set(controller.caches.foreign_usage()) & set(placed.values())
+        assert await holds_what_it_is_charged(api, js, "the JobSet") == 9
 
         drained = sorted(placed.values())[0]
         await api.patch(kube.NODES, drained, {"spec": {"unschedulable": True}})

@@ -25,6 +25,7 @@ from operator_runs import (
     admitted_to,
     clear,
     finished_and_released,
+    holds_what_it_is_charged,
     read,
     users_jobs,
     workload_of,
@@ -37,7 +38,7 @@ from admitter.api.contract import (
     QUEUE_LABEL,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
-from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, Reason
+from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, MAX_POD_SETS, Reason
 from admitter.controller.actions import Actions
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.rayjob import POD_LABEL, RayJob
@@ -175,6 +176,15 @@ def queued_rayjob(namespace: str, name: str) -> Obj:
     return job
 
 
+def with_worker_groups(job: Obj, groups: int) -> Obj:
+    """The RayJob with `groups` worker groups like its first (each a pod set of its own)."""
+    cluster = job["spec"]["rayClusterSpec"]
+    first = cluster["workerGroupSpecs"][0]
+    cluster["workerGroupSpecs"] = [{**first, "groupName": f"gpu-{index}"}
+                                   for index in range(1, groups + 1)]
+    return job
+
+
 def rack_pin(pod: Obj) -> list[str]:
     """The racks the pod's required node affinity allows."""
     terms = pod["spec"]["affinity"]["nodeAffinity"][
@@ -206,8 +216,10 @@ async def test_a_queued_rayjob_is_preempted_by_a_higher_priority_job_and_waits_f
         for pod in await cluster_pods(api, job):
             assert rack_pin(pod) == ["rack-1"]
             assert pod["metadata"]["labels"][POD_LABEL] == "tune"
-        # KubeRay's pods are counted as the RayJob's admission, not as foreign usage.
+        # KubeRay's pods are counted as the RayJob's admission, not as foreign usage, and
+        # hold the GPUs it is charged.
         assert not set(controller.caches.foreign_usage()) & set(placed.values())
+        assert await holds_what_it_is_charged(api, job, "the RayJob") == 3
 
         # Funded (a min runtime), of higher priority and needing all of rack-1: it may
         # preempt the unfunded RayJob.
@@ -282,3 +294,34 @@ async def test_the_webhook_suspends_a_users_rayjob_and_refuses_what_admitter_can
                   "value": True}]
     assert "spec.rayClusterSpec.enableInTreeAutoscaling: is true" in (
         await rayjobs.refused(rayjobs.patch("tune", autoscale)))
+    # A head and 8 worker groups: 9 pod sets, one more than a Workload holds.
+    too_many = with_worker_groups(queued_rayjob(namespace, "wide"), MAX_POD_SETS)
+    assert (f"spec.rayClusterSpec: {MAX_POD_SETS + 1} pod sets (head, gpu-1, gpu-2, gpu-3, "
+            f"gpu-4, gpu-5, gpu-6, gpu-7, gpu-8) are more than a Workload holds "
+            f"({MAX_POD_SETS})") in await rayjobs.refused(rayjobs.create(too_many))
+
+
+async def test_a_rayjob_whose_workload_the_api_server_refuses_is_told_so_by_a_warning_event(
+        kuberay_operator: None, api: Kube, namespace: str, kubeconfig: Path) -> None:
+    """Made past the webhook (before it ran): the Workload CRD refuses 9 pod sets, and the
+    RayJob says why it waits."""
+    await cluster_topology(api)
+    name = f"rayjobs-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
+                    local_queue(name, namespace=namespace))
+    job = await api.create(RAYJOBS, with_worker_groups(queued_rayjob(namespace, "wide"),
+                                                       MAX_POD_SETS))
+
+    async def told() -> Obj | None:
+        events = await api.request("GET", kube.EVENTS.path(namespace))
+        return next((e for e in events["items"] if e["involvedObject"]["name"] == "wide"
+                     and e["reason"] == Reason.REFUSED), None)
+
+    async with in_process_controller(kubeconfig):
+        event = await eventually(told, "the Warning Event on the refused RayJob")
+    assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "RayJob"
+    assert "its Workload cannot be created" in event["message"]
+    assert f"Too many: {MAX_POD_SETS + 1}: must have at most {MAX_POD_SETS} items" in (
+        event["message"])
+    assert await workload_of(api, job) is None
+    assert (await read(api, job))["spec"]["suspend"] is True

@@ -2,29 +2,42 @@
 manager, with JobSet's real controller beside it: a suspended TrainJob becomes a suspended
 JobSet whose shape is the pod sets admitter derives from the runtime; the writes for an
 admission (pin through podSpecOverrides, unsuspend) run its pods in the admitted rack, an
-eviction (suspend) removes them, and after the restore it runs again in another rack."""
+eviction (suspend) removes them, and after the restore it runs again in another rack. Then,
+with admitter's controller running, a TrainJob on each runtime shape Trainer ships (torch,
+JAX, MPI with its launcher as a node, torchtune's initializers) runs the pods of the JobSet
+Trainer made, whose pods hold the GPUs its Workload is charged."""
 
 from __future__ import annotations
 
+import copy
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from operator_runs import GPU
+import yaml
+from admitter_world import apply_all, in_process_controller
+from operator_runs import GPU, clear, holds_what_it_is_charged, workload_of
 
-from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
-from admitter.jobs.trainjob import TrainJob
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
+from admitter.jobs.trainjob import ANCESTOR_LABEL, TrainJob
 from admitter.jobs.workloads import resource_of
+from admitter.kube import client as kube
 from admitter.kube.client import JSON_PATCH, Kube
-from admitter.kube.objects import Obj
+from admitter.kube.objects import Obj, pod_requests
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
+from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION
 from admitter.testing.trainer_operator import running_trainer_operator
 from admitter.testing.waiting import eventually
+
+from builders.kube import leaf_queue
 
 pytestmark = pytest.mark.integration
 NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 WORKLOAD = "trainjob-train-0a1b2"
+TRAINJOBS = resource_of(TrainJob())
+TRAINING_RUNTIMES = kube.Kind(TrainJob.api_version, "trainingruntimes", True)
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +126,79 @@ async def test_a_trainjob_is_shaped_by_its_runtime_and_runs_in_the_admitted_rack
                     namespace, content_type=JSON_PATCH)
     placed = await eventually(bound, "the runtime's 2 node pods bound again", timeout=90.0)
     assert {racks.get(node) for node in placed.values()} == {"rack-2"}
+
+
+SHAPES = {runtime["metadata"]["name"]: runtime for runtime in yaml.safe_load_all(
+    (Path(__file__).parents[1] / "data" / "trainer_runtimes.yaml").read_text())}
+"""Trainer's own runtimes, one of each shape (tests/data/trainer_runtimes.yaml)."""
+SIZES = {"torch-distributed": 3, "jax-distributed": 2, "mpi-distributed": 3,
+         "torchtune-llama3.2-1b": 1}
+"""numNodes of each TrainJob (torchtune's 1B model trains on one node)."""
+
+
+def runtime_in(namespace: str, shipped: Obj) -> Obj:
+    """A shipped runtime as a TrainingRuntime of the namespace, its initializers done after
+    3 s (KWOK completes their pods) so the trainer after them starts."""
+    spec = copy.deepcopy(shipped["spec"])
+    for job in spec["template"]["spec"]["replicatedJobs"]:
+        labels = (job["template"].get("metadata") or {}).get("labels") or {}
+        if labels.get(ANCESTOR_LABEL, "").endswith("-initializer"):
+            job["template"]["spec"]["template"].setdefault("metadata", {}).setdefault(
+                "annotations", {})[SIMULATED_RUNTIME_ANNOTATION] = "3s"
+    return {"apiVersion": TrainJob.api_version, "kind": "TrainingRuntime",
+            "metadata": {"name": shipped["metadata"]["name"], "namespace": namespace},
+            "spec": spec}
+
+
+def jobset_shape(jobset: Obj) -> list[tuple[str, int, int]]:
+    """(replicated job, pods, GPUs per pod) of the JobSet Trainer made."""
+    return [(job["name"], int(job.get("replicas", 1)) * int(job["template"]["spec"].get(
+                "parallelism", 1)),
+             int(pod_requests(job["template"]["spec"]["template"]["spec"]).get(GPU, 0)))
+            for job in jobset["spec"]["replicatedJobs"]]
+
+
+def workload_shape(wl: Obj) -> list[tuple[str, int, int]]:
+    return [(s["name"], int(s["count"]), int(s.get("requests", {}).get(GPU, 0)))
+            for s in wl["spec"]["podSets"]]
+
+
+async def test_each_runtime_shape_runs_the_pods_and_gpus_its_workload_is_charged(
+        trainer_operator: None, api: Kube, namespace: str, kubeconfig: Path) -> None:
+    queue = f"shapes-{secrets.token_hex(3)}"
+    await apply_all(api, *leaf_queue(queue, 32, limit=32, namespace=namespace))
+    made = {}
+    for name, nodes in SIZES.items():
+        await api.create(TRAINING_RUNTIMES, runtime_in(namespace, SHAPES[name]))
+        made[name] = await api.create(TRAINJOBS, {
+            "apiVersion": TrainJob.api_version, "kind": TrainJob.kind,
+            "metadata": {"name": name.split("-")[0], "namespace": namespace,
+                         "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"suspend": True,
+                     "runtimeRef": {"name": name, "kind": "TrainingRuntime"},
+                     "trainer": {"numNodes": nodes,
+                                 "resourcesPerNode": {"limits": {GPU: "4"}}}}})
+    try:
+        async with in_process_controller(kubeconfig):
+            held = {name: await holds_what_it_is_charged(api, job, name)
+                    for name, job in made.items()}
+            shapes = {}
+            for name, job in made.items():
+                wl = await workload_of(api, job)
+                jobset = await the_jobset(api, namespace, job["metadata"]["name"])
+                assert wl is not None and jobset is not None
+                assert workload_shape(wl) == jobset_shape(jobset), name
+                shapes[name] = workload_shape(wl)
+    finally:
+        await clear(api, namespace, TRAINJOBS)
+    assert shapes == {
+        "torch-distributed": [("node", 3, 4)],
+        "jax-distributed": [("node", 2, 4)],
+        # The launcher runs as one of the 3 nodes, with resourcesPerNode; the other two are
+        # the runtime's own `node` pods.
+        "mpi-distributed": [("launcher", 1, 4), ("node", 2, 0)],
+        "torchtune-llama3.2-1b": [("dataset-initializer", 1, 0), ("model-initializer", 1, 0),
+                                  ("node", 1, 4)],
+    }
+    assert held == {"torch-distributed": 12, "jax-distributed": 8, "mpi-distributed": 4,
+                    "torchtune-llama3.2-1b": 4}

@@ -4,7 +4,8 @@ from the runtime the controller caches, admitted as one gang inside a rack, pree
 higher-priority Job in its queue at its limit (evicted as Preempted: suspended, pods gone,
 its own overrides back),
 admitted again, finished with its quota released; one naming a missing runtime waits with
-the reason; a forged unsuspend denied."""
+the reason and gets its Workload from the runtime's watch once the runtime is made; a forged
+unsuspend denied."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ from operator_runs import (
     users_jobs,
     workload_of,
 )
-from test_trainer_operator import trainer_operator  # noqa: F401 (fixture)
+from test_trainer_operator import (  # noqa: F401 (fixture)
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    trainer_operator,
+)
 from test_webhooks import crds, user_client, webhooks  # noqa: F401 (fixtures)
 
 from admitter.api.contract import (
@@ -43,7 +48,6 @@ from admitter.api.contract import (
 from admitter.api.workload import CONDITION_EVICTED, Reason
 from admitter.core.decisions import EvictionReason
 from admitter.jobs.trainjob import TrainJob
-from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.objects import Obj, condition
@@ -54,8 +58,7 @@ from admitter.testing.waiting import eventually
 from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
-TRAINJOBS = resource_of(TrainJob())
-TRAINING_RUNTIMES = kube.Kind("trainer.kubeflow.org/v1alpha1", "trainingruntimes", True)
+CLUSTER_RUNTIMES = kube.Kind(TrainJob.api_version, "clustertrainingruntimes", False)
 NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
@@ -175,7 +178,7 @@ async def test_a_trainjob_finishes_and_releases_its_quota_and_one_without_runtim
     short = await api.create(TRAINJOBS, queued_trainjob(namespace, "short", runtime,
                                                          "TrainingRuntime"))
     lost = await api.create(TRAINJOBS, queued_trainjob(namespace, "lost", "no-such-runtime"))
-    async with in_process_controller(kubeconfig):
+    async with in_process_controller(kubeconfig) as controller:
         await finished_and_released(api, short, "the short TrainJob")
 
         async def told() -> Obj | None:
@@ -189,6 +192,25 @@ async def test_a_trainjob_finishes_and_releases_its_quota_and_one_without_runtim
             event["message"])
         assert (await read(api, lost))["spec"]["suspend"] is True
         assert await workload_of(api, lost) is None
+
+        # Right after a sweep, its runtime is made: its watch wakes the TrainJob, which has its
+        # Workload before the next sweep would have read it.
+        before = controller._swept_at
+
+        async def swept() -> float | None:
+            return controller._swept_at if controller._swept_at != before else None
+
+        swept_at = await eventually(swept, "a sweep", timeout=60.0)
+        torch = await api.get(CLUSTER_RUNTIMES, "torch-distributed")
+        await api.create(CLUSTER_RUNTIMES, {
+            "apiVersion": TrainJob.api_version, "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "no-such-runtime"}, "spec": torch["spec"]})
+        try:
+            await eventually(lambda: workload_of(api, lost), "the TrainJob's Workload",
+                             timeout=60.0)
+            assert controller._swept_at == swept_at, "made on the runtime's watch, not a sweep"
+        finally:
+            await api.delete(CLUSTER_RUNTIMES, "no-such-runtime")
 
 
 async def test_the_webhook_suspends_a_users_trainjob_and_denies_a_forged_unsuspend(

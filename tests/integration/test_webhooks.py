@@ -52,6 +52,10 @@ def crds(local_cluster: LocalCluster) -> None:
     local_cluster.kubectl(
         "wait", "--for=condition=Established", "--timeout=30s", "-f", str(DEPLOY / "crds")
     )
+    # Established is not yet served: a list answers 429 "storage is (re)initializing" until
+    # the watch cache is filled, and kubectl retries that, so this returns once lists work
+    # (the webhooks' first lookups would otherwise be refused).
+    local_cluster.kubectl("get", "clusterqueues,localqueues,topologies,workloads", "-A")
 
 
 def local_webhook_configurations(name: str, base_url: str, namespace: str) -> list[dict[str, Any]]:

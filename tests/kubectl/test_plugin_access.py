@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from admitter.controller.translate import format_time
 from rich.console import Console
 
+from admitter.kube.objects import format_time
 from admitter.kubectl import main as plugin
 from admitter.kubectl.explain import explain_workload, render
 from admitter.kubectl.queues import WIDE_COLUMNS, queue_rows, render_table

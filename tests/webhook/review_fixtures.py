@@ -21,6 +21,9 @@ NAMESPACE = "team-a"
 USER = "alice"
 CONTROLLER = CONTROLLER_USERNAME
 POLICY = JobPolicy(max_min_runtime=8 * 3600.0, controller_usernames=frozenset({CONTROLLER}))
+SUSPEND_PATCH = [{"op": "add", "path": "/spec/suspend", "value": True}]
+"""What the mutating webhook adds to a queued job created unsuspended (the job interface's
+`suspend_ops`)."""
 
 
 def job(

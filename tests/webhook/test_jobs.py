@@ -8,6 +8,7 @@ from review_fixtures import (
     CONTROLLER,
     NAMESPACE,
     POLICY,
+    SUSPEND_PATCH,
     FakeLookup,
     changed,
     job,
@@ -17,7 +18,6 @@ from review_fixtures import (
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 from admitter.webhook.jobs import (
-    SUSPEND_PATCH,
     JobPolicy,
     mutate_job,
     validate_job,

@@ -1,6 +1,8 @@
 """The job webhooks on a JobSet: the same rules as a Job's, read through its pod sets, and
 the child Jobs its controller makes left to the JobSet."""
 
+import copy
+
 from review_fixtures import (
     NAMESPACE,
     admitted,
@@ -10,6 +12,7 @@ from review_fixtures import (
 )
 
 from admitter.api.contract import QUEUE_LABEL
+from admitter.api.workload import MAX_POD_SETS
 
 
 def jobset(workers: int = 4, gpus: int = 1) -> dict:
@@ -62,3 +65,18 @@ async def test_a_replicated_jobs_topology_names_a_level_or_is_denied_naming_its_
     template["metadata"]["annotations"]["admitter.dev/topology-required"] = (
         "topology.admitter.dev/rack")
     assert (await verdict(changed(wanted, suspend=True))).allowed
+
+
+async def test_a_jobset_of_more_replicated_jobs_than_a_workload_holds_is_refused():
+    wide = changed(jobset(), suspend=True)
+    leader = wide["spec"]["replicatedJobs"][0]
+    wide["spec"]["replicatedJobs"] = [{**copy.deepcopy(leader), "name": f"part-{index}"}
+                                      for index in range(MAX_POD_SETS + 1)]
+    denied = await verdict(wide)
+    assert not denied.allowed
+    assert (f"spec.replicatedJobs: {MAX_POD_SETS + 1} pod sets (part-0, part-1, part-2, "
+            f"part-3, part-4, part-5, part-6, part-7, part-8) are more than a Workload holds "
+            f"({MAX_POD_SETS})") in denied.message
+    # One made before the webhook refused it stays manageable: what it had is not refused.
+    relabelled = changed(wide, annotations={"note": "x"})
+    assert (await verdict(relabelled, wide)).allowed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from review_fixtures import (
     NAMESPACE,
+    SUSPEND_PATCH,
     FakeLookup,
     changed,
     job,
@@ -15,7 +16,7 @@ from review_fixtures import (
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.jobs.workloads import workload_name
-from admitter.webhook.jobs import SUSPEND_PATCH, JobPolicy, mutate_job, validate_job
+from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
 from admitter.webhook.review import review_response
 
 from builders.kube import cluster_queue, local_queue

@@ -5,6 +5,7 @@ while pending."""
 import pytest
 from review_fixtures import (
     POLICY,
+    SUSPEND_PATCH,
     changed,
     queue_move_denial,
     request,
@@ -16,7 +17,7 @@ from test_rayjob_rules import rayjob
 from test_trainjob_rules import trainjob
 
 from admitter.api.contract import QUEUE_LABEL
-from admitter.webhook.jobs import SUSPEND_PATCH, mutate_job
+from admitter.webhook.jobs import mutate_job
 
 KINDS = [pytest.param(jobset, id="JobSet"), pytest.param(rayjob, id="RayJob"),
          pytest.param(trainjob, id="TrainJob")]

@@ -7,6 +7,7 @@ import copy
 from review_fixtures import NAMESPACE, changed, verdict
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
+from admitter.api.workload import MAX_POD_SETS
 
 
 def rayjob(**spec: object) -> dict:
@@ -65,3 +66,19 @@ async def test_an_admitted_rayjob_cannot_grow_a_worker_group_naming_the_group():
     assert not denied.allowed
     assert ("spec.rayClusterSpec.workerGroupSpecs[0]: the RayJob is admitted with 2 pods in "
             "pod set 'gpu'; it cannot change to 4 while admitted") in denied.message
+
+
+async def test_a_rayjob_of_more_pod_sets_than_a_workload_holds_is_refused_naming_count_and_limit():
+    job = rayjob(suspend=True)
+    groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    groups[:] = [{**copy.deepcopy(groups[0]), "groupName": f"g{index}"}
+                 for index in range(1, MAX_POD_SETS)]
+    assert (await verdict(job)).allowed  # the head and 7 groups: 8 pod sets
+    groups.append({**copy.deepcopy(groups[0]), "groupName": f"g{MAX_POD_SETS}"})
+    denied = await verdict(job)
+    assert not denied.allowed
+    assert (f"spec.rayClusterSpec: {MAX_POD_SETS + 1} pod sets (head, g1, g2, g3, g4, g5, g6, "
+            f"g7, g8) are more than a Workload holds ({MAX_POD_SETS})") in denied.message
+    # A group of no pods is no pod set.
+    groups[-1]["replicas"] = 0
+    assert (await verdict(job)).allowed
