@@ -106,9 +106,9 @@ def test_a_gang_larger_than_every_cluster_waits_naming_the_largest_funded_or_not
     world = World(west() + east(), [queue("a", 56)], topology=(BLOCK, RACK))
     world.submit(job("big", "a", pods=5), job("spare", "a", pods=5, min_runtime=0, at=1))
     result = world.cycle(0)
-    assert admitted(result) == [] and pending(result) == {"big": "NoFit", "spare": "NoFit"}
+    assert admitted(result) == [] and pending(result) == {"big": "NeverFits", "spare": "NeverFits"}
     reason = ("no cluster has 40 free nvidia.com/gpu for 5 pods × 8; the largest room is 32, "
-              "in cluster west")
+              "in cluster west, even with nothing else running on the cluster's nodes")
     assert [p.message for p in result.pending] == [reason, reason]
     world.submit(job("small", "a", pods=3, at=2))
     assert admitted(world.cycle(1)) == ["small"]
