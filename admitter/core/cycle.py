@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from admitter.core.backfill import Backfill, start_time
-from admitter.core.cycle_state import CycleInputs, CycleState, scan
+from admitter.core.cycle_state import CycleInputs, CycleState, Restated, scan
 from admitter.core.decisions import (
     CycleResult,
     Eviction,
@@ -117,6 +117,7 @@ class _Cycle(CycleState):
         self.admit_funded(short=True)
         self.drain_for_starving()
         self.admit_funded(short=False)
+        self.give_up_room()
         self.admit_unfunded()
         return self.result()
 
@@ -214,6 +215,9 @@ class _Cycle(CycleState):
             self.headroom.exempt = workload.key
             if self._try_funded(workload, starving=True):
                 return
+            if self.headroom.refuses_on(workload, chosen):
+                self.headroom.exempt = None  # held, the nodes would stand idle for nothing
+                continue
             self.finder.keep_off(chosen)
             blocked = self._make_room(workload, None, search=Search.DRAIN, explain=False)
             if blocked is None:
@@ -243,6 +247,25 @@ class _Cycle(CycleState):
         self._serve({leaf: [w for w in ws if self.short_jobs.is_short(w) is short]
                      for leaf, ws in self._waiting(funded=True).items()}, unfunded=False)
 
+    def give_up_room(self) -> None:
+        """Long funded work that only the short jobs' room turned away, tried again in the
+        order it was: every other funded workload has had its turn, so what is idle now would
+        otherwise stand idle, and the room is given up to a start where keeping it would idle
+        more GPUs than it keeps (`Headroom.refusal`, weighing). On idle GPUs only: nothing is
+        evicted for it."""
+        self.headroom.weighing = True
+        for key, (workload, said) in self.room_refused.items():
+            if key in self.running or workload is self.reserved_for:
+                continue
+            placed = self._place(workload)
+            why = placed.reason if isinstance(placed, PlacementFailure) else (
+                self.headroom.refusal(workload, placed))
+            if why is None and isinstance(placed, Placement):
+                self._admit(workload, placed, "fits; the short jobs' room is given up to it, "
+                            "as keeping the room would idle more GPUs than it keeps")
+            elif why is not None:
+                said.text = why  # its message says what decided last
+
     def _try_funded(self, workload: Workload, starving: bool = False) -> bool:
         """Admit where it fits, else make room; on failure, say why (a starving workload says
         nothing yet: the drain decides its reason)."""
@@ -253,16 +276,20 @@ class _Cycle(CycleState):
         share = None if preemptible or self.short_jobs.is_short(workload) else (
             self.ledger.share_block(workload))
         bound = limit if limit is not None else share
-        if bound is None and not self.headroom.allows(workload):
-            why: object = self.headroom.refusal(workload)
-        elif bound is None:
-            placed = self._place(workload)
-            if isinstance(placed, Placement) and self.headroom.keeps_room(workload, placed):
-                self._admit(workload, placed, "fits")
-                return True
-            why = placed.reason if isinstance(placed, PlacementFailure) else (
-                f"starting here would leave no node with {self.short_jobs.max_gpus} {GPU} idle or "
-                "held by work short jobs may requeue")
+        why: object
+        if bound is None:  # whether it fits first, then whether the room lets it start
+            counted = self.headroom.count_refusal(workload)
+            placed = self._place(workload) if counted is None or not self._fits_idle(
+                workload) else None
+            if isinstance(placed, PlacementFailure):
+                why = placed.reason
+            else:
+                refused = counted if placed is None else self.headroom.refusal(workload, placed)
+                if refused is None and placed is not None:
+                    self._admit(workload, placed, "fits")
+                    return True
+                why = Restated(refused or "")
+                self.room_refused[workload.key] = workload, why
         else:  # only victims under the queue at its bound can lower what it holds
             why = bound
         if bound is None and self._on_held(workload):
@@ -310,11 +337,11 @@ class _Cycle(CycleState):
         statement = self.statement
         mark = statement.checkpoint()
         statement.release(RESERVATION_KEY)
-        placed = place(self.state, workload) if self.headroom.allows(workload) else None
+        placed = place(self.state, workload)
         if isinstance(placed, PlacementFailure):
             self.failures[shape] = placed  # capacity only shrinks until something is evicted
-        if not isinstance(placed, Placement) or not self.headroom.keeps_room(
-                workload, placed) or not (
+        if not isinstance(placed, Placement) or self.headroom.refusal(
+                workload, placed) is not None or not (
                     guaranteed or self._keeps_choice(backfill, workload, placed)):
             statement.rollback(mark)  # the hold is back as it was
             return False
