@@ -252,19 +252,25 @@ class _Cycle(CycleState):
         order it was: every other funded workload has had its turn, so what is idle now would
         otherwise stand idle, and the room is given up to a start where keeping it would idle
         more GPUs than it keeps (`Headroom.refusal`, weighing). On idle GPUs only: nothing is
-        evicted for it."""
+        evicted for it. Again until a round starts nothing: a start moves the others'
+        placements, and one turned away on a node partly in use may now fit a node where
+        nothing runs."""
         self.headroom.weighing = True
-        for key, (workload, said) in self.room_refused.items():
-            if key in self.running or workload is self.reserved_for:
-                continue
-            placed = self._place(workload)
-            why = placed.reason if isinstance(placed, PlacementFailure) else (
-                self.headroom.refusal(workload, placed))
-            if why is None and isinstance(placed, Placement):
-                self._admit(workload, placed, "fits; the short jobs' room is given up to it, "
-                            "as keeping the room would idle more GPUs than it keeps")
-            elif why is not None:
-                said.text = why  # its message says what decided last
+        started = True
+        while started:
+            started = False
+            for key, (workload, said) in self.room_refused.items():
+                if key in self.running or workload is self.reserved_for:
+                    continue
+                placed = self._place(workload)
+                why = placed.reason if isinstance(placed, PlacementFailure) else (
+                    self.headroom.refusal(workload, placed))
+                if why is None and isinstance(placed, Placement):
+                    self._admit(workload, placed, "fits; the short jobs' room is given up to "
+                                "it, as keeping the room would idle more GPUs than it keeps")
+                    started = True
+                elif why is not None:
+                    said.text = why  # its message says what decided last
 
     def _try_funded(self, workload: Workload, starving: bool = False) -> bool:
         """Admit where it fits, else make room; on failure, say why (a starving workload says

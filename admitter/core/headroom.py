@@ -14,15 +14,21 @@ short job may requeue it, and it resumes without loss). It leaves them in two wa
   is smaller (a room of one GPU is kept as one GPU, not as half a node). Whether a start keeps
   such a node depends on where it lands, so this is checked on its placement, reading per-node
   free GPUs from the node model.
-A reserve costs no more than it keeps (`refusal`): a start is refused only if the room GPUs it
-would take (`kept`: what the count would fall short by, or the last node's room) are at least
-the GPUs its refusal leaves idle beyond the room (`idled`: the rest of what it asks for, which
-the pool holds beyond the room). A one-GPU room never keeps seven GPUs idle beside it, while a
-start made mostly of the room's GPUs waits. And the room keeps only GPUs short-job demand backs
-where a refusal would idle a node: GPUs of the floor (`least_room_fraction`) beyond what short
-jobs held on average (`backed`) weigh nothing against a start on a node where nothing runs, so
-the floor lives on nodes already partly in use, where a short job's pod fits beside long work
-and node-sized work cannot go anyway.
+A reserve costs no more than it keeps (`refusal`). Room GPUs that short-job demand backs
+(`backed`, `room_needed`: all of a room their average sizes; of a room the floor sizes, the
+whole GPUs they held on average), and the one node's room wherever any GPU is backed, are kept
+from every long start: short jobs keep arriving and use them, and a start that took them would
+hold them for its protected hours, while the long start that wanted them waits only for the
+next GPUs to free. The rest of the room (the floor, `least_room_fraction`, where no demand
+fills it) stands idle unless used, so it is weighed,
+once every funded workload has had its turn (`weighing`: what is idle then would otherwise
+stand idle) and for the drain's target (its held nodes stand idle while it waits): a start
+that takes only such GPUs waits only if the room GPUs it would take (`kept`: what the count
+would fall short by, or the last node's room) are at least the GPUs it would use beyond them
+(`idled`), and never on a node where nothing runs (refused there, it would leave the whole node
+idle). So a one-GPU room never keeps seven GPUs idle beside it, and the floor lives on nodes
+already partly in use, where a short job's pod fits beside long work and node-sized work cannot
+go anyway.
 Counting yielding work, and not only idle GPUs, is what keeps the room from standing idle: on a
 64-GPU cluster one idle 4-GPU hole is 6 % of the GPUs, while work past its min runtime is
 running nearly all the time. Work that spans nodes does not count (a short job would requeue a
@@ -37,7 +43,7 @@ yielding work does not grow it (the GPUs only change hands inside it). A workloa
 ever to leave the pool (more GPUs than the cluster's minus the pool) is not held to it. The
 drain's target (`exempt`) is not held to the count: it has waited past the starvation bound,
 and a domain emptied for it would otherwise still wait for the rest of the cluster to refill
-the pool. It must still keep the one node, weighed as any start: some gang is starving nearly
+the pool. It must still keep the one node where demand backs it: some gang is starving nearly
 all the time on a cluster with 2-3x demand, so an exemption from both would leave short jobs no
 room whenever drains run (drained gangs would take the last idle GPUs of a small cluster).
 A preemption search (`preemption`) sizes its plans to leave the whole room and weighs the
@@ -61,13 +67,16 @@ def room_needed(gpus: int, short_gpus: float, short_jobs: ShortJobs) -> tuple[in
     """How many of `gpus` schedulable GPUs the pool keeps, how many of them short-job demand
     backs, and why: what short jobs held on average over the window (`short_gpus`, rounded up),
     as by Little's law that is how many GPUs their arrivals need at once on average; never less
-    than the least room fraction (`ShortJobs.least_room_fraction`, rounded down), which no
-    demand backs beyond that average."""
+    than the least room fraction (`ShortJobs.least_room_fraction`, rounded down). A room their
+    average sizes is backed whole: short jobs use it. Of a room the floor sizes, only the whole
+    GPUs short jobs held on average (rounded down) are: the rest of the floor is kept for
+    demand that has not shown up, and stands idle meanwhile."""
     floor = math.floor(short_jobs.least_room_fraction * gpus)
     used = max(0, min(gpus, math.ceil(short_gpus - 1e-9)))
     if used > floor:
         return used, used, f"what short jobs held on average over the window: {short_gpus:.1f}"
-    return floor, used, f"{short_jobs.least_room_fraction:.0%} of the schedulable {GPU}"
+    backed = max(0, min(floor, math.floor(short_gpus + 1e-9)))
+    return floor, backed, f"{short_jobs.least_room_fraction:.0%} of the schedulable {GPU}"
 
 
 def yielded_gpus(workload: Workload, now: float, non_preemptible_priority: int | None,
@@ -157,11 +166,11 @@ class Headroom:
 
     def refusal(self, workload: Workload, placement: Placement) -> str | None:
         """None if `workload` may start at `placement` on GPUs idle now, else why it waits,
-        in the GPUs the node model counts. Before the last pass (`weighing`) any room GPU it
-        would take refuses it; then it waits only if the room GPUs it would take (`kept`) are
-        at least the GPUs its refusal leaves idle beyond the room (`idled`), and GPUs no
-        short-job demand backs weigh nothing against a start on a node where nothing runs
-        (module docstring)."""
+        in the GPUs the node model counts. A room GPU that demand backs refuses it; before the
+        last pass (`weighing`) any room GPU does; then, and for the drain's target, a start
+        taking only room GPUs no demand backs waits only if it would take at least as many of
+        them (`kept`) as it would use beyond them (`idled`), and never on a node where nothing
+        runs (module docstring)."""
         return self._weigh(workload, _gpus_per_node(workload, placement), emptied=False)
 
     def refuses_on(self, workload: Workload, nodes: list[str]) -> bool:
@@ -186,12 +195,12 @@ class Headroom:
         if kept == 0:
             return None
         idled = max(0, need - kept)
-        if self.weighing or workload.key == self.exempt:
-            worth = kept
-            if worth > self.backed and (emptied or self._on_idle_node(taken)):
-                backed = min(need, max(0, self.backed - (pool - need))) if short else 0
-                worth = max(backed, min(self.node_room, self.backed) if lone else 0)
-            if worth == 0 or idled > worth:
+        if (self.weighing or workload.key == self.exempt) and not (
+                (short and pool - need < self.backed) or (lone and self.backed > 0)):
+            # It takes only room GPUs no demand backs: kept, they would stand idle too (a
+            # node's room is backed by any whole GPU of short work: one runs most of the time).
+            worth = 0 if emptied or self._on_idle_node(taken) else kept
+            if idled > worth or worth == 0:
                 return None  # the room costs more than it keeps: given up to this start
         if short >= (self.node_room if lone else 0):
             return self._count_message(need, short, idled)

@@ -50,8 +50,8 @@ def test_max_min_runtime_decides_whether_a_twenty_minute_job_is_short():
 
 def test_max_gpus_decides_whether_a_six_gpu_debug_job_is_short():
     """The only 6 idle GPUs are on one node: a long 6-GPU start would leave none of the 4 GPUs
-    kept for short jobs, and use only 2 beyond them. A 10-minute 6-GPU job is long by default (4 GPUs) and waits; allowed 8
-    GPUs, it is short and starts."""
+    kept for short jobs, and use only 2 beyond them. A 10-minute 6-GPU job is long by default
+    (4 GPUs) and waits; allowed 8 GPUs, it is short and starts."""
     def decided(settings: CycleSettings) -> tuple[list[str], str]:
         world = _rack3_free(settings, **{"b0-r3-n0": 2, "b0-r3-n1": 8})
         world.submit(job("b-debug", "b", gpus=6, min_runtime=600.0, at=1.0))
