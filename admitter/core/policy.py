@@ -17,7 +17,7 @@ from admitter.core.model import GPU, PodSet, Toleration, Workload
 class ShortJobs:
     """Short (debug) jobs: funded, protected for at most `max_min_runtime` seconds, one pod of
     at most `max_gpus` GPUs; their room is at least `least_room_fraction` of the schedulable
-    GPUs."""
+    GPUs, the part no short-job demand backs weighed against what it idles (`headroom`)."""
 
     max_min_runtime: float = 900.0
     max_gpus: int = 4
