@@ -13,7 +13,9 @@
    cap: a funded workload is admitted where it fits, within explicit limits (long
    non-preemptible work within its fair share) and leaving the short jobs' headroom; one that does
    not fit may requeue running work past its min runtime (see `preemption`). Long work that
-   cannot delay the drained gang may start on its held nodes (`backfill`).
+   cannot delay the drained gang may start on its held nodes (`backfill`). Last, long work
+   that only the short jobs' room turned away is tried again on what is still idle, the room
+   weighed against what it idles (`give_up_room`).
 4. Unfunded workloads take what is still idle.
 5. Every workload still pending gets the fact that blocks it.
 
