@@ -157,7 +157,7 @@ class _Cycle(CycleState):
         room keeps off them, they would stand idle for nothing. The reserved nodes' free capacity
         is held from every funded admission of the cycle. One drain at a time bounds what stands
         idle. It goes to the team that has used the smallest part of its budget (leaf ratio), the
-        longest- waiting workload first within a team: the drain is how a domain-wide gang starts
+        longest-waiting workload first within a team: the drain is how a domain-wide gang starts
         on a full cluster, and waiting time alone would hand it to whoever submitted first, however
         much their team had used. Use moves only with time, so the target stays until it starts
         unless another starving team falls below its team's use; its nodes only gain free capacity
