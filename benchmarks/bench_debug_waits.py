@@ -9,8 +9,9 @@ inside its protected min runtime, by long non-resumable work past it (no short j
 it), by long resumable work past it (the only long work a short job may requeue), by other
 short jobs, by unfunded work, and idle; the part of those cycles with a drain holding nodes;
 the short jobs requeued by long work (a drain or a swap), which lose their progress; and which
-admissions took the short jobs' last room (a node with `ShortJobs.max_gpus` GPUs idle or yielding,
-`headroom.keeps_room`): short or unfunded work, which may, or long work, which must not.
+admissions took the short jobs' last room (a node with `ShortJobs.max_gpus` GPUs idle or yielding):
+short or unfunded work, which may, or long work, which may only where keeping the room would idle
+more GPUs than it keeps (`Headroom.refusal`).
 """
 
 from __future__ import annotations

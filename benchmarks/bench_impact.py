@@ -5,7 +5,8 @@ Run: `.venv/bin/python benchmarks/bench_impact.py` simulates seeds 1–20 of the
 (`ai2_family.py --seed N`, 7 days) and seeds 1–5 over 30 days, and scores every run with the
 family's own `score.py` (not the simulator's accounting): one row per run, then the median and
 the worst run of each figure. `--seeds 1 2 --days 7` runs a subset (`--days` may repeat:
-`--days 7 --days 30`); `--scale` shrinks every scenario's workloads to a fraction (a quick look,
+`--days 7 --days 30`); `--whole-nodes` runs the family's whole-node variant (no debug jobs, every
+pod a whole 8-GPU node); `--scale` shrinks every scenario's workloads to a fraction (a quick look,
 figures not comparable). The family lives outside the repository (`--scenarios DIR`, by default
 `../shared/scenarios` next to the checkout or one level up).
 
@@ -117,9 +118,9 @@ def ceilings(scenario: Scenario) -> tuple[float, float]:
 
 
 def run_one(family: ModuleType, score: Path, seed: int, days: int, scale: float,
-            folder: Path) -> dict[str, Any]:
+            folder: Path, whole_nodes: bool = False) -> dict[str, Any]:
     """Generate, simulate (in process, the compiled core), score with score.py."""
-    scenario = _scaled(family.generate(seed, days), scale)
+    scenario = _scaled(family.generate(seed, days, whole_nodes=whole_nodes), scale)
     path = folder / f"seed{seed}-{days}d.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     parsed = parse_scenario(scenario, str(path))
@@ -182,6 +183,8 @@ def main() -> int:
     parser.add_argument("--days", type=int, action="append", help="7 and/or 30 (default both)")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of workloads kept")
     parser.add_argument("--scenarios", type=Path, help="folder of ai2_family.py and score.py")
+    parser.add_argument("--whole-nodes", action="store_true",
+                        help="the family's whole-node variant: no debug jobs, 8-GPU pods")
     args = parser.parse_args()
     family_dir = _family_dir(args.scenarios)
     family = _load(family_dir / "ai2_family.py")
@@ -197,7 +200,8 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-impact-") as folder:
         for seed, days in runs:
-            row = run_one(family, family_dir / "score.py", seed, days, args.scale, Path(folder))
+            row = run_one(family, family_dir / "score.py", seed, days, args.scale, Path(folder),
+                          args.whole_nodes)
             rows.append(row)
             table.add_row(str(seed), str(days), str(row["gpus"]), *_cells(row),
                           ", ".join(row["misses"]) or "none", f"{row['wall']:.1f} s")

@@ -48,16 +48,20 @@ class ShortJobSettings(ApiModel):
     """The most GPUs a short job's one pod asks for. 4 by default (Ai2's "a small number of
     GPUs"): half an 8-GPU host, so that a short job never needs a whole node emptied.
     Long starts also keep one node with this many GPUs idle or held by work short jobs may
-    requeue."""
+    requeue (or the whole room, if that is smaller: a one-GPU room is not kept as half a
+    node)."""
     least_room_fraction: float = Field(default=_CORE.short_jobs.least_room_fraction, ge=0,
                                        lt=1, allow_inf_nan=False)
     """Least part of the schedulable GPUs kept for short jobs, rounded down (none below 50
     GPUs at the default); more when short jobs held more on average over the fair-share
     window. 0.02 by default: Ai2 runs at 98 % occupancy with debug p90 at 30 s, so 2 % fits
-    inside what is not occupied anyway, and at most that stands idle when short jobs and
-    unfunded work use none of it. Kept whether or not short work is waiting now: debug jobs
-    arrive one at a time, and a room refilled only once one waits would be taken by long work
-    in between. Never taken from a queue's deserved quota."""
+    inside what is not occupied anyway. Kept whether or not short work is waiting now: debug
+    jobs arrive one at a time, and a room refilled only once one waits would be taken by long
+    work in between. The part of it no short-job demand backs costs no more than it keeps: once
+    every funded workload has had its turn, a long start that would use more GPUs beyond the
+    room than it takes of it goes ahead, and it never keeps a node where nothing runs idle
+    (docs/admission-cycle.md, Short jobs and their headroom). Never taken from a queue's
+    deserved quota."""
 
 
 class TimeSlicingSettings(ApiModel):

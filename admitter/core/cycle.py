@@ -14,7 +14,9 @@
    cap: a funded workload is admitted where it fits, within explicit limits (long
    non-preemptible work within its fair share) and leaving the short jobs' headroom; one that does
    not fit may requeue running work past its min runtime (see `preemption`). Long work that
-   cannot delay the drained gang may start on its held nodes (`backfill`).
+   cannot delay the drained gang may start on its held nodes (`backfill`). Last, long work
+   that only the short jobs' room turned away is tried again on what is still idle, the room
+   weighed against what it idles (`give_up_room`).
 4. Unfunded workloads take what is still idle.
 5. Every workload still pending gets the fact that blocks it.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from admitter.core.backfill import Backfill, start_time
-from admitter.core.cycle_state import CycleInputs, CycleState, scan
+from admitter.core.cycle_state import CycleInputs, CycleState, Restated, scan
 from admitter.core.decisions import (
     CycleResult,
     Eviction,
@@ -122,6 +124,7 @@ class _Cycle(CycleState):
         self.admit_funded(short=True)
         self.drain_for_starving()
         self.admit_funded(short=False)
+        self.give_up_room()
         self.admit_unfunded()
         return self.result()
 
@@ -159,17 +162,19 @@ class _Cycle(CycleState):
     # Step 3 -----------------------------------------------------------------------------
 
     def drain_for_starving(self) -> None:
-        """A funded workload past the starvation bound, of an allocation that is not
-        over-served, that neither fits nor finds ranked victims, gets nodes
-        reserved (`reservation.choose`: the domain cheapest to empty) and takes resumable work
-        past its min runtime there, whatever its rank; what it cannot take yet leaves as its
-        protection ends. The reserved nodes' free capacity is held from every funded admission
-        of the cycle. One drain at a time bounds what stands idle. It goes to the team that has
-        used the smallest part of its budget (leaf ratio), the longest-waiting workload first
-        within a team: the drain is how a domain-wide gang starts on a full cluster, and
-        waiting time alone would hand it to whoever submitted first, however much their team
-        had used. Use moves only with time, so the target stays until it starts unless another
-        starving team falls below its team's use; its nodes only gain free capacity meanwhile."""
+        """A funded workload past the starvation bound, of an allocation that is not over-served,
+        that neither fits nor finds ranked victims, gets nodes reserved (`reservation.choose`: the
+        domain cheapest to empty) and takes resumable work past its min runtime there, whatever its
+        rank; what it cannot take yet leaves as its protection ends. They are held only while the
+        short jobs' room would let it start on them (`Headroom.refuses_on`): held for a gang the
+        room keeps off them, they would stand idle for nothing. The reserved nodes' free capacity
+        is held from every funded admission of the cycle. One drain at a time bounds what stands
+        idle. It goes to the team that has used the smallest part of its budget (leaf ratio), the
+        longest-waiting workload first within a team: the drain is how a domain-wide gang starts
+        on a full cluster, and waiting time alone would hand it to whoever submitted first, however
+        much their team had used. Use moves only with time, so the target stays until it starts
+        unless another starving team falls below its team's use; its nodes only gain free capacity
+        meanwhile."""
         bound = self.snapshot.settings.starvation_bound
         starving: list[Workload] = []
         wanting: set[str] = set()  # queues with long funded work waiting, ancestors included
@@ -227,6 +232,9 @@ class _Cycle(CycleState):
             self.headroom.exempt = workload.key
             if self._try_funded(workload, starving=True):
                 return
+            if self.headroom.refuses_on(workload, chosen):
+                self.headroom.exempt = None  # held, the nodes would stand idle for nothing
+                continue
             self.finder.keep_off(chosen)
             blocked = self._make_room(workload, None, search=Search.DRAIN, explain=False)
             if blocked is None:
@@ -256,6 +264,31 @@ class _Cycle(CycleState):
         self._serve({leaf: [w for w in ws if self.short_jobs.is_short(w) is short]
                      for leaf, ws in self._waiting(funded=True).items()}, unfunded=False)
 
+    def give_up_room(self) -> None:
+        """Long funded work that only the short jobs' room turned away, tried again in the
+        order it was: every other funded workload has had its turn, so what is idle now would
+        otherwise stand idle, and the room is given up to a start where keeping it would idle
+        more GPUs than it keeps (`Headroom.refusal`, weighing). On idle GPUs only: nothing is
+        evicted for it. Again until a round starts nothing: a start moves the others'
+        placements, and one turned away on a node partly in use may now fit a node where
+        nothing runs."""
+        self.headroom.weighing = True
+        started = True
+        while started:
+            started = False
+            for key, (workload, said) in self.room_refused.items():
+                if key in self.running or workload is self.reserved_for:
+                    continue
+                placed = self._place(workload)
+                why = placed.reason if isinstance(placed, PlacementFailure) else (
+                    self.headroom.refusal(workload, placed))
+                if why is None and isinstance(placed, Placement):
+                    self._admit(workload, placed, "fits; the short jobs' room is given up to "
+                                "it, as keeping the room would idle more GPUs than it keeps")
+                    started = True
+                elif why is not None:
+                    said.text = why  # its message says what decided last
+
     def _try_funded(self, workload: Workload, starving: bool = False) -> bool:
         """Admit where it fits, else make room; on failure, say why (a starving workload says
         nothing yet: the drain decides its reason)."""
@@ -266,16 +299,20 @@ class _Cycle(CycleState):
         share = None if preemptible or self.short_jobs.is_short(workload) else (
             self.ledger.share_block(workload))
         bound = limit if limit is not None else share
-        if bound is None and not self.headroom.allows(workload):
-            why: object = self.headroom.refusal(workload)
-        elif bound is None:
-            placed = self._place(workload)
-            if isinstance(placed, Placement) and self.headroom.keeps_room(workload, placed):
-                self._admit(workload, placed, "fits")
-                return True
-            why = placed.reason if isinstance(placed, PlacementFailure) else (
-                f"starting here would leave no node with {self.short_jobs.max_gpus} {GPU} idle or "
-                "held by work short jobs may requeue")
+        why: object
+        if bound is None:  # whether it fits first, then whether the room lets it start
+            counted = self.headroom.count_refusal(workload)
+            placed = self._place(workload) if counted is None or not self._fits_idle(
+                workload) else None
+            if isinstance(placed, PlacementFailure):
+                why = placed.reason
+            else:
+                refused = counted if placed is None else self.headroom.refusal(workload, placed)
+                if refused is None and placed is not None:
+                    self._admit(workload, placed, "fits")
+                    return True
+                why = Restated(refused or "")
+                self.room_refused[workload.key] = workload, why
         else:  # only victims under the queue at its bound can lower what it holds
             why = bound
         if bound is None and self._on_held(workload):
@@ -326,11 +363,11 @@ class _Cycle(CycleState):
         statement = self.statement
         mark = statement.checkpoint()
         statement.release(RESERVATION_KEY)
-        placed = place(self.state, workload) if self.headroom.allows(workload) else None
+        placed = place(self.state, workload)
         if isinstance(placed, PlacementFailure):
             self.failures[shape] = placed  # capacity only shrinks until something is evicted
-        if not isinstance(placed, Placement) or not self.headroom.keeps_room(
-                workload, placed) or not (
+        if not isinstance(placed, Placement) or self.headroom.refusal(
+                workload, placed) is not None or not (
                     guaranteed or self._keeps_choice(backfill, workload, placed)):
             statement.rollback(mark)  # the hold is back as it was
             return False

@@ -106,6 +106,19 @@ def scan(workloads: Iterable[Workload], leaves: Iterable[str]) -> CycleInputs:
     return inputs
 
 
+class Restated:
+    """A waiting workload's reason that a later pass of the cycle may restate: part of its
+    message, joined only when the message is read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class CycleState:
     """The cycle's state, kept current as the steps (`cycle._Cycle`) admit and evict.
 
@@ -151,6 +164,10 @@ class CycleState:
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
+        self.room_refused: dict[str, tuple[Workload, Restated]] = {}
+        """Funded workloads only the short jobs' room turned away, in the order it did, with
+        the reason they were given, which the last funded pass restates
+        (`cycle._Cycle.give_up_room`)."""
         self.reserved_for: Workload | None = None
         self.backfill: Backfill | None = None
         """What may start on the capacity held for `reserved_for` (`backfill.Backfill`)."""

@@ -144,6 +144,14 @@ class ClusterState:
         amount = self._raw[i][index]
         return amount if amount > 0 else 0
 
+    def offered(self, node: str, resource: str) -> int:
+        """What `node` offers of `resource` with nothing admitted on it: allocatable less the
+        pods admitter does not manage; nothing when cordoned."""
+        node_model = self._schedulable.get(self._index[node])
+        if node_model is None:
+            return 0
+        return max(0, node_model.allocatable.get(resource, 0) - node_model.used.get(resource, 0))
+
     def free_total(self, resource: str) -> int:
         """Free amount of `resource` over all schedulable nodes, whatever their taints."""
         index = self._resource_index.get(resource)

@@ -17,7 +17,7 @@ from admitter.core.model import GPU, PodSet, Toleration, Workload
 class ShortJobs:
     """Short (debug) jobs: funded, protected for at most `max_min_runtime` seconds, one pod of
     at most `max_gpus` GPUs; their room is at least `least_room_fraction` of the schedulable
-    GPUs."""
+    GPUs, the part no short-job demand backs weighed against what it idles (`headroom`)."""
 
     max_min_runtime: float = 900.0
     max_gpus: int = 4
@@ -29,8 +29,12 @@ class ShortJobs:
     the node model does not know which tolerations future short jobs bring."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "largest_pod", Workload("\0largest short pod", "", (PodSet(
-            "short", 1, {GPU: self.max_gpus}, (Toleration(operator="Exists"),)),), 0.0))
+        object.__setattr__(self, "largest_pod", _short_pod(self.max_gpus))
+
+    def room_pod(self, gpus: int) -> Workload:
+        """A short pod of `gpus` GPUs that a node keeps room for (`largest_pod` for
+        `max_gpus`): the headroom's node room when the whole room is smaller."""
+        return self.largest_pod if gpus == self.max_gpus else _short_pod(gpus)
 
     def is_short(self, workload: Workload) -> bool:
         """Whether `workload` is a debug job (asked on hot paths: no allocation)."""
@@ -46,6 +50,12 @@ class ShortJobs:
         """Long non-resumable work: requeued, it loses hours. Never a short job's victim,
         whatever the rank gap: the short job would run minutes for it."""
         return not workload.resumable and not self.is_short(workload)
+
+
+def _short_pod(gpus: int) -> Workload:
+    """One pod of `gpus` GPUs that tolerates every taint."""
+    return Workload("\0short pod", "", (PodSet(
+        "short", 1, {GPU: gpus}, (Toleration(operator="Exists"),)),), 0.0)
 
 
 @dataclass(frozen=True, slots=True)

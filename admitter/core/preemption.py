@@ -232,8 +232,7 @@ class RoomFinder:
         if swap:
             return result if headroom.takes_nothing(
                 preemptor, result, [v.workload for v in victims]) else None
-        return result if headroom.allows(preemptor) and headroom.keeps_room(
-            preemptor, result) else None
+        return result if headroom.refusal(preemptor, result) is None else None
 
     def _rank(self) -> None:
         """Once per cycle: running workloads that may be evicted now, cheapest first

@@ -14,7 +14,8 @@ and are picked until their allocatable capacity could hold the gang (`_enough`).
 on them is then held back from every long funded admission of the cycle (short jobs come before it,
 and unfunded work may use it: the gang evicts it at once). Nothing long lands there but work that
 cannot delay the gang (`backfill`), and occupants leave as their protections end, so the choice is
-stable: the chosen nodes only gain free capacity while other nodes keep being filled.
+stable: the chosen nodes only gain free capacity while other nodes keep being filled. Nothing is
+held for a gang the short jobs' room would keep off the chosen nodes (`Headroom.refuses_on`).
 """
 
 from __future__ import annotations

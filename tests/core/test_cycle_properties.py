@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -9,11 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admitter.core.cycle import run_cycle
-from admitter.core.decisions import Eviction
+from admitter.core.decisions import CycleSettings, Eviction
 from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase
+from admitter.core.nodes import ClusterState
+from admitter.core.placement import Placement, place
 from admitter.core.topology import HOSTNAME
 
-from builders.core import BLOCK, RACK, job, queue
+from builders.core import BLOCK, RACK, job, queue, racks, running_on
 from builders.world import World
 
 PROPERTY = settings(max_examples=60, deadline=None,
@@ -198,3 +201,89 @@ def _time_slicing(world: World, eviction: Eviction) -> bool:
     preemptor, victim = world.workloads[eviction.preemptor], world.workloads[eviction.key]
     return (preemptor.queue != victim.queue and victim.funded
             and not world.settings.short_jobs.is_short(preemptor))
+
+
+FILLS = [(8,), (8,), (8,), (8,), (4,), (4, 2), (6,), (7,)]
+"""What a node runs besides the idle one: mostly full, so that the few idle GPUs are often
+the room's."""
+
+
+@st.composite
+def room_worlds(draw: st.DrawFn) -> World:
+    """64 GPUs (4 racks of two 8-GPU nodes) partly full of protected work (10 h, so nothing
+    can be requeued in the cycle and what a waiting job fits afterwards is what it could have
+    had), short jobs that held `short_gpus` on average (none, less than a GPU, a few, many),
+    and long and short funded jobs waiting in queues without quota (no guarantee) or limit. The
+    starvation bound is never reached: the short jobs' room is the only reserve."""
+    nodes = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
+    world = World(racks(4), [queue("run"), queue("a", order=1), queue("b", order=2)],
+                  settings=CycleSettings(starvation_bound=100 * 3600.0))
+    world.short_gpus = draw(st.sampled_from([0.0, 0.3, 1.5, 4.0, 11.0]))
+    idle = draw(st.integers(0, 7))  # one node stands idle (or none: 8)
+    free = []
+    for n, node in enumerate(nodes):
+        fill = () if n == idle else draw(st.sampled_from(FILLS))
+        free.append(8 - sum(fill))
+        for slot, gpus in enumerate(fill):
+            world.submit(running_on(f"run-{n}-{slot}", "run", node, gpus=gpus,
+                                    min_runtime=36000.0))
+    if any(free):  # a long job the size of one node's idle GPUs: the room's closest call
+        world.submit(job("exact", "a", gpus=draw(st.sampled_from([f for f in free if f]))))
+    for i in range(draw(st.integers(0, 3))):
+        gpus, pods = draw(st.sampled_from([1, 2, 4, 8])), draw(st.integers(1, 2))
+        short = pods == 1 and gpus <= 4 and draw(st.booleans())
+        world.submit(job(f"w{i}", draw(st.sampled_from(["a", "b"])), gpus=gpus, pods=pods,
+                         at=float(i), min_runtime=300.0 if short else 3600.0))
+    return world
+
+
+def _room_oracle(world: World, state: ClusterState, key: str, placement: Placement) -> str:
+    """Why the short jobs' room may hold idle GPUs that `key` fits at `placement`, computed
+    apart from the cycle (docs/admission-cycle.md, Short jobs and their headroom), or what is
+    wrong with it."""
+    policy = world.settings.short_jobs
+    gpus = state.schedulable_capacity()[GPU]
+    floor = math.floor(policy.least_room_fraction * gpus)
+    used = math.ceil(world.short_gpus - 1e-9)
+    needed = max(used, floor)
+    backed = used if used > floor else min(floor, math.floor(world.short_gpus + 1e-9))
+    need = world.workloads[key].requests()[GPU]
+    pool = state.free_total(GPU)
+    short = min(need, max(0, needed - (pool - need)))
+    node_room = min(policy.max_gpus, needed)
+    taken: dict[str, int] = {}
+    for pod_set, counts in zip(world.workloads[key].pod_sets, placement.node_counts,
+                               strict=True):
+        for node, count in counts.items():
+            taken[node] = taken.get(node, 0) + pod_set.requests[GPU] * count
+    lone = node_room > 0 and not any(
+        state.free_of(name, GPU) - taken.get(name, 0) >= node_room for name in state.names)
+    kept = max(short, node_room if lone else 0)
+    if kept == 0:
+        return "nothing of the room is at stake"
+    if (short and pool - need < backed) or (lone and backed > 0):
+        return ""  # room GPUs that short-job demand backs
+    if any(state.free_of(name, GPU) == 8 for name in taken):
+        return "a room no demand backs keeps a node where nothing runs idle"
+    return "" if need - kept <= kept else f"it keeps {kept} GPUs and idles {need - kept}"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(room_worlds())
+def test_no_waiting_job_fits_idle_gpus_unless_a_reserve_demand_backs_holds_them(
+        world: World) -> None:
+    """After a cycle, a waiting funded job that fits the idle GPUs is held off them only by
+    the short jobs' room, named in its reason, and only where that room is worth what it
+    idles: GPUs short-job demand backs, or a floor no demand backs that the job would take at
+    least as much of as it would use beyond it, on nodes already partly in use."""
+    result = world.cycle(100.0)
+    admitted = [w for w in world.workloads.values() if w.phase is Phase.ADMITTED]
+    state = ClusterState(world.nodes, world.topology, admitted)
+    for waiting in result.pending:
+        placement = place(state, world.workloads[waiting.key])
+        if not isinstance(placement, Placement):
+            continue
+        assert any(room in waiting.message for room in (
+            "kept for short jobs", "short pod's room")), (waiting.key, waiting.message)
+        wrong = _room_oracle(world, state, waiting.key, placement)
+        assert not wrong, (waiting.key, waiting.message, wrong)

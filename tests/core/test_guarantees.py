@@ -50,12 +50,17 @@ def test_a_queue_within_its_deserved_quota_gets_the_idle_gpus_whatever_the_reser
 
 
 def test_past_its_deserved_quota_a_queue_leaves_the_reserve():
-    """With a quota of 8, vision is past it with its second job, which keeps the reserve."""
-    result = _vision_world(quota=8).cycle(2 * HOUR)
+    """With a quota of 8, vision is past it with its second job, which keeps the reserve:
+    short jobs held 8 GPUs on average, and the job would take only the room's GPUs."""
+    world = _vision_world(quota=8)
+    world.short_gpus = 8.0
+    result = world.cycle(2 * HOUR)
     assert admitted(result) == ["vision-1"]
     assert pending(result) == {"vision-2": "ProtectedVictims"}
     assert ("8 nvidia.com/gpu are idle and 0 held by work short jobs may requeue; 8 more "
-            "would leave 0, fewer than the 1 kept for short jobs") in result.pending[0].message
+            "would leave 0, fewer than the 8 kept for short jobs (what short jobs held on "
+            "average over the window: 8.0); it would take only the room's GPUs"
+            ) in result.pending[0].message
     assert "until 1970-01-01T02:30:00Z (in 30m)" in result.pending[0].message
 
 

@@ -1,7 +1,8 @@
 """The short jobs' headroom on one node: long starts keep a node where the largest short pod
 fits on GPUs idle or held by yielding work (unfunded, or resumable long work past its min
-runtime on that node alone), whatever the pool counts cluster-wide. Worlds of 64
-GPUs (4 racks of two 8-GPU nodes), which keep `needed` = 1 GPU, computed by hand."""
+runtime on that node alone), whatever the pool counts cluster-wide, as long as the room costs
+no more than it keeps. Worlds of 64 GPUs (4 racks of two 8-GPU nodes) where short jobs held 4
+GPUs on average (`SHORT_GPUS`): 4 are kept, and one node keeps 4; computed by hand."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,13 +21,16 @@ NODES = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
 FULL = NODES[:6]
 """Nodes that a's protected 8-GPU jobs fill in every world below."""
 SHORT_MAX_GPUS = ShortJobs().max_gpus
+SHORT_GPUS = 4.0
 NO_ROOM = f"would leave no node with {SHORT_MAX_GPUS} nvidia.com/gpu idle or held by work short"
 
 
 def _world(**gpus_on_rack3: int) -> World:
     """a's protected jobs (10 h) fill six nodes and hold `gpus_on_rack3` GPUs on each node of
-    rack r3 (by node name); b, with nothing running, has work to submit."""
+    rack r3 (by node name); b, with nothing running, has work to submit; short jobs held
+    `SHORT_GPUS` on average."""
     world = World(racks(4), [queue("a"), queue("b", order=1)])
+    world.short_gpus = SHORT_GPUS
     world.submit(*(running_on(f"a{i}", "a", node, min_runtime=10 * HOUR)
                    for i, node in enumerate(FULL)),
                  *(running_on(f"a-{node}", "a", node, gpus=gpus, min_runtime=10 * HOUR)
@@ -63,17 +67,20 @@ def test_a_four_gpu_hole_permits_long_starts_elsewhere_until_the_last():
 
 
 def test_the_room_grows_to_what_short_jobs_held_on_average():
-    """16 GPUs idle on rack r3. Short jobs held 11 GPUs on average over the window, so 11 are
-    kept rather than 1: an 8-GPU long start would leave 8 and waits, a 4-GPU one leaves 12
-    and starts. With no short work in the window, the 8-GPU start goes ahead."""
+    """16 GPUs idle on rack r3. Short jobs held 14 GPUs on average over the window, so 14 are
+    kept: an 8-GPU long start would leave 8, taking 6 of the room to use 2 beyond it, and
+    waits; a 2-GPU one leaves 14 and starts, after which the 8-GPU one would take only room
+    GPUs. With short jobs holding 4, the 8-GPU start goes ahead."""
     busy = _world(**{"b0-r3-n0": 0, "b0-r3-n1": 0})
-    busy.short_gpus = 11.0
-    busy.submit(job("b-8", "b", gpus=8, at=1.0), job("b-4", "b", gpus=4, at=2.0))
+    busy.short_gpus = 14.0
+    busy.submit(job("b-8", "b", gpus=8, at=1.0), job("b-2", "b", gpus=2, at=2.0))
     result = busy.cycle(10.0)
-    assert admitted(result) == ["b-4"]
+    assert admitted(result) == ["b-2"]
     assert pending(result) == {"b-8": "ProtectedVictims"}
-    assert ("fewer than the 11 kept for short jobs (what short jobs held on average over the "
-            "window: 11.0)") in result.pending[0].message
+    assert ("14 nvidia.com/gpu are idle and 0 held by work short jobs may requeue; 8 more "
+            "would leave 6, fewer than the 14 kept for short jobs (what short jobs held on "
+            "average over the window: 14.0); it would take only the room's GPUs"
+            ) in result.pending[0].message
     quiet = _world(**{"b0-r3-n0": 0, "b0-r3-n1": 0})
     quiet.submit(job("b-8", "b", gpus=8, at=1.0))
     assert admitted(quiet.cycle(10.0)) == ["b-8"]
@@ -143,11 +150,13 @@ or less, so that a node often has no room for a short pod on its own."""
        wanted=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=4))
 def test_every_long_start_leaves_a_node_for_a_short_pod(
         held: list[tuple[int, int]], wanted: list[int]) -> None:
-    """Whatever runs where, after a cycle that started long work some node has
-    `SHORT_MAX_GPUS` GPUs idle or held by unfunded work (the drain is kept out: its bound is
-    never reached)."""
+    """Whatever runs where, after a cycle that started long work of at most 8 GPUs some node
+    has `SHORT_MAX_GPUS` GPUs idle or held by unfunded work (the drain is kept out: its bound
+    is never reached): such a start keeps at least as many room GPUs as it would use beyond
+    them."""
     world = World(racks(4), [queue("a"), queue("b", order=1)],
                   settings=CycleSettings(starvation_bound=100 * HOUR))
+    world.short_gpus = SHORT_GPUS
     for node, (funded, unfunded) in zip(NODES, held, strict=True):
         world.submit(running_on(f"{node}-funded", "a", node, gpus=funded,
                                 min_runtime=10 * HOUR))
@@ -164,3 +173,99 @@ def test_every_long_start_leaves_a_node_for_a_short_pod(
             for node, gpus in held_per_node(workload, GPU).items():
                 room[node] -= gpus
     assert max(room.values()) >= SHORT_MAX_GPUS
+
+
+def _seven_full(short_gpus: float) -> World:
+    """a's protected 8-GPU jobs (10 h) fill seven nodes; b0-r3-n1 stands idle. Short jobs
+    held `short_gpus` on average (a few 1-GPU jobs ran earlier: less than one GPU)."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(starvation_bound=100 * HOUR))
+    world.short_gpus = short_gpus
+    world.submit(*(running_on(f"a{i}", "a", node, min_runtime=10 * HOUR)
+                   for i, node in enumerate(NODES[:7])))
+    return world
+
+
+def test_a_one_gpu_room_never_keeps_a_whole_node_idle():
+    """Short jobs held a third of a GPU on average: 1 GPU is kept, on one node. An 8-GPU long
+    job (above its queue's quota of nothing) would take that one GPU and the seven beside it:
+    kept, the room would idle seven GPUs to keep one, so the job starts on the idle node in
+    the cycle it is submitted."""
+    world = _seven_full(short_gpus=0.3)
+    world.submit(job("b-8", "b", at=HOUR))
+    result = world.cycle(HOUR + 10)
+    assert admitted(result) == ["b-8"] and world.placement("b-8") == {"b0-r3-n1": 1}
+    assert "the short jobs' room is given up to it" in result.admissions[0].message
+
+
+def test_a_room_short_jobs_fill_is_kept_when_it_keeps_as_much_as_it_idles():
+    """Short jobs held 4 GPUs on average: 4 are kept, on one node. The 8-GPU job would take all
+    4 and idle 4 beyond them: it waits, and the reason says both numbers; a 4-GPU long job,
+    which leaves the other 4, starts."""
+    world = _seven_full(short_gpus=4.0)
+    world.submit(job("b-8", "b", at=HOUR), job("b-4", "b", gpus=4, at=HOUR + 1))
+    result = world.cycle(HOUR + 10)
+    assert admitted(result) == ["b-4"]
+    assert pending(result) == {"b-8": "NoFit"}
+    # Once b-4 has started, the 8-GPU job does not fit the 4 left: told so, not the room.
+    assert result.pending[0].message == (
+        "no node offers 8 nvidia.com/gpu per pod; the largest node has 4")
+
+
+def test_the_room_names_what_it_keeps_and_what_it_idles():
+    """As above with only the 8-GPU job: it waits for the 4 kept, which would idle 4."""
+    world = _seven_full(short_gpus=4.0)
+    world.submit(job("b-8", "b", at=HOUR))
+    result = world.cycle(HOUR + 10)
+    assert admitted(result) == [] and pending(result) == {"b-8": "NoFit"}
+    assert result.pending[0].message == (
+        "8 nvidia.com/gpu are idle and 0 held by work short jobs may requeue; 8 more would "
+        "leave 0, fewer than the 4 kept for short jobs (what short jobs held on average over "
+        "the window: 4.0); keeping them idles 4 nvidia.com/gpu beyond them")  # a's: no victims
+
+
+def test_a_job_that_does_not_fit_is_told_so_in_gpus_before_the_room():
+    """17 GPUs idle (two idle nodes and one beside a 7-GPU job) and 2 held by unfunded work; 4
+    kept for short jobs. A 32-GPU job does not fit whatever the room: its reason says so, in
+    GPUs, and names no room."""
+    world = World(racks(4), [queue("a"), queue("b", order=1)],
+                  settings=CycleSettings(starvation_bound=100 * HOUR))
+    world.short_gpus = 4.0
+    world.submit(*(running_on(f"a{i}", "a", node, min_runtime=10 * HOUR)
+                   for i, node in enumerate(NODES[:4])),
+                 running_on("a-six", "a", NODES[4], gpus=6, min_runtime=10 * HOUR),
+                 running_on("free-two", "a", NODES[4], gpus=2, min_runtime=0.0),
+                 running_on("a-seven", "a", NODES[5], gpus=7, min_runtime=10 * HOUR),
+                 job("b-32", "b", pods=4, at=HOUR))
+    result = world.cycle(HOUR + 10)
+    assert admitted(result) == []
+    message = result.pending[0].message
+    assert message.startswith("the cluster has 17 free nvidia.com/gpu; 4 pods × 8 need 32")
+    assert "kept for short jobs" not in message
+
+
+def test_with_no_gpu_idle_the_reason_is_that_it_does_not_fit():
+    """Every GPU is busy; 2 are held by unfunded work. An 8-GPU job is told that no node has
+    8 free, not that 8 more would leave none for short jobs."""
+    world = _seven_full(short_gpus=4.0)
+    world.submit(running_on("a-last", "a", NODES[7], gpus=6, min_runtime=10 * HOUR),
+                 running_on("free-two", "a", NODES[7], gpus=2, min_runtime=0.0),
+                 job("b-8", "b", at=HOUR))
+    result = world.cycle(HOUR + 10)
+    message = {p.key: p.message for p in result.pending}["b-8"]
+    assert message.startswith("no node offers 8 nvidia.com/gpu per pod; the largest node has 0")
+    assert "more would leave" not in message and "kept for short jobs" not in message
+
+
+def test_no_node_is_held_for_a_drained_job_that_the_room_keeps_off_it():
+    """b's 8-GPU job has starved past the bound; the idle node is the drain's cheapest choice,
+    but started there the job would take the 4 GPUs kept for short jobs, idling only 4:
+    the room keeps it off. Held for it, the node would stand idle for nothing, so it is not
+    held, and c's 4-GPU long job, which leaves the room, starts there."""
+    world = _seven_full(short_gpus=4.0)
+    world.settings = CycleSettings(starvation_bound=1800.0)
+    world.queues.append(queue("c", order=2))
+    world.submit(job("b-8", "b", at=0.0), job("c-4", "c", gpus=4, at=HOUR))
+    result = world.cycle(HOUR + 10)
+    assert admitted(result) == ["c-4"] and world.placement("c-4") == {"b0-r3-n1": 1}
+    assert pending(result) == {"b-8": "NoFit"}  # not Reserved

@@ -17,10 +17,13 @@ WEEK = FairShareSettings(window=7 * 86400, k_value=1.0)
 NODES = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
 
 
-def _rack3_free(settings: CycleSettings, **gpus_on_rack3: int) -> World:
+def _rack3_free(settings: CycleSettings, short_gpus: float = 4.0,
+                **gpus_on_rack3: int) -> World:
     """a's protected jobs (10 h) fill racks r0-r2 and hold `gpus_on_rack3` GPUs on each node
-    of rack r3 (by node name); b, with nothing running, has work to submit."""
+    of rack r3 (by node name); b, with nothing running, has work to submit; short jobs held
+    `short_gpus` on average (4: the room is 4 GPUs, on one node)."""
     world = World(racks(4), [queue("a"), queue("b", order=1)], settings=settings)
+    world.short_gpus = short_gpus
     world.submit(*(running_on(f"a{i}", "a", node, min_runtime=10 * HOUR)
                    for i, node in enumerate(NODES[:6])),
                  *(running_on(f"a-{node}", "a", node, gpus=gpus, min_runtime=10 * HOUR)
@@ -46,9 +49,9 @@ def test_max_min_runtime_decides_whether_a_twenty_minute_job_is_short():
 
 
 def test_max_gpus_decides_whether_a_six_gpu_debug_job_is_short():
-    """The only 6 idle GPUs are on one node: a long 6-GPU start would leave none of the GPU
-    kept for short jobs. A 10-minute 6-GPU job is long by default (4 GPUs) and waits; allowed 8
-    GPUs, it is short and starts."""
+    """The only 6 idle GPUs are on one node: a long 6-GPU start would leave none of the 4 GPUs
+    kept for short jobs, and use only 2 beyond them. A 10-minute 6-GPU job is long by default
+    (4 GPUs) and waits; allowed 8 GPUs, it is short and starts."""
     def decided(settings: CycleSettings) -> tuple[list[str], str]:
         world = _rack3_free(settings, **{"b0-r3-n0": 2, "b0-r3-n1": 8})
         world.submit(job("b-debug", "b", gpus=6, min_runtime=600.0, at=1.0))
@@ -56,24 +59,27 @@ def test_max_gpus_decides_whether_a_six_gpu_debug_job_is_short():
         return admitted(result), " ".join(p.message for p in result.pending)
 
     started, why = decided(CycleSettings())
-    assert started == [] and "6 more would leave 0, fewer than the 1 kept for short jobs" in why
+    assert started == [] and "6 more would leave 0, fewer than the 4 kept for short jobs" in why
     assert decided(_short_jobs(max_gpus=8)) == (["b-debug"], "")
 
 
 def test_least_room_fraction_sizes_the_room_long_starts_leave():
-    """16 idle GPUs on rack r3. By default 1 GPU (2 % of 64, rounded down) is kept, and an
-    8-GPU long start goes ahead; at 20 %, 12 are kept: the 8-GPU start would leave 8 and
-    waits, a 4-GPU one leaves 12 and starts."""
+    """12 idle GPUs on rack r3: 4 beside a's job on n0, all 8 of n1; no short job ran. By
+    default 1 GPU (2 % of 64, rounded down) is kept, and an 8-GPU and a 4-GPU long start both
+    go ahead. At 20 %, 12 are kept, which no short-job demand backs: the 8-GPU start on the
+    idle n1 still goes ahead (that floor never keeps a whole node idle), and the 4-GPU one,
+    which would take the 4 beside a's job and nothing beyond the room, waits."""
     def decided(settings: CycleSettings) -> tuple[list[str], str]:
-        world = _rack3_free(settings, **{"b0-r3-n0": 0, "b0-r3-n1": 0})
+        world = _rack3_free(settings, 0.0, **{"b0-r3-n0": 4, "b0-r3-n1": 0})
         world.submit(job("b-8", "b", gpus=8, at=1.0), job("b-4", "b", gpus=4, at=2.0))
         result = world.cycle(10.0)
         return admitted(result), " ".join(p.message for p in result.pending)
 
     assert decided(CycleSettings())[0] == ["b-8", "b-4"]
     started, why = decided(_short_jobs(least_room_fraction=0.2))
-    assert started == ["b-4"]
-    assert "fewer than the 12 kept for short jobs (20% of the schedulable nvidia.com/gpu)" in why
+    assert started == ["b-8"]
+    assert ("4 more would leave 0, fewer than the 12 kept for short jobs (20% of the "
+            "schedulable nvidia.com/gpu); it would take only the room's GPUs") in why
 
 
 def _time_slicing(b_used: float, *, resumable: bool = True, **changes: float) -> dict[str, str]:

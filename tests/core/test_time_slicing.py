@@ -147,17 +147,23 @@ def test_short_job_takes_a_gang_on_several_nodes_only_as_time_slicing_would():
 
 def test_long_work_leaves_the_short_jobs_headroom():
     """A long start must leave 2 % of the GPUs (here 1 of 64) idle or unfunded: the 1-GPU long
-    job waits, the short one takes the last GPU."""
+    job, which would take only that GPU, waits; a short job arriving next takes it, and the
+    long job is then told it does not fit."""
     world = World(racks(4), [queue("a"), queue("b", order=1)])
     nodes = [f"b0-r{r}-n{n}" for r in range(4) for n in range(2)]
     world.submit(*(running_on(f"a{i}", "a", node, gpus=7 if i == 7 else 8)
                    for i, node in enumerate(nodes)))
-    world.submit(job("b-long", "b", gpus=1, at=8.0),
-                 job("b-short", "b", gpus=1, min_runtime=300.0, at=9.0))
+    world.submit(job("b-long", "b", gpus=1, at=8.0))
     result = world.cycle(10.0)
-    assert admitted(result) == ["b-short"]
+    assert admitted(result) == []
     assert pending(result) == {"b-long": "ProtectedVictims"}  # a's jobs: protected
-    assert "fewer than the 1 kept for short jobs" in result.pending[0].message
+    assert ("1 more would leave 0, fewer than the 1 kept for short jobs (2% of the schedulable "
+            "nvidia.com/gpu); it would take only the room's GPUs") in result.pending[0].message
+    world.submit(job("b-short", "b", gpus=1, min_runtime=300.0, at=11.0))
+    later = world.cycle(20.0)
+    assert admitted(later) == ["b-short"]
+    assert later.pending[0].message.startswith(
+        "no node offers 1 nvidia.com/gpu per pod; the largest node has 0")
 
 
 def _drain_world() -> World:
@@ -349,14 +355,12 @@ def test_the_drained_gang_may_take_the_pool_but_not_the_last_short_pod_room():
     assert set(world.placement("gang")) == {"b0-r15-n0", "b0-r15-n1"}
 
 
-def test_the_drained_gang_waits_while_it_would_take_the_last_short_pod_room():
+def test_the_drained_gang_takes_the_last_short_pod_room_where_keeping_it_idles_more():
     """The same with 2 GPUs idle outside r15: the gang would leave no node where a 4-GPU debug
-    job fits, so it stays reserved (nothing is evicted) until room is left elsewhere."""
+    job fits, but keeping that room would idle the gang's 12 other GPUs on the held rack (and
+    no short-job demand backs it): the gang starts once r15's occupant's protection ends."""
     world = _drained_gang(idle_beside=2)
-    waiting = world.cycle(HOUR + 1)
-    assert waiting.evictions == () and pending(waiting)["gang"] == "Reserved"
-    world.finish("b2")  # b0-r1-n0 frees up
-    done = world.cycle(HOUR + 20)
+    done = world.cycle(HOUR + 1)
     assert evicted(done) == {"b30": EvictionReason.RECLAIMED} and admitted(done) == ["gang"]
 
 

@@ -222,9 +222,10 @@ async def test_sigkill_mid_burst_leaves_quota_exactly_accounted(
             unsuspended = {n for n, j in current.items() if not j["spec"].get("suspend")}
             seen.update(workloads=len(listed), admitted=len(admitted),
                         unsuspended=len(unsuspended), differ=sorted(admitted ^ unsuspended)[:6])
-            # 30 of the 2-GPU Jobs: long starts leave one node with 4 of the 64 GPUs idle for
-            # a short job's pod (the 31st would leave 2)
-            return len(listed) == 40 and admitted == unsuspended and len(admitted) == 30
+            # 31 of the 2-GPU Jobs: long starts leave the short jobs' room, one GPU (2 % of
+            # 64; no short job ran); the 32nd would take it and use only one GPU beyond it, no
+            # more than the room keeps
+            return len(listed) == 40 and admitted == unsuspended and len(admitted) == 31
 
         try:
             await eventually(settled, "every admitted Workload's Job, and only those, "
