@@ -20,10 +20,11 @@ import admitter_world
 import pytest
 from teams_world import all_running, recorded_cycles, workload_key, workload_of
 
-from admitter.controller import kube
-from admitter.controller.kube import Kube, Obj
 from admitter.controller.reconciler import Reconciler
 from admitter.core.decisions import CycleResult
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import Obj
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper, cluster_queue, local_queue
