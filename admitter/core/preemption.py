@@ -135,8 +135,11 @@ class RoomFinder:
             return Blocked((), until)
         if not eligible:
             return Blocked((), None)
-        protected = [w for _, w in sorted(eligible, key=itemgetter(0))]
-        return self._waited_for(preemptor, candidates, protected, search, bound)
+        # The order the search will take them in once every protection has ended.
+        free_at = max(w.protected_until() or self._now for _, w in eligible)
+        ordered = sorted([*candidates, *(w for _, w in eligible)], key=lambda w: _cost(
+            w, free_at, self._ranking.ratio(w.queue)))
+        return self._waited_for(preemptor, ordered, {w.key for _, w in eligible}, search, bound)
 
     def _search(self, preemptor: Workload, candidates: list[Workload], search: Search,
                 bound: QuotaBlock | None, among: set[str] | None = None) -> Room | None:
@@ -156,23 +159,23 @@ class RoomFinder:
                     return room
         return None
 
-    def _waited_for(self, preemptor: Workload, candidates: list[Workload],
-                    protected: list[Workload], search: Search,
-                    bound: QuotaBlock | None) -> Blocked:
-        """The same search with the `protected` candidates (soonest free first) after the
-        evictable ones, trying only plans that take one of them (the others are what the
-        search that failed tried), rolled back whatever it proves: the protected workloads
-        among the victims of the room it finds are the ones whose protection the preemptor
-        waits for, until the last of them ends. A protected workload whose eviction would not
-        make room (another team's work keeps the domain full, or the preemptor fits no domain
-        at all) is never named, nor is a time promised."""
-        keys = {w.key for w in protected}
+    def _waited_for(self, preemptor: Workload, ordered: list[Workload], protected: set[str],
+                    search: Search, bound: QuotaBlock | None) -> Blocked:
+        """The same search as if the `protected` candidates' protection had ended: every
+        candidate in the one eviction order (`ordered`, cheapest first, as the search will
+        order them once they are free: which victims a plan takes, and so whether it proves
+        room, depends on that order), trying only plans that take one of the protected (the
+        others are what the search that failed tried), rolled back whatever it proves. The
+        protected workloads among the victims of the room it finds are the ones whose
+        protection the preemptor waits for, until the last of them ends. A protected workload
+        whose eviction would not make room (another team's work keeps the domain full, or the
+        preemptor fits no domain at all) is never named, nor is a time promised."""
         mark = self._statement.checkpoint()
-        room = self._search(preemptor, [*candidates, *protected], search, bound, among=keys)
+        room = self._search(preemptor, ordered, search, bound, among=protected)
         self._statement.rollback(mark)
         if room is None:
             return Blocked((), None)
-        waited = [v.workload for v in room.victims if v.workload.key in keys]
+        waited = [v.workload for v in room.victims if v.workload.key in protected]
         ends = [w.protected_until() or self._now for w in waited]
         return Blocked(tuple(waited), max(ends)) if waited else Blocked((), None)
 
@@ -258,11 +261,7 @@ class RoomFinder:
             ratio = ratios.get(workload.queue)
             if ratio is None:
                 ratio = ratios[workload.queue] = self._ranking.ratio(workload.queue)
-            lost = 0.0 if workload.resumable or started is None else now - started
-            order = (funded, not workload.resumable, lost, workload.requests().get(GPU, 0),
-                     workload.priority, -ratio, -(started or 0.0), -workload.submitted_at,
-                     workload.key)
-            ranked.append((order, workload))
+            ranked.append((_cost(workload, now, ratio), workload))
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
@@ -495,6 +494,17 @@ class RoomFinder:
             return None
         return Victim(victim, EvictionReason.RECLAIMED,
                       f"requeued past its min runtime for {preemptor.key}: {why}")
+
+
+def _cost(workload: Workload, at: float, ratio: float
+          ) -> tuple[bool, bool, float, int, int, float, float, float, str]:
+    """How cheap evicting `workload` at `at` is, cheapest first (`RoomFinder._rank`): unfunded,
+    resumable, least progress lost, fewest GPUs, lowest priority, worst-ranked allocation
+    (`ratio`), most recently started, most recently submitted, key."""
+    started = workload.admitted_at
+    lost = 0.0 if workload.resumable or started is None else at - started
+    return (workload.funded, not workload.resumable, lost, workload.requests().get(GPU, 0),
+            workload.priority, -ratio, -(started or 0.0), -workload.submitted_at, workload.key)
 
 
 def drain_may_take(workload: Workload, non_preemptible_priority: int | None,
