@@ -1,7 +1,7 @@
 """Owed GPU-hours as Ai2 means them, computed by hand: the run's schedulable GPU-time
 water-filled down the queue tree by over-quota weight (Ai2's budgets), each team capped by the
-funded work it submitted that could run (the definition `../shared/scenarios/score.py` scores
-by)."""
+funded work it submitted that could run (the definition the scenario family's own scorer uses,
+kept outside the repository)."""
 
 from __future__ import annotations
 
