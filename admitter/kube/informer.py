@@ -32,9 +32,28 @@ Key = tuple[str, str]
 """(namespace or "", name)."""
 _DELETED = "(deleted)"
 """Stands for the version of an object the controller deleted: no watch event matches it."""
+UNREAD_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+"""Annotations no part of admitter reads, dropped from cached objects with `managedFields`:
+`kubectl apply` leaves a whole copy of the object in this one."""
 DELIVERED_KEPT = 4
 """Versions per object remembered from the watch: a write of ours whose answer comes back
 after the watch delivered its version, and this many more, is recognised as old."""
+
+
+def lean(obj: Obj) -> Obj:
+    """`obj` without what admitter never reads: its managedFields (a third of a served Job)
+    and UNREAD_ANNOTATIONS, as client-go's informers strip managedFields.
+
+    Hazard: a cached object is not the whole object. admitter writes patches only; writing a
+    cached object back whole (PUT) would erase these fields on the server."""
+    meta = obj.get("metadata")
+    if meta:
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if annotations:
+            for name in UNREAD_ANNOTATIONS:
+                annotations.pop(name, None)
+    return obj
 
 
 def key_of(obj: Obj) -> Key:
@@ -186,6 +205,7 @@ class Informer:
         items = listed.get("items", [])
         for item in items:
             item.setdefault("kind", kind_name)
+            lean(item)
         return items, listed["metadata"]["resourceVersion"]
 
     async def _list(self) -> None:
@@ -218,7 +238,7 @@ class Informer:
             self.on_change("SYNC", obj)
 
     def _apply(self, event: dict[str, Any]) -> None:
-        kind, obj = event["type"], event["object"]
+        kind, obj = event["type"], lean(event["object"])
         self.resource_version = obj["metadata"]["resourceVersion"]
         if kind == "BOOKMARK":
             return
@@ -249,7 +269,7 @@ class Informer:
         acting on one (an admitted Workload seen as pending) would admit into its room; they
         are skipped until the watch reaches the version written. resourceVersions are
         opaque (Kubernetes promises no order), so "older" means "delivered before ours"."""
-        key = key_of(obj)
+        key = key_of(lean(obj))
         self._touch([key])
         version = obj["metadata"].get("resourceVersion")
         if version is not None and version in self._delivered.get(key, ()):

@@ -4,13 +4,14 @@ edge's logic; the integration tests run it against the real API server)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.kube.client import NODES, Kind
+from admitter.kube.client import NODES, Kind, decode
 from admitter.kube.informer import Informer, newer
 
 
@@ -204,3 +205,43 @@ async def test_a_kind_whose_crd_is_missing_is_empty_and_synced_told_once_and_fou
     running.cancel()
     assert [obj["metadata"]["name"] for obj in informer.items()] == ["w"]
     assert "widgets: served by the API server now" in caplog.records[-1].getMessage()
+
+
+def applied(name: str, version: int) -> dict[str, Any]:
+    """A node as `kubectl apply` leaves it: managedFields and a last-applied copy."""
+    obj = node(name, version)
+    obj["metadata"].update(
+        labels={"pool": "gpu"},
+        annotations={"kubectl.kubernetes.io/last-applied-configuration": '{"kind":"Node"}',
+                     "team": "vision"},
+        managedFields=[{"manager": "kubectl", "operation": "Apply", "fieldsV1": {}}])
+    return obj
+
+
+async def test_cached_objects_keep_what_admitter_reads_and_drop_managed_fields() -> None:
+    """Listed, watched and written objects alike: no managedFields, no last-applied copy;
+    labels and other annotations kept."""
+    api = ScriptedApi(lists=[[applied("a", 5)]],
+                      events=[{"type": "ADDED", "object": applied("b", 6)}])
+    informer = Informer(api, NODES, lambda kind, obj: None)  # type: ignore[arg-type]
+    task = asyncio.create_task(informer.run())
+    try:
+        for _ in range(100):
+            if len(informer.store) == 2:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    informer.observe(applied("c", 7))
+    for name in "abc":
+        meta = informer.store["", name]["metadata"]
+        assert "managedFields" not in meta, name
+        assert meta["annotations"] == {"team": "vision"}, name
+        assert meta["labels"] == {"pool": "gpu"}, name
+
+
+def test_the_client_decodes_the_api_servers_json_as_json_does() -> None:
+    text = ('{"kind":"Job","metadata":{"name":"é","resourceVersion":"12"},'
+            '"spec":{"parallelism":3,"ratio":0.5,"suspend":true,"x":null,"list":[1,"a"]}}')
+    assert decode(text.encode()) == json.loads(text)
