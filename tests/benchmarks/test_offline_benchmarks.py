@@ -28,6 +28,8 @@ RUNS = {
     "bench_controller_view.py": (["--live", "20", "--finished", "20", "--pending", "20"],
                                  "pending_due"),
     "bench_placement.py": (["100"], "ClusterState build"),
+    "bench_controller_memory.py": (["--pending", "40", "--nodes", "8", "--queues", "2"],
+                                   "one waiting Job"),
     "bench_fairshare.py": (["2"], "compute_fair_share"),
 }
 NEEDS_THE_FAMILY = {"bench_impact.py", "bench_debug_waits.py"}
