@@ -1,14 +1,16 @@
-"""Kueue's scheduler-performance baseline shape on admitter and the local control plane.
+"""Kueue's scheduler-performance shapes on admitter and the local control plane.
 
-    .venv/bin/python benchmarks/bench_kueue_shape.py [--mode workloads|jobs|both]
-        [--cohorts 5] [--job-cohorts 1] [--profile DIR]
+    .venv/bin/python benchmarks/bench_kueue_shape.py [--shape baseline|large-scale]
+        [--mode workloads|jobs|both] [--cohorts N] [--job-cohorts 1] [--profile DIR]
 
 Kueue's suite (`test/performance/scheduler/configs/baseline`): 5 cohorts of 6 ClusterQueues
 (nominal 20 CPU, borrowing limit 100, reclaim within the cohort, preemption of lower
 priority inside a queue), 500 Workloads per queue: 350 small (1 CPU, 200 ms, one every
 100 ms), 100 medium (5 CPU, 500 ms, every 500 ms), 50 large (20 CPU, 1 s, every 1.2 s).
-admitter's version: 5 parent ClusterQueues (quota = limit = 120 CPU) with 6 children each
-(quota 20, limit 120), one namespace and LocalQueue per child, nodes with 600 CPUs in all.
+Its large-scale shape (`LARGE_SCALE`): 10 cohorts of 100 queues, 50 Workloads per queue.
+admitter's version: a parent ClusterQueue per cohort (quota = limit = the children's quotas)
+with its children (quota 20, limit 120), one namespace and LocalQueue per child, nodes with
+as many CPUs as the quotas in all.
 
 Modes:
 - workloads: Workload objects created directly; the benchmark marks one Finished once its
@@ -31,7 +33,7 @@ import asyncio
 import datetime
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,22 +65,76 @@ from builders.kube import JobWrapper, cluster_queue
 class WorkloadClass:
     name: str
     count: int
+    """Per queue."""
     interval: float
     runtime: float
     cpu: int
     kueue_priority: int
     priority: int
+    """admitter's: Kueue's priorities 100 and 200 become 60 and 70, since admitter never
+    preempts priority >= 100 and keeps it inside deserved quota, while Kueue's medium and
+    large may borrow and be preempted."""
 
 
-CLASSES = (
+@dataclass(frozen=True)
+class Shape:
+    """One of Kueue's scheduler-performance shapes: cohorts of ClusterQueues (nominal quota,
+    borrowing limit) and per queue the same streams of workload classes."""
+
+    name: str
+    cohorts: int
+    """Kueue's own count; `--cohorts` runs fewer (the per-queue shape, and so the capacity
+    bound, unchanged)."""
+    queues_per_cohort: int
+    classes: tuple[WorkloadClass, ...]
+    quota: int = 20
+    borrowing: int = 100
+
+    @property
+    def limit(self) -> int:
+        return self.quota + self.borrowing
+
+    def scaled(self, fraction: float) -> Shape:
+        """The same queues with `fraction` of each class's workloads (at least one)."""
+        if fraction == 1:
+            return self
+        classes = tuple(replace(c, count=max(1, round(c.count * fraction)))
+                        for c in self.classes)
+        return replace(self, name=f"{self.name} x{fraction:g}", classes=classes)
+
+    def workloads(self, cohorts: int) -> int:
+        return cohorts * self.queues_per_cohort * sum(c.count for c in self.classes)
+
+    def kueue_generator(self, cohorts: int) -> Obj:
+        """Kueue's runner config (`configs/baseline/generator.yaml`'s schema) for this shape."""
+        return {"cohorts": [{"className": "cohort", "count": cohorts, "queuesSets": [{
+            "className": "cq", "count": self.queues_per_cohort,
+            "nominalQuota": self.quota, "borrowingLimit": self.borrowing,
+            "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
+            "workloadsSets": [{"count": c.count, "creationIntervalMs": round(c.interval * 1000),
+                               "workloads": [{"className": c.name,
+                                              "runtimeMs": round(c.runtime * 1000),
+                                              "priority": c.kueue_priority,
+                                              "request": c.cpu}]}
+                              for c in self.classes]}]}]}
+
+
+BASELINE = Shape("baseline", 5, 6, (
     WorkloadClass("small", 350, 0.1, 0.2, 1, 50, 50),
     WorkloadClass("medium", 100, 0.5, 0.5, 5, 100, 60),
     WorkloadClass("large", 50, 1.2, 1.0, 20, 200, 70),
-)
-"""Kueue's priorities 100 and 200 become 60 and 70: admitter never preempts priority >= 100
-and keeps it inside deserved quota, while Kueue's medium and large may borrow and be preempted."""
-QUEUES_PER_COHORT = 6
-QUOTA, LIMIT = 20, 120
+))
+"""Kueue's `configs/baseline` (v0.17.0): `bench_kueue_side_by_side.py` checks that
+`kueue_generator` writes its file back."""
+LARGE_SCALE = Shape("large-scale", 10, 100, (
+    WorkloadClass("small", 35, 0.1, 0.15, 1, 50, 50),
+    WorkloadClass("medium", 11, 0.5, 0.4, 5, 100, 60),
+    WorkloadClass("large", 4, 1.2, 0.7, 20, 200, 70),
+))
+"""Kueue's large-scale shape, which the module pinned in hack/kueue does not ship: 10 cohorts
+of 100 queues, 50 workloads a queue (35 small, 11 medium, 4 large, at the baseline's
+priorities and creation intervals), running 150, 400 and 700 ms (its range, 150-700 ms)."""
+SHAPES = {shape.name: shape for shape in (BASELINE, LARGE_SCALE)}
 MIN_RUNTIME = "0.1s"
 """Funded (so entitled to the queue's fair share) but protected only briefly: Kueue has no
 protection, so reclaim and priority preemption stay possible."""
@@ -89,10 +145,11 @@ a large Job whose 20 CPUs never free up at once on one node, because 1-CPU Jobs 
 each CPU that frees, gets a node reserved after 30 s (Kueue reserves its quota instead)."""
 
 
-def capacity_bound(cohorts: int) -> tuple[float, int]:
+def capacity_bound(shape: Shape, cohorts: int) -> tuple[float, int]:
     """(seconds, CPUs): the work's CPU-seconds over the CPUs of the cohorts' quotas."""
-    cpus = cohorts * QUEUES_PER_COHORT * QUOTA
-    work = cohorts * QUEUES_PER_COHORT * sum(c.count * c.cpu * c.runtime for c in CLASSES)
+    cpus = cohorts * shape.queues_per_cohort * shape.quota
+    work = cohorts * shape.queues_per_cohort * sum(c.count * c.cpu * c.runtime
+                                                   for c in shape.classes)
     return work / cpus, cpus
 
 
@@ -111,6 +168,7 @@ class Run:
     """What one mode measured."""
 
     mode: str
+    shape: Shape
     cohorts: int
     records: dict[str, Record] = field(default_factory=dict)
     started: float = 0.0
@@ -146,26 +204,27 @@ def _stamp(seconds: float) -> str:
 class ShapeRun:
     """One mode on one control plane: queues, generator, watchers, finisher."""
 
-    def __init__(self, client: Kube, mode: str, cohorts: int) -> None:
+    def __init__(self, client: Kube, mode: str, shape: Shape, cohorts: int) -> None:
         self.client = client
-        self.run = Run(mode, cohorts)
+        self.shape = shape
+        self.run = Run(mode, shape, cohorts)
         self.namespaces = [f"cq-{c}-{q}" for c in range(cohorts)
-                           for q in range(QUEUES_PER_COHORT)]
-        self.total = len(self.namespaces) * sum(c.count for c in CLASSES)
-        self.by_class = {c.name: c for c in CLASSES}
+                           for q in range(shape.queues_per_cohort)]
+        self.total = shape.workloads(cohorts)
         self.finishers: set[asyncio.Task[None]] = set()
 
     async def create_queues(self) -> None:
+        shape = self.shape
         for c in range(self.run.cohorts):
-            parent = QUOTA * QUEUES_PER_COHORT
+            parent = shape.quota * shape.queues_per_cohort
             await self.client.create(kube.CLUSTER_QUEUES,
                                      cluster_queue(f"cohort-{c}", parent, limit=parent,
                                                    resource="cpu"))
         for ns in self.namespaces:
             cohort = "cohort-" + ns.split("-")[1]
-            await create_leaf_queue(self.client, ns, "cpu", QUOTA, LIMIT, cohort)
+            await create_leaf_queue(self.client, ns, "cpu", shape.quota, shape.limit, cohort)
         if self.run.mode == "jobs":
-            for cls in CLASSES:
+            for cls in shape.classes:
                 await self.client.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
                     "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                     "metadata": {"name": f"bench-{cls.name}"}, "value": cls.priority,
@@ -201,7 +260,7 @@ class ShapeRun:
 
     async def generate(self) -> None:
         await asyncio.gather(*(self.stream(ns, cls) for ns in self.namespaces
-                               for cls in CLASSES))
+                               for cls in self.shape.classes))
 
     def on_workload(self, _type: str, wl: Obj) -> None:
         meta = wl["metadata"]
@@ -266,26 +325,26 @@ class ShapeRun:
         return self.run
 
 
-async def run_mode(mode: str, cohorts: int, timeout: float, profile: Path | None,
-                   quiet_pending: bool = False) -> Run:
-    queues = cohorts * QUEUES_PER_COHORT
-    _, cpus = capacity_bound(cohorts)
+async def run_mode(mode: str, shape: Shape, cohorts: int, timeout: float,
+                   profile: Path | None, quiet_pending: bool = False) -> Run:
+    queues = cohorts * shape.queues_per_cohort
+    _, cpus = capacity_bound(shape, cohorts)
     nodes = max(1, cpus // 60)
     layout = node_layout(nodes, cpu=cpus // nodes, pods=1000)
     with control_plane(layout) as cluster, tempfile.TemporaryDirectory() as work:
         client = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
-        shape = ShapeRun(client, mode, cohorts)
-        await shape.create_queues()
+        shaped = ShapeRun(client, mode, shape, cohorts)
+        await shaped.create_queues()
         controller = ControllerProcess(
             cluster.kubeconfig_path, Path(work), SETTINGS,
             None if profile is None else profile / f"controller-{mode}.txt",
             quiet_pending=quiet_pending)
         await asyncio.sleep(3.0)  # informers synced before the first creation
-        print(f"{mode}: {queues} queues, {shape.total} {mode}, {nodes} nodes x "
+        print(f"{mode}: {queues} queues, {shaped.total} {mode}, {nodes} nodes x "
               f"{cpus // nodes} cpu", flush=True)
         before = control_plane_cpu(cluster)
         try:
-            run = await shape.execute(timeout)
+            run = await shaped.execute(timeout)
         finally:
             run_stats = controller.stop()
             await client.close()
@@ -296,7 +355,7 @@ async def run_mode(mode: str, cohorts: int, timeout: float, profile: Path | None
 
 
 def report(runs: list[Run], console: Console) -> None:
-    table = Table(title="Kueue baseline shape on admitter "
+    table = Table(title=f"Kueue {runs[0].shape.name} shape on admitter "
                   f"({datetime.date.today()}, {machine()})")
     for column in ("mode", "objects", "finished", "wall s", "capacity bound s", "ratio",
                    "small mean/p90 s (admitted)", "medium mean/p90 s (admitted)",
@@ -305,8 +364,8 @@ def report(runs: list[Run], console: Console) -> None:
                    "ctl cpu s", "apiserver+etcd cpu s", "other components cpu s"):
         table.add_column(column, justify="right")
     for run in runs:
-        bound, _ = capacity_bound(run.cohorts)
-        waits = {c.name: run.waits(c.name) for c in CLASSES}
+        bound, _ = capacity_bound(run.shape, run.cohorts)
+        waits = {c.name: run.waits(c.name) for c in run.shape.classes}
         stats = run.controller
         table.add_row(
             run.mode, f"{len(run.records):,}",
@@ -321,14 +380,16 @@ def report(runs: list[Run], console: Console) -> None:
     console.print(table)
     for run in runs:
         console.print(f"{run.mode} controller {describe(run.controller)}")
-    console.print("Kueue's calibrated result (rangespec, 5 trial runs): wall 351 s; mean time "
-                  "to admission small 215 s, medium 77 s, large 6.7 s")
+    if runs[0].shape is BASELINE:
+        console.print("Kueue's calibrated result (rangespec, 5 trial runs): wall 351 s; mean "
+                      "time to admission small 215 s, medium 77 s, large 6.7 s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("workloads", "jobs", "both"), default="both")
-    parser.add_argument("--cohorts", type=int, default=5, help="workloads mode")
+    parser.add_argument("--shape", choices=tuple(SHAPES), default=BASELINE.name)
+    parser.add_argument("--cohorts", type=int, help="workloads mode (default: the shape's)")
     parser.add_argument("--job-cohorts", type=int, default=1, help="jobs mode")
     parser.add_argument("--timeout", type=float, default=300.0, help="per mode, seconds")
     parser.add_argument("--quiet-pending", action="store_true",
@@ -341,9 +402,11 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     modes = ("workloads", "jobs") if args.mode == "both" else (args.mode,)
     runs = []
+    shape = SHAPES[args.shape]
     for mode in modes:
-        cohorts = args.cohorts if mode == "workloads" else args.job_cohorts
-        run = asyncio.run(run_mode(mode, cohorts, args.timeout, args.profile, args.quiet_pending))
+        cohorts = (args.cohorts or shape.cohorts) if mode == "workloads" else args.job_cohorts
+        run = asyncio.run(run_mode(mode, shape, cohorts, args.timeout, args.profile,
+                                   args.quiet_pending))
         if args.quiet_pending:
             run.mode += " (quiet pending)"
         runs.append(run)

@@ -1,14 +1,17 @@
-"""Kueue itself and admitter on the same baseline shape and the same local control plane.
+"""Kueue itself and admitter on the same shape and the same local control plane.
 
-    .venv/bin/python benchmarks/bench_kueue_side_by_side.py [--cohorts 1] [--timeout 300]
+    .venv/bin/python benchmarks/bench_kueue_side_by_side.py [--shape baseline|large-scale]
+        [--cohorts 1] [--scale 1] [--timeout 300]
 
 (it runs `hack/kueue/build.sh` first, a no-op once built).
 
 Kueue: its scheduler-performance runner and minimalkueue, built from the `sigs.k8s.io/kueue`
 module pinned in hack/kueue/go.mod, run its `configs/baseline/generator.yaml` against a fresh
 local control plane (kube-apiserver, etcd, controller-manager, scheduler, KWOK) that has
-Kueue's CRDs from the same module. minimalkueue runs as Kueue's own runner would start it; the
-runner generates, mimics runtimes and records. Its writes are client-go's
+Kueue's CRDs from the same module; the large-scale shape, which that module does not ship, is
+written in the same schema from `bench_kueue_shape.LARGE_SCALE` (and the baseline written the
+same way must equal Kueue's file, or the run stops). minimalkueue runs as Kueue's own runner
+would start it; the runner generates, mimics runtimes and records. Its writes are client-go's
 `rest_client_requests_total` from minimalkueue's metrics endpoint, its admissions
 `kueue_admitted_workloads_total`.
 
@@ -18,7 +21,9 @@ kind. Both rows land in one table.
 Scale: the default is one cohort (6 queues, 3,000 workloads: the per-queue shape, and so the
 66 s capacity bound, unchanged), a few minutes in all; `--cohorts 5 --timeout 600` runs the
 full baseline (15,000 workloads), which both systems finish within 10 minutes on the 2-core
-machine (BENCHMARKS.md, "Kueue itself on the same shape"). A system still running at
+machine (BENCHMARKS.md, "Kueue itself on the same shape"). `--shape large-scale --cohorts 10`
+is Kueue's large-scale shape (1,000 queues, 50,000 workloads); `--scale 0.2` keeps its queues
+with a fifth of each queue's workloads. A system still running at
 `--timeout` is stopped (Kueue's runner records on SIGTERM) and reported with what had finished.
 """
 
@@ -39,7 +44,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
-from bench_kueue_shape import CLASSES, QUEUES_PER_COHORT, capacity_bound, run_mode
+from bench_kueue_shape import BASELINE, SHAPES, Shape, capacity_bound, run_mode
 from common import ROOT, control_plane, machine, node_layout, waits_cell
 from rich.console import Console
 from rich.table import Table
@@ -76,20 +81,22 @@ def _scrape(port: int) -> dict[str, float]:
     return found
 
 
-def baseline_config(source: Path, cohorts: int, out: Path) -> Path:
-    """Kueue's baseline generator config with `cohorts` cohorts (the per-queue shape kept)."""
+def generator_config(source: Path, shape: Shape, cohorts: int, out: Path) -> Path:
+    """Kueue's runner config for `shape` with `cohorts` cohorts; the baseline written from
+    its Shape is first checked against Kueue's own file, so both shapes are read alike."""
     baseline = source / "test/performance/scheduler/configs/baseline/generator.yaml"
-    config = yaml.safe_load(baseline.read_text())
-    config["cohorts"][0]["count"] = cohorts
+    if BASELINE.kueue_generator(BASELINE.cohorts) != yaml.safe_load(baseline.read_text()):
+        raise SystemExit(f"bench_kueue_shape.BASELINE no longer matches {baseline}")
     path = out / "generator.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(shape.kueue_generator(cohorts)))
     return path
 
 
-def run_kueue(cohorts: int, timeout: float) -> Row:
+def run_kueue(shape: Shape, cohorts: int, timeout: float) -> Row:
     binaries, source = kueue_build()
     crds = source / "config" / "components" / "crd" / "bases"
-    with control_plane(node_layout(10, cpu=60), (crds,)) as cluster, \
+    _, cpus = capacity_bound(shape, cohorts)
+    with control_plane(node_layout(max(1, cpus // 60), cpu=60), (crds,)) as cluster, \
             tempfile.TemporaryDirectory() as work:
         out = Path(work)
         env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig_path)}
@@ -103,11 +110,11 @@ def run_kueue(cohorts: int, timeout: float) -> Row:
             time.sleep(3.0)
             if kueue.poll() is not None:
                 raise RuntimeError(f"minimalkueue exited: {(out / 'minimalkueue.log').read_text()}")
-            print(f"kueue: runner, baseline config with {cohorts} cohort(s)", flush=True)
+            print(f"kueue: runner, {shape.name} config with {cohorts} cohort(s)", flush=True)
             began = time.monotonic()
             runner = subprocess.Popen(
                 [str(binaries / "runner"), "-o", str(out), "-crds", str(crds),
-                 "-generatorConfig", str(baseline_config(source, cohorts, out)),
+                 "-generatorConfig", str(generator_config(source, shape, cohorts, out)),
                  "-timeout", f"{int(timeout) + 600}s", "--zap-log-level=error"],
                 env=env, stdout=runner_log, stderr=subprocess.STDOUT)
             try:
@@ -131,7 +138,7 @@ def run_kueue(cohorts: int, timeout: float) -> Row:
                 kueue.wait()
             log.close()
             runner_log.close()
-        return _kueue_row(out / "wlStates.csv", cohorts, wall, timed_out, counts)
+        return _kueue_row(out / "wlStates.csv", shape, cohorts, wall, timed_out, counts)
 
 
 def _summary_written(out: Path) -> float:
@@ -139,23 +146,23 @@ def _summary_written(out: Path) -> float:
     return time.monotonic() - (time.time() - (out / "summary.yaml").stat().st_mtime)
 
 
-def _kueue_row(states: Path, cohorts: int, wall: float, timed_out: bool,
+def _kueue_row(states: Path, shape: Shape, cohorts: int, wall: float, timed_out: bool,
                counts: dict[str, float]) -> Row:
-    waits: dict[str, list[float]] = {c.name: [] for c in CLASSES}
+    waits: dict[str, list[float]] = {c.name: [] for c in shape.classes}
     finished = 0
     with states.open() as handle:
         for row in csv.DictReader(handle):
             if int(row["ms to admitted"]) > 0:
                 waits[row["class name"]].append(int(row["ms to admitted"]) / 1000)
             finished += int(row["ms to finish"]) > 0
-    return _row("Kueue v0.17.0 (minimalkueue)", cohorts, finished, wall, timed_out, waits,
-                counts["writes"] / max(counts["admitted"], 1.0))
+    return _row("Kueue v0.17.0 (minimalkueue)", shape, cohorts, finished, wall, timed_out,
+                waits, counts["writes"] / max(counts["admitted"], 1.0))
 
 
-def _row(system: str, cohorts: int, finished: int, wall: float, timed_out: bool,
+def _row(system: str, shape: Shape, cohorts: int, finished: int, wall: float, timed_out: bool,
          waits: dict[str, list[float]], writes_per_admission: float) -> Row:
-    bound, _ = capacity_bound(cohorts)
-    total = cohorts * QUEUES_PER_COHORT * sum(c.count for c in CLASSES)
+    bound, _ = capacity_bound(shape, cohorts)
+    total = shape.workloads(cohorts)
     row = {"system": system, "finished": f"{finished:,} of {total:,}",
            "wall s": f"> {wall:.0f} (stopped)" if timed_out else f"{wall:.1f}",
            "ratio to bound": f"> {wall / bound:.1f}x" if timed_out else f"{wall / bound:.2f}x"}
@@ -165,19 +172,23 @@ def _row(system: str, cohorts: int, finished: int, wall: float, timed_out: bool,
     return row
 
 
-def run_admitter(cohorts: int, timeout: float) -> Row:
-    run = asyncio.run(run_mode("workloads", cohorts, timeout, None))
+def run_admitter(shape: Shape, cohorts: int, timeout: float) -> Row:
+    run = asyncio.run(run_mode("workloads", shape, cohorts, timeout, None))
     stats = run.controller
-    waits = {c.name: run.waits(c.name) for c in CLASSES}
+    waits = {c.name: run.waits(c.name) for c in shape.classes}
     wall = run.timeout if run.timed_out else run.wall()
-    return _row("admitter (Workload mode)", cohorts, run.finished(), wall,
+    return _row("admitter (Workload mode)", shape, cohorts, run.finished(), wall,
                 run.timed_out, waits, stats.writes / max(stats.admissions, 1))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=tuple(SHAPES), default=BASELINE.name)
     parser.add_argument("--cohorts", type=int, default=1,
-                        help="cohorts of 6 queues x 500 workloads (Kueue's baseline: 5)")
+                        help="of the shape's (baseline: 5 of 6 queues x 500 workloads; "
+                        "large-scale: 10 of 100 queues x 50)")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="this fraction of each queue's workloads of each class")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="per system, seconds; a system still running is stopped and "
                         "reported with what finished")
@@ -185,14 +196,15 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("go") is None:
         raise SystemExit("Go is needed to build Kueue (hack/kueue/build.sh)")
+    shape = SHAPES[args.shape].scaled(args.scale)
     rows = []
     if args.only != "admitter":
-        rows.append(run_kueue(args.cohorts, args.timeout))
+        rows.append(run_kueue(shape, args.cohorts, args.timeout))
     if args.only != "kueue":
-        rows.append(run_admitter(args.cohorts, args.timeout))
-    bound, cpus = capacity_bound(args.cohorts)
-    total = args.cohorts * QUEUES_PER_COHORT * sum(c.count for c in CLASSES)
-    table = Table(title=f"Kueue baseline shape, {args.cohorts} cohort(s): {total:,} workloads, "
+        rows.append(run_admitter(shape, args.cohorts, args.timeout))
+    bound, cpus = capacity_bound(shape, args.cohorts)
+    total = shape.workloads(args.cohorts)
+    table = Table(title=f"Kueue {shape.name} shape, {args.cohorts} cohort(s): {total:,} workloads, "
                         f"capacity bound {bound:.0f} s on {cpus} CPUs "
                         f"({datetime.date.today()}, {machine()})")
     for column in rows[0]:
