@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import cluster_levels
@@ -12,18 +13,24 @@ from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
 from admitter.controller.unreadable import UNREADABLE_ERRORS
 from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.claims import DeviceClaims
 from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, job_of, reader_of
 from admitter.jobs.workloads import job_owner, resource_of, runtime_resource
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
+from admitter.kube.devices import NodeDevices, node_devices
 from admitter.kube.informer import Informer, Key, StoreWatcher, key_of
 from admitter.kube.objects import Obj, is_true
 
+log = logging.getLogger(__name__)
+
 
 def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None],
+                      claim_templates: Informer | None, device_classes: Mapping[str, str],
                       ) -> tuple[dict[str, Informer], JobKinds]:
     """An informer per runtime kind of the queued kinds that read runtimes, and the kinds
-    reading through them (this controller's own)."""
+    reading through them and counting device claims through `claim_templates` (this
+    controller's own)."""
     found: dict[str, Informer] = {}
     for job_kind in KINDS.runtime_readers():
         for runtime_kind in job_kind.runtime_kinds:
@@ -33,7 +40,10 @@ def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None],
     def lookup(kind: str, namespace: str, name: str) -> Obj | None:
         return found[kind].get(namespace, name)
 
-    return found, JobKinds(lookup)
+    def template(namespace: str, name: str) -> Obj | None:
+        return None if claim_templates is None else claim_templates.get(namespace, name)
+
+    return found, JobKinds(lookup, DeviceClaims(dict(device_classes), template))
 
 
 def job_key(job: Obj) -> JobKey:
@@ -64,6 +74,35 @@ class LiveWorkloads:
 
 
 @dataclass
+class Devices:
+    """The DRA objects the controller reads: the templates its jobs' claims name, and the
+    ResourceSlices and DeviceClasses that say how many devices of each mapped class each
+    node has."""
+
+    claim_templates: Informer
+    slices: Informer
+    classes: Informer
+    device_classes: dict[str, str]
+    """The settings' DeviceClass → quota resource mapping."""
+    warned: set[str] = field(default_factory=set)
+    """Warnings logged already: a pass reads the classes again, the log says it once."""
+
+    def all(self) -> list[Informer]:
+        return [self.claim_templates, self.slices, self.classes]
+
+    def capacity(self) -> NodeDevices:
+        """Per node, the devices its slices publish for the mapped classes, by quota
+        resource."""
+        return node_devices(self.slices.items(), self.classes.items(), self.device_classes,
+                            self._warn)
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warned:
+            self.warned.add(message)
+            log.warning("%s", message)
+
+
+@dataclass
 class Caches:
     nodes: Informer
     pods: Informer
@@ -83,9 +122,14 @@ class Caches:
     kinds: JobKinds
     """The job kinds as this controller reads them: those that read runtimes read these
     caches' own."""
+    devices: Devices | None = None
+    """What Dynamic Resource Allocation publishes, read only when the settings map some
+    DeviceClass to a quota resource."""
 
     @classmethod
-    def create(cls, client: Kube, on_change: Callable[[str, Obj], None]) -> Caches:
+    def create(cls, client: Kube, on_change: Callable[[str, Obj], None],
+               device_classes: Mapping[str, str] | None = None) -> Caches:
+        """`device_classes`: the settings' DeviceClass → quota resource mapping."""
         def informer(kind: kube.Kind, query: dict[str, str] | None = None) -> Informer:
             return Informer(client, kind, on_change, query)
 
@@ -99,7 +143,16 @@ class Caches:
             jobs[name].watchers.append(pod_index.jobs(name))
         workloads = informer(kube.WORKLOADS)
         workloads.watchers.append(live.watcher)
-        runtimes, kinds = runtime_informers(client, on_change)
+        devices = None
+        if device_classes:
+            devices = Devices(
+                Informer(client, kube.RESOURCE_CLAIM_TEMPLATES, on_change, optional=True),
+                Informer(client, kube.RESOURCE_SLICES, on_change, optional=True),
+                Informer(client, kube.DEVICE_CLASSES, on_change, optional=True),
+                dict(device_classes))
+        runtimes, kinds = runtime_informers(
+            client, on_change, devices.claim_templates if devices else None,
+            device_classes or {})
         return cls(
             nodes=informer(kube.NODES),
             pods=pods,
@@ -113,12 +166,13 @@ class Caches:
             live_workloads=live,
             runtimes=runtimes,
             kinds=kinds,
+            devices=devices,
         )
 
     def all(self) -> list[Informer]:
         return [self.nodes, self.pods, *self.jobs.values(), self.workloads,
                 self.cluster_queues, self.local_queues, self.topologies, self.priority_classes,
-                *self.runtimes.values()]
+                *self.runtimes.values(), *(self.devices.all() if self.devices else ())]
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.all()))

@@ -22,7 +22,7 @@ from admitter.api.workload import CONDITION_FINISHED
 from admitter.jobs.interface import ClearsStartTime, ShapedAtStart
 from admitter.jobs.registry import KINDS, JobKinds, job_of
 from admitter.jobs.workloads import job_ended
-from admitter.kube.objects import Obj, evicting, is_true, pod_requests
+from admitter.kube.objects import Obj, evicting, is_true
 
 
 class Step(Enum):
@@ -86,7 +86,8 @@ def equivalent(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> bool:
     for pod_set, now in zip(charged, running, strict=True):
         requests = {r: kube_base_units(r, a)
                     for r, a in (pod_set.get("requests") or {}).items()}
-        wanted = {r: kube_base_units(r, a) for r, a in pod_requests(now.pod_spec).items()}
+        demand = kinds.pod_demand(job["metadata"]["namespace"], now.pod_spec)
+        wanted = {r: kube_base_units(r, a) for r, a in demand.items()}
         if int(pod_set["count"]) != now.count or requests != wanted:
             return False
     return True

@@ -118,8 +118,9 @@ class Translations:
     def __init__(self) -> None:
         self._last: dict[str, Translation] = {}
         self._seen: dict[str, Translation] = {}
-        self._nodes: dict[str, tuple[str | None, dict[str, int], Node]] = {}
-        self._nodes_seen: dict[str, tuple[str | None, dict[str, int], Node]] = {}
+        self._nodes: dict[str, tuple[str | None, dict[str, int], dict[str, int], Node]] = {}
+        self._nodes_seen: dict[str, tuple[str | None, dict[str, int], dict[str, int],
+                                          Node]] = {}
 
     def of(self, wl: Obj) -> Translation:
         meta = wl["metadata"]
@@ -140,16 +141,18 @@ class Translations:
         self._last, self._seen = self._seen, {}
         self._nodes, self._nodes_seen = self._nodes_seen, {}
 
-    def node(self, node: Obj, used: Mapping[str, int]) -> Node:
-        """The core Node, translated again only when the object or the usage of pods admitter
-        does not manage on it changed."""
+    def node(self, node: Obj, used: Mapping[str, int],
+             devices: Mapping[str, int] | None = None) -> Node:
+        """The core Node, translated again only when the object, the usage of pods admitter
+        does not manage on it or the DRA devices published on it changed."""
         meta = node["metadata"]
         version = meta.get("resourceVersion")
+        devices = devices or {}
         known = self._nodes.get(meta["name"])
-        if known is None or known[0] != version or known[1] != used:
-            known = (version, dict(used), core_node(node, used))
+        if known is None or known[0] != version or known[1] != used or known[2] != devices:
+            known = (version, dict(used), dict(devices), core_node(node, used, devices))
         self._nodes_seen[meta["name"]] = known
-        return known[2]
+        return known[3]
 
 
 def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
@@ -163,10 +166,12 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues, unreadable)
     foreign = caches.foreign_usage()
+    devices = caches.devices.capacity() if caches.devices is not None else {}
     nodes = []
     for n in caches.nodes.items():
         try:
-            nodes.append(translations.node(n, foreign.get(n["metadata"]["name"], {})))
+            name = n["metadata"]["name"]
+            nodes.append(translations.node(n, foreign.get(name, {}), devices.get(name)))
         except UNREADABLE_ERRORS as error:
             unreadable.add("Node", n, error)
     bound = caches.bound_pods()

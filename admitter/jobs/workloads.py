@@ -19,7 +19,7 @@ from admitter.jobs.interface import GenericJob, dotted
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, reader_of
 from admitter.kube import client as kube
-from admitter.kube.objects import Obj, placement_constraints, pod_requests
+from admitter.kube.objects import Obj, placement_constraints
 
 JOB_NAME_LABEL = "admitter.dev/job-name"
 """On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
@@ -94,7 +94,8 @@ def workload_for(owner: Obj, contract: JobContract, priority: int,
     meta = owner["metadata"]
     pod_sets = []
     for index, pod_set in enumerate(reader.pod_sets(owner)):
-        requests = {r: format_quantity(a) for r, a in pod_requests(pod_set.pod_spec).items()}
+        demand = kinds.pod_demand(meta["namespace"], pod_set.pod_spec)
+        requests = {r: format_quantity(a) for r, a in demand.items()}
         pod_sets.append({"name": pod_set.name, "count": pod_set.count, "requests": requests,
                          **placement_constraints(pod_set.pod_spec,
                                                  pod_set.pod_spec.get("affinity"))})

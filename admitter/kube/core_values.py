@@ -102,11 +102,16 @@ def _requirements(found: list[Obj] | None) -> tuple[NodeSelectorRequirement, ...
                  for r in found or ())
 
 
-def core_node(node: Obj, used: Mapping[str, int]) -> Node:
-    """A Node object; `used` holds the requests of pods admitter does not manage."""
+def core_node(node: Obj, used: Mapping[str, int],
+              devices: Mapping[str, int] | None = None) -> Node:
+    """A Node object; `used` holds the requests of pods admitter does not manage, `devices`
+    the devices DRA drivers publish on it, by the quota resource their class maps to: both
+    are allocatable, as kube-scheduler allocates each."""
     status = node.get("status") or {}
     allocatable = {r: kube_base_units(r, a)
                    for r, a in (status.get("allocatable") or {}).items() if r != "pods"}
+    for resource, count in (devices or {}).items():
+        allocatable[resource] = allocatable.get(resource, 0) + count
     spec = node.get("spec") or {}
     taints = tuple(Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
                    for t in spec.get("taints", []))

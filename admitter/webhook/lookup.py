@@ -16,6 +16,7 @@ from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
+from admitter.kube.client import RESOURCE_CLAIM_TEMPLATES
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ class Lookup(Protocol):
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         """The Namespace's labels, or None when there is no such namespace."""
+        ...
+
+    async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ResourceClaimTemplate as stored, or None when there is none."""
         ...
 
 
@@ -125,6 +130,14 @@ class ApiLookup:
         labels: dict[str, str] | None = None if found is None else found.metadata.labels or {}
         return labels
 
+    async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        group, _, version = RESOURCE_CLAIM_TEMPLATES.group_version.partition("/")
+        found: dict[str, Any] | None = await self._one(
+            f"ResourceClaimTemplate {namespace}/{name}",
+            self._objects.get_namespaced_custom_object(
+                group, version, namespace, RESOURCE_CLAIM_TEMPLATES.plural, name))
+        return found
+
 
 class SharedReads:
     """A Lookup whose concurrent identical reads share one request to `inner`.
@@ -175,6 +188,9 @@ class SharedReads:
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         return await self._shared(("Namespace", namespace),
                                   lambda: self._inner.namespace_labels(namespace))
+
+    async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._inner.resource_claim_template(namespace, name)
 
 
 def _parse(kind: type[_Kind], answer: dict[str, Any]) -> list[_Kind]:

@@ -1,0 +1,174 @@
+"""How many devices of each mapped DeviceClass each node has, from the ResourceSlices DRA
+drivers publish: a node's capacity of a quota resource that DeviceClasses map to
+(`deviceClassMappings`) is the number of its devices those classes select.
+
+A DeviceClass selects devices with CEL expressions. admitter evaluates the subset real GPU
+classes use: a conjunction (`&&`) of `device.driver == "<driver>"` and
+`device.attributes["<domain>"].<name> == <string, integer or boolean>` (NVIDIA's
+`gpu.nvidia.com` class is `device.driver == 'gpu.nvidia.com' &&
+device.attributes['gpu.nvidia.com'].type == 'gpu'`). A class with any other expression
+selects nothing here, and a warning names it: counting devices it might not select would
+offer GPUs kube-scheduler cannot allocate, and never admitting more than the cluster has
+comes first.
+
+Devices not counted, each for a stated reason:
+- devices of slices not bound to one node (`allNodes`, `nodeSelector`,
+  `perDeviceNodeSelection`: network-attached devices): the node model charges a pod's
+  devices to the node it runs on;
+- devices that consume shared counters (partitionable devices: MIG profiles beside the
+  whole GPU they are cut from) or allow multiple allocations: several of them are one
+  piece of hardware, so their number is not the number of pods they serve;
+- devices tainted NoSchedule or NoExecute: kube-scheduler allocates them only to claims
+  tolerating the taint;
+- slices of an older generation of their pool (a driver replacing its slices).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from admitter.kube.objects import Obj
+
+log = logging.getLogger(__name__)
+
+NodeDevices = dict[str, dict[str, int]]
+"""Node name → quota resource → devices."""
+
+DevicePredicate = Callable[[str, Mapping[str, Any]], bool]
+"""(driver, the device's attributes) → whether a DeviceClass selects it."""
+
+_STRING = r"""(?:"([^"\\]*)"|'([^'\\]*)')"""
+_DRIVER = re.compile(rf"device\.driver\s*==\s*{_STRING}")
+_ATTRIBUTE = re.compile(
+    rf"device\.attributes\[\s*{_STRING}\s*\]\.([A-Za-z_][A-Za-z0-9_]*)\s*==\s*"
+    rf"(?:{_STRING}|(true|false)|(-?[0-9]+))")
+_TERM = re.compile(rf"(?:{_STRING}|[^'\"&])+")
+
+
+def class_selector(device_class: Obj) -> DevicePredicate | None:
+    """What the DeviceClass selects, or None when a selector is outside the subset admitter
+    evaluates."""
+    terms: list[DevicePredicate] = []
+    for selector in (device_class.get("spec") or {}).get("selectors") or ():
+        expression = ((selector or {}).get("cel") or {}).get("expression")
+        if not isinstance(expression, str):
+            return None
+        for part in _conjuncts(expression):
+            term = _term(part)
+            if term is None:
+                return None
+            terms.append(term)
+    return lambda driver, attributes: all(term(driver, attributes) for term in terms)
+
+
+def _conjuncts(expression: str) -> list[str]:
+    """The operands of the top-level `&&`s, outer parentheses dropped; one unparsable part
+    (`||`, a lone `&`) is returned whole so it is refused."""
+    parts, rest = [], expression.strip()
+    while rest:
+        found = _TERM.match(rest)
+        end = found.end() if found else 0
+        parts.append(rest[:end].strip())
+        rest = rest[end:]
+        if rest.startswith("&&"):
+            rest = rest[2:].lstrip()
+        elif rest:
+            return [expression]
+    return [_unwrapped(part) for part in parts]
+
+
+def _unwrapped(part: str) -> str:
+    while part.startswith("(") and part.endswith(")"):
+        part = part[1:-1].strip()
+    return part
+
+
+def _term(part: str) -> DevicePredicate | None:
+    driver = _DRIVER.fullmatch(part)
+    if driver:
+        wanted = driver.group(1) if driver.group(1) is not None else driver.group(2)
+        return lambda found, attributes: found == wanted
+    attribute = _ATTRIBUTE.fullmatch(part)
+    if attribute is None:
+        return None
+    groups = attribute.groups()
+    domain = groups[0] if groups[0] is not None else groups[1]
+    name = groups[2]
+    value: Any
+    if groups[3] is not None or groups[4] is not None:
+        value = ("string", groups[3] if groups[3] is not None else groups[4])
+    elif groups[5] is not None:
+        value = ("bool", groups[5] == "true")
+    else:
+        value = ("int", int(groups[6]))
+
+    def matches(driver: str, attributes: Mapping[str, Any]) -> bool:
+        # An attribute of the driver's own domain may be published without its domain.
+        found = attributes.get(f"{domain}/{name}")
+        if found is None and domain == driver:
+            found = attributes.get(name)
+        kind, wanted = value
+        return isinstance(found, Mapping) and kind in found and found[kind] == wanted
+
+    return matches
+
+
+def _counted(device: Obj) -> bool:
+    if device.get("consumesCounters") or device.get("allowMultipleAllocations"):
+        return False
+    return not any(taint.get("effect") in ("NoSchedule", "NoExecute")
+                   for taint in device.get("taints") or ())
+
+
+def current_slices(slices: Iterable[Obj]) -> list[Obj]:
+    """The node-local slices of each pool's newest generation."""
+    newest: dict[tuple[str, str], int] = {}
+    local = []
+    for slice_ in slices:
+        spec = slice_.get("spec") or {}
+        if not spec.get("nodeName"):
+            continue
+        pool = spec.get("pool") or {}
+        key = (spec.get("driver", ""), pool.get("name", ""))
+        generation = int(pool.get("generation", 0))
+        newest[key] = max(newest.get(key, generation), generation)
+        local.append((key, generation, slice_))
+    return [slice_ for key, generation, slice_ in local if generation == newest[key]]
+
+
+def node_devices(slices: Iterable[Obj], classes: Iterable[Obj],
+                 mapping: Mapping[str, str],
+                 warn: Callable[[str], None] = log.warning) -> NodeDevices:
+    """Per node, the devices of each quota resource that `mapping` (DeviceClass → quota
+    resource) maps a class to: a device selected by several classes of one resource counts
+    once. A mapped class whose selectors admitter does not evaluate is told to `warn` and
+    selects nothing."""
+    selectors: list[tuple[str, DevicePredicate]] = []
+    for device_class in classes:
+        name = device_class["metadata"]["name"]
+        if name not in mapping:
+            continue
+        predicate = class_selector(device_class)
+        if predicate is None:
+            warn(f"DeviceClass {name} has a selector admitter does not evaluate (it reads "
+                 "`device.driver ==` and `device.attributes[...].name ==` joined by &&): "
+                 f"its devices are not counted as {mapping[name]}")
+            continue
+        selectors.append((mapping[name], predicate))
+    found: NodeDevices = {}
+    if not selectors:
+        return found
+    for slice_ in current_slices(slices):
+        spec = slice_["spec"]
+        driver, amounts = spec.get("driver", ""), found.setdefault(spec["nodeName"], {})
+        for device in spec.get("devices") or ():
+            if not _counted(device):
+                continue
+            attributes = device.get("attributes") or {}
+            for resource in {resource for resource, predicate in selectors
+                             if predicate(driver, attributes)}:
+                amounts[resource] = amounts.get(resource, 0) + 1
+    return found
