@@ -30,6 +30,7 @@ from admitter.jobs.interface import ReadyWhenBound
 from admitter.jobs.registry import KINDS, JobKinds, job_of
 from admitter.jobs.workloads import JOB_NAME_LABEL, job_owner
 from admitter.kube.core_values import core_node, core_workload, pod_set_domains
+from admitter.kube.devices import NO_DEVICES, DevicesOnNode
 from admitter.kube.informer import Key, key_of
 from admitter.kube.objects import TERMINAL_POD_PHASES, Obj
 
@@ -118,8 +119,8 @@ class Translations:
     def __init__(self) -> None:
         self._last: dict[str, Translation] = {}
         self._seen: dict[str, Translation] = {}
-        self._nodes: dict[str, tuple[str | None, dict[str, int], dict[str, int], Node]] = {}
-        self._nodes_seen: dict[str, tuple[str | None, dict[str, int], dict[str, int],
+        self._nodes: dict[str, tuple[str | None, dict[str, int], DevicesOnNode, Node]] = {}
+        self._nodes_seen: dict[str, tuple[str | None, dict[str, int], DevicesOnNode,
                                           Node]] = {}
 
     def of(self, wl: Obj) -> Translation:
@@ -142,15 +143,14 @@ class Translations:
         self._nodes, self._nodes_seen = self._nodes_seen, {}
 
     def node(self, node: Obj, used: Mapping[str, int],
-             devices: Mapping[str, int] | None = None) -> Node:
+             devices: DevicesOnNode = NO_DEVICES) -> Node:
         """The core Node, translated again only when the object, the usage of pods admitter
         does not manage on it or the DRA devices published on it changed."""
         meta = node["metadata"]
         version = meta.get("resourceVersion")
-        devices = devices or {}
         known = self._nodes.get(meta["name"])
         if known is None or known[0] != version or known[1] != used or known[2] != devices:
-            known = (version, dict(used), dict(devices), core_node(node, used, devices))
+            known = (version, dict(used), devices, core_node(node, used, devices))
         self._nodes_seen[meta["name"]] = known
         return known[3]
 
@@ -171,7 +171,8 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     for n in caches.nodes.items():
         try:
             name = n["metadata"]["name"]
-            nodes.append(translations.node(n, foreign.get(name, {}), devices.get(name)))
+            nodes.append(translations.node(n, foreign.get(name, {}),
+                                           devices.get(name, NO_DEVICES)))
         except UNREADABLE_ERRORS as error:
             unreadable.add("Node", n, error)
     bound = caches.bound_pods()

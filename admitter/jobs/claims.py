@@ -8,9 +8,10 @@ What admitter can count, and what it refuses and why:
 
 - an `exactly` request of a mapped class, allocation mode `ExactCount` (the default, count 1):
   `count` devices per pod, charged as `count` of the mapped resource;
-- a `firstAvailable` list whose alternatives all come to the same resource and count: the
-  same charge whichever kube-scheduler picks. Alternatives that differ are refused: the
-  choice is made at allocation, after admission, so no charge made before it is right;
+- a `firstAvailable` list whose alternatives are all of one DeviceClass and count (differing
+  only in their selectors): the same charge and the same nodes whichever kube-scheduler
+  picks. Alternatives that differ are refused: the choice is made at allocation, after
+  admission, so no charge or node made before it is right;
 - allocation mode `All` is refused: it takes every matching device of the node the pod lands
   on, a number known only once it is placed;
 - a class with no mapping is refused: its devices could not be charged to anything;
@@ -64,7 +65,14 @@ class DeviceClaims:
         """The quota resources one pod claims through its `resourceClaims`; raises
         UncountableClaim, naming the claim (`resourceClaims[i]`) and why, for a claim that
         cannot be counted."""
+        return self.claimed(namespace, pod_spec)[0]
+
+    def claimed(self, namespace: str, pod_spec: Mapping[str, Any],
+                ) -> tuple[dict[str, Decimal], set[str]]:
+        """`requests`, and the DeviceClasses claimed: the pod fits only a node publishing
+        devices of each."""
         found: dict[str, Decimal] = {}
+        classes: set[str] = set()
         for index, claim in enumerate(pod_spec.get("resourceClaims") or ()):
             where = f"resourceClaims[{index}]"
             if not self.classes:
@@ -90,27 +98,31 @@ class DeviceClaims:
                     f"{namespace!r}; the job is queued once it exists"))
             devices = (((template.get("spec") or {}).get("spec") or {}).get("devices") or {})
             for request in devices.get("requests") or ():
-                resource, count = self._request(request, template_name)
+                device_class, resource, count = self._request(request, template_name)
                 found[resource] = found.get(resource, Decimal(0)) + count
-        return found
+                classes.add(device_class)
+        return found, classes
 
-    def _request(self, request: Obj, template: str) -> tuple[str, Decimal]:
-        """(quota resource, devices) of one device request of a template."""
+    def _request(self, request: Obj, template: str) -> tuple[str, str, Decimal]:
+        """(DeviceClass, quota resource, devices) of one device request of a template."""
         where = f"ResourceClaimTemplate {template!r} request {request.get('name', '')!r}"
         if request.get("firstAvailable"):
             options = {self._exact(option, f"{where} alternative {option.get('name', '')!r}")
                        for option in request["firstAvailable"]}
             if len(options) > 1:
-                listed = ", ".join(f"{count} {resource}" for resource, count in sorted(options))
+                listed = ", ".join(f"{count} of {device_class}"
+                                   for device_class, _, count in sorted(options))
                 raise UncountableClaim(where, (
-                    f"its firstAvailable alternatives come to different amounts ({listed}); "
-                    "kube-scheduler picks one only after admission, so admitter cannot charge "
-                    "it: list alternatives of the same count and mapped resource, or one"))
+                    f"its firstAvailable alternatives differ ({listed}); kube-scheduler picks "
+                    "one only after admission, so admitter can neither charge it nor know "
+                    "which nodes fit it: list alternatives of one DeviceClass and count "
+                    "(differing in selectors), or one request"))
             return options.pop()
         return self._exact(request.get("exactly") or {}, where)
 
-    def _exact(self, request: Obj, where: str) -> tuple[str, Decimal]:
-        """(quota resource, devices) of an `exactly` request or a `firstAvailable` option."""
+    def _exact(self, request: Obj, where: str) -> tuple[str, str, Decimal]:
+        """(DeviceClass, quota resource, devices) of an `exactly` request or a
+        `firstAvailable` option."""
         device_class = request.get("deviceClassName", "")
         resource = self.classes.get(device_class)
         if resource is None:
@@ -127,7 +139,7 @@ class DeviceClaims:
         count = int(request.get("count", 1))
         if count < 1:
             raise UncountableClaim(where, f"count {count} must be at least 1")
-        return resource, Decimal(count)
+        return device_class, resource, Decimal(count)
 
 
 NO_CLAIMS = DeviceClaims()

@@ -50,10 +50,16 @@ class JobKinds:
         """What one pod of a pod set is charged, for every kind: its containers' requests
         (`pod_requests`) and the devices it claims through DRA, as quota resources. Raises
         UncountableClaim for a claim admitter cannot count."""
+        return self.pod_demand_and_classes(namespace, pod_spec)[0]
+
+    def pod_demand_and_classes(self, namespace: str, pod_spec: Mapping[str, Any],
+                               ) -> tuple[dict[str, Decimal], set[str]]:
+        """`pod_demand`, and the DeviceClasses whose devices the pod claims."""
         found = pod_requests(pod_spec)
-        for resource, amount in self.claims.requests(namespace, pod_spec).items():
+        claimed, classes = self.claims.claimed(namespace, pod_spec)
+        for resource, amount in claimed.items():
             found[resource] = found.get(resource, Decimal(0)) + amount
-        return found
+        return found, classes
 
     def runtime_readers(self) -> list[ReadsRuntimes]:
         return [kind for kind in self.suspendable.values() if isinstance(kind, ReadsRuntimes)]

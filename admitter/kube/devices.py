@@ -28,14 +28,40 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from admitter.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 
-NodeDevices = dict[str, dict[str, int]]
-"""Node name → quota resource → devices."""
+CLASS_LABEL_NAME = "admitter-devices"
+
+
+def class_label(device_class: str) -> str:
+    """The label admitter's node model gives a node that publishes devices of the class, and
+    asks for in the node selector of a pod set claiming them (never written to a Node): the
+    pod can run only where its class's devices are, whatever other GPUs a node has."""
+    return f"{device_class}/{CLASS_LABEL_NAME}"
+
+
+@dataclass(frozen=True)
+class DevicesOnNode:
+    """What DRA drivers publish on one node, as admitter's node model counts it."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    """Quota resource → devices of the classes mapped to it."""
+    classes: frozenset[str] = frozenset()
+    """The mapped DeviceClasses with at least one device counted here."""
+
+    def labels(self) -> dict[str, str]:
+        return {class_label(name): "true" for name in sorted(self.classes)}
+
+
+NO_DEVICES = DevicesOnNode()
+
+NodeDevices = dict[str, DevicesOnNode]
+"""Node name → its devices."""
 
 DevicePredicate = Callable[[str, Mapping[str, Any]], bool]
 """(driver, the device's attributes) → whether a DeviceClass selects it."""
@@ -143,10 +169,10 @@ def node_devices(slices: Iterable[Obj], classes: Iterable[Obj],
                  mapping: Mapping[str, str],
                  warn: Callable[[str], None] = log.warning) -> NodeDevices:
     """Per node, the devices of each quota resource that `mapping` (DeviceClass → quota
-    resource) maps a class to: a device selected by several classes of one resource counts
-    once. A mapped class whose selectors admitter does not evaluate is told to `warn` and
-    selects nothing."""
-    selectors: list[tuple[str, DevicePredicate]] = []
+    resource) maps a class to (a device selected by several classes of one resource counts
+    once), and the classes it has devices of. A mapped class whose selectors admitter does
+    not evaluate is told to `warn` and selects nothing."""
+    selectors: list[tuple[str, str, DevicePredicate]] = []
     for device_class in classes:
         name = device_class["metadata"]["name"]
         if name not in mapping:
@@ -157,18 +183,23 @@ def node_devices(slices: Iterable[Obj], classes: Iterable[Obj],
                  "`device.driver ==` and `device.attributes[...].name ==` joined by &&): "
                  f"its devices are not counted as {mapping[name]}")
             continue
-        selectors.append((mapping[name], predicate))
-    found: NodeDevices = {}
+        selectors.append((name, mapping[name], predicate))
+    counts: dict[str, dict[str, int]] = {}
+    present: dict[str, set[str]] = {}
     if not selectors:
-        return found
+        return {}
     for slice_ in current_slices(slices):
         spec = slice_["spec"]
-        driver, amounts = spec.get("driver", ""), found.setdefault(spec["nodeName"], {})
+        node, driver = spec["nodeName"], spec.get("driver", "")
+        amounts, names = counts.setdefault(node, {}), present.setdefault(node, set())
         for device in spec.get("devices") or ():
             if not _counted(device):
                 continue
             attributes = device.get("attributes") or {}
-            for resource in {resource for resource, predicate in selectors
-                             if predicate(driver, attributes)}:
+            selecting = [(name, resource) for name, resource, predicate in selectors
+                         if predicate(driver, attributes)]
+            names.update(name for name, _ in selecting)
+            for resource in {resource for _, resource in selecting}:
                 amounts[resource] = amounts.get(resource, 0) + 1
-    return found
+    return {node: DevicesOnNode(amounts, frozenset(present[node]))
+            for node, amounts in counts.items() if amounts}

@@ -16,7 +16,6 @@ from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
 from admitter.api.workload import Workload
-from admitter.kube.client import RESOURCE_CLAIM_TEMPLATES
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +74,8 @@ class ApiLookup:
         self._objects = client.CustomObjectsApi(api)
         self._scheduling = client.SchedulingV1Api(api)
         self._core = client.CoreV1Api(api)
+        self._resource = client.ResourceV1Api(api)
+        self._api = api
         self._timeout = timeout
 
     async def _bounded(self, what: str, read: Awaitable[_Read]) -> _Read:
@@ -131,12 +132,13 @@ class ApiLookup:
         return labels
 
     async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
-        group, _, version = RESOURCE_CLAIM_TEMPLATES.group_version.partition("/")
-        found: dict[str, Any] | None = await self._one(
-            f"ResourceClaimTemplate {namespace}/{name}",
-            self._objects.get_namespaced_custom_object(
-                group, version, namespace, RESOURCE_CLAIM_TEMPLATES.plural, name))
-        return found
+        found = await self._one(f"ResourceClaimTemplate {namespace}/{name}",
+                                self._resource.read_namespaced_resource_claim_template(
+                                    name, namespace))
+        # As the API's own JSON (camelCase), the form every reader of objects takes.
+        template: dict[str, Any] | None = (None if found is None
+                                           else self._api.sanitize_for_serialization(found))
+        return template
 
 
 class SharedReads:
