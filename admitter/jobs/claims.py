@@ -98,7 +98,10 @@ class DeviceClaims:
                     f"{namespace!r}; the job is queued once it exists"))
             devices = (((template.get("spec") or {}).get("spec") or {}).get("devices") or {})
             for request in devices.get("requests") or ():
-                device_class, resource, count = self._request(request, template_name)
+                try:
+                    device_class, resource, count = self._request(request, template_name)
+                except UncountableClaim as error:
+                    raise UncountableClaim(where, str(error)) from None
                 found[resource] = found.get(resource, Decimal(0)) + count
                 classes.add(device_class)
         return found, classes

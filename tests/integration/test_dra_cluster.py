@@ -18,7 +18,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from operator_runs import clear, live_pods, read, workload_of
 from test_unlabelled_work import delete_webhook_configurations
 
-from admitter.api.contract import MIN_RUNTIME_ANNOTATION, RESUMABLE_ANNOTATION
+from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL, RESUMABLE_ANNOTATION
 from admitter.api.settings import DeviceClassMapping
 from admitter.api.workload import CONDITION_EVICTED
 from admitter.core.decisions import EvictionReason
@@ -76,11 +76,23 @@ async def dra_nodes(local_cluster: LocalCluster, api: Kube) -> AsyncIterator[lis
 
 
 @pytest.fixture
-async def dra_webhooks(local_cluster: LocalCluster, api: Kube,
+async def dra_webhooks(local_cluster: LocalCluster, api: Kube, namespace: str,
                        tmp_path: Path) -> AsyncIterator[None]:
-    """admitter's webhooks, with the DeviceClass mapping, registered as `admitter run` does."""
+    """admitter's webhooks, with the DeviceClass mapping, registered as `admitter run` does,
+    in effect: a queued Job's dry run comes back suspended (or refused for want of its
+    LocalQueue, which only admitter's webhook says)."""
+    async def in_effect() -> bool:
+        probe = JobWrapper("probe", namespace).gpus(1).obj()
+        try:
+            made = await api.request("POST", kube.JOBS.path(namespace), probe,
+                                     query={"dryRun": "All"})
+        except ApiException as error:
+            return "LocalQueue" in str(error)
+        return made["spec"].get("suspend") is True
+
     try:
         async with admitter_webhooks(api.api, SETTINGS, tmp_path / "certs", [ADMIN_USERNAME]):
+            await eventually(in_effect, "admitter's webhooks in effect")
             yield
     finally:
         delete_webhook_configurations(local_cluster)
@@ -101,7 +113,7 @@ def claiming_jobset(namespace: str, name: str, priority: str) -> Obj:
     return {
         "apiVersion": JobSet.api_version, "kind": "JobSet",
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"admitter.dev/queue": "default"},
+                     "labels": {QUEUE_LABEL: "default"},
                      "annotations": {MIN_RUNTIME_ANNOTATION: "2s",
                                      RESUMABLE_ANNOTATION: "true"}},
         "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
@@ -167,7 +179,7 @@ async def test_jobs_claiming_gpus_through_dra_are_queued_admitted_allocated_and_
                 wl = await workload_of(api, owner)
                 assert wl is not None
                 (pod_set,) = wl["spec"]["podSets"]
-                assert pod_set["requests"][GPU_RESOURCE] == "8", pod_set
+                assert str(pod_set["requests"][GPU_RESOURCE]) == "8", pod_set
                 assert pod_set["nodeSelector"] == {class_label(DEVICE_CLASS): "true"}
                 assert {hint["node"] for hint in wl["status"]["admission"]["nodeHints"]} == {
                     nodes[what]}
@@ -175,8 +187,8 @@ async def test_jobs_claiming_gpus_through_dra_are_queued_admitted_allocated_and_
 
             async def counted() -> Obj | None:
                 status = await cluster_queue_status(api, queue)
-                return status if (status.get("allocated") or {}).get(GPU_RESOURCE) == "16" \
-                    else None
+                allocated = str((status.get("allocated") or {}).get(GPU_RESOURCE))
+                return status if allocated == "16" else None
 
             status = await eventually(counted, "16 DRA GPUs allocated in the queue's status")
             assert status["admittedWorkloads"] == 2
@@ -213,7 +225,7 @@ async def test_jobs_claiming_gpus_through_dra_are_queued_admitted_allocated_and_
                 return status if seconds > 0 else None
 
             status = await eventually(used, "the queue's GPU time in its status", 120.0)
-            assert status["allocated"][GPU_RESOURCE] == "16"
+            assert str(status["allocated"][GPU_RESOURCE]) == "16"
             assert (await jobs(api, namespace))["urgent"]["spec"]["suspend"] is False
     finally:
         await clear(api, namespace, JOBSETS, kube.JOBS)
@@ -228,6 +240,6 @@ async def test_the_webhook_refuses_a_claim_of_a_device_class_with_no_mapping(
     with pytest.raises(ApiException) as refused:
         await api.create(kube.JOBS, job)
     assert refused.value.status in (400, 403, 422)
-    body = refused.value.body if isinstance(refused.value.body, str) else str(refused.value.body)
+    body = str(refused.value)
     assert "'nic.example.com' has no quota resource" in body, body
     assert "spec.template.spec.resourceClaims[0]" in body, body

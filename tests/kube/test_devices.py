@@ -1,0 +1,115 @@
+"""Each node's devices of the mapped DeviceClasses, read from ResourceSlices as admitter's node
+model counts them: the selector subset it evaluates, and the devices it leaves out."""
+
+import pytest
+
+from admitter.kube.core_values import core_node
+from admitter.kube.devices import class_label, class_selector, node_devices
+from admitter.testing.dra_driver import DEVICE_CLASS, DRIVER, device_class, resource_slice
+
+GPU = "nvidia.com/gpu"
+MAPPING = {DEVICE_CLASS: GPU}
+
+
+def node(name):
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": {"rack": "r1"}},
+            "status": {"allocatable": {"cpu": "96", GPU: "0"}}}
+
+
+def with_selectors(name, *expressions):
+    return {"metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]}}
+
+
+@pytest.mark.parametrize(("expression", "driver", "attributes", "selected"), [
+    ("device.driver == 'gpu.nvidia.com'", "gpu.nvidia.com", {}, True),
+    ('device.driver == "gpu.nvidia.com"', "other.example.com", {}, False),
+    ("device.attributes['gpu.nvidia.com'].type == 'gpu'", "gpu.nvidia.com",
+     {"type": {"string": "gpu"}}, True),
+    ("device.attributes['gpu.nvidia.com'].type == 'gpu'", "gpu.nvidia.com",
+     {"type": {"string": "mig"}}, False),
+    ("device.attributes['gpu.nvidia.com'].type == 'gpu'", "gpu.nvidia.com", {}, False),
+    ("device.attributes['example.com'].memoryGiB == 80", "gpu.nvidia.com",
+     {"example.com/memoryGiB": {"int": 80}}, True),
+    ("device.attributes['example.com'].healthy == true", "x", {"example.com/healthy":
+                                                                 {"bool": True}}, True),
+    ("(device.driver == 'gpu.nvidia.com') && device.attributes['gpu.nvidia.com'].index == 3",
+     "gpu.nvidia.com", {"index": {"int": 3}}, True),
+])
+def test_the_selector_subset_is_evaluated_as_cel_would(expression, driver, attributes, selected):
+    predicate = class_selector(with_selectors("c", expression))
+    assert predicate is not None
+    assert predicate(driver, attributes) is selected
+
+
+@pytest.mark.parametrize("expression", [
+    "device.driver == 'a' || device.driver == 'b'",
+    "device.driver.startsWith('gpu')",
+    "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0",
+    "device.driver == 'a' & device.driver == 'a'",
+    "(device.driver == 'a' && device.driver == 'b')",
+])
+def test_any_other_expression_is_not_evaluated(expression):
+    assert class_selector(with_selectors("c", expression)) is None
+
+
+def test_a_class_without_selectors_selects_every_device():
+    predicate = class_selector({"metadata": {"name": "c"}, "spec": {}})
+    assert predicate is not None and predicate("any.example.com", {})
+
+
+def test_each_node_counts_the_devices_its_slices_publish_for_mapped_classes():
+    slices = [resource_slice(node("n1"), 8), resource_slice(node("n2"), 4)]
+    found = node_devices(slices, [device_class()], MAPPING)
+    assert {name: on.counts for name, on in found.items()} == {"n1": {GPU: 8}, "n2": {GPU: 4}}
+    assert found["n1"].classes == {DEVICE_CLASS}
+
+
+def test_unmapped_classes_and_other_drivers_count_nothing():
+    other = resource_slice(node("n1"), 8, driver="nic.example.com")
+    assert node_devices([other], [device_class()], MAPPING) == {}
+    assert node_devices([resource_slice(node("n1"), 8)], [device_class()], {}) == {}
+
+
+def test_a_class_admitter_cannot_evaluate_counts_nothing_and_says_so():
+    warnings = []
+    found = node_devices([resource_slice(node("n1"), 8)],
+                         [with_selectors(DEVICE_CLASS, "device.driver.startsWith('gpu')")],
+                         MAPPING, warnings.append)
+    assert found == {}
+    assert len(warnings) == 1 and DEVICE_CLASS in warnings[0] and GPU in warnings[0]
+
+
+def test_only_the_newest_generation_of_a_pool_counts():
+    old = resource_slice(node("n1"), 8, generation=1)
+    new = resource_slice(node("n1"), 6, generation=2)
+    assert node_devices([old, new], [device_class()], MAPPING)["n1"].counts == {GPU: 6}
+
+
+def test_devices_not_on_one_node_shared_or_tainted_are_left_out():
+    network = resource_slice(node("n1"), 8)
+    del network["spec"]["nodeName"]
+    network["spec"]["allNodes"] = True
+    local = resource_slice(node("n2"), 4)
+    devices = local["spec"]["devices"]
+    devices[0]["consumesCounters"] = [{"counterSet": "gpu-0", "counters": {}}]
+    devices[1]["allowMultipleAllocations"] = True
+    devices[2]["taints"] = [{"key": "unhealthy", "effect": "NoSchedule"}]
+    found = node_devices([network, local], [device_class()], MAPPING)
+    assert {name: on.counts for name, on in found.items()} == {"n2": {GPU: 1}}
+
+
+def test_a_device_two_classes_of_one_resource_select_counts_once():
+    second = device_class(name="all-gpus.example.com")
+    mapping = {DEVICE_CLASS: GPU, "all-gpus.example.com": GPU}
+    found = node_devices([resource_slice(node("n1"), 8)], [device_class(), second], mapping)
+    assert found["n1"].counts == {GPU: 8}
+    assert found["n1"].classes == {DEVICE_CLASS, "all-gpus.example.com"}
+
+
+def test_the_core_node_offers_its_devices_and_carries_the_class_label():
+    on = node_devices([resource_slice(node("n1"), 8)], [device_class()], MAPPING)["n1"]
+    core = core_node(node("n1"), {}, on)
+    assert core.allocatable[GPU] == 8
+    assert core.labels == {"rack": "r1", class_label(DEVICE_CLASS): "true"}
+    assert DRIVER in class_label(DRIVER)
