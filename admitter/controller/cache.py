@@ -18,7 +18,15 @@ from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, job_of, reader_
 from admitter.jobs.workloads import job_owner, resource_of, runtime_resource
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
-from admitter.kube.devices import NodeDevices, node_devices
+from admitter.kube.devices import (
+    DeviceKey,
+    NodeDevices,
+    Published,
+    claim_pods,
+    held_devices,
+    node_devices,
+    published_devices,
+)
 from admitter.kube.informer import Informer, Key, StoreWatcher, key_of
 from admitter.kube.objects import Obj, is_true
 
@@ -75,26 +83,25 @@ class LiveWorkloads:
 
 @dataclass
 class Devices:
-    """The DRA objects the controller reads: the templates its jobs' claims name, and the
-    ResourceSlices and DeviceClasses that say how many devices of each mapped class each
-    node has."""
+    """The DRA objects the controller reads: the templates its jobs' claims name, the
+    ResourceSlices and DeviceClasses that say how many devices of each mapped class each node
+    has, and the ResourceClaims that hold some of them."""
 
     claim_templates: Informer
     slices: Informer
     classes: Informer
+    claims: Informer
     device_classes: dict[str, str]
     """The settings' DeviceClass → quota resource mapping."""
     warned: set[str] = field(default_factory=set)
     """Warnings logged already: a pass reads the classes again, the log says it once."""
 
     def all(self) -> list[Informer]:
-        return [self.claim_templates, self.slices, self.classes]
+        return [self.claim_templates, self.slices, self.classes, self.claims]
 
-    def capacity(self) -> NodeDevices:
-        """Per node, the devices its slices publish for the mapped classes, by quota
-        resource."""
-        return node_devices(self.slices.items(), self.classes.items(), self.device_classes,
-                            self._warn)
+    def published(self) -> dict[DeviceKey, Published]:
+        return published_devices(self.slices.items(), self.classes.items(),
+                                 self.device_classes, self._warn)
 
     def _warn(self, message: str) -> None:
         if message not in self.warned:
@@ -149,6 +156,7 @@ class Caches:
                 Informer(client, kube.RESOURCE_CLAIM_TEMPLATES, on_change, optional=True),
                 Informer(client, kube.RESOURCE_SLICES, on_change, optional=True),
                 Informer(client, kube.DEVICE_CLASSES, on_change, optional=True),
+                Informer(client, kube.RESOURCE_CLAIMS, on_change, optional=True),
                 dict(device_classes))
         runtimes, kinds = runtime_informers(
             client, on_change, devices.claim_templates if devices else None,
@@ -273,20 +281,47 @@ class Caches:
         """(kind, namespace, job name) → pods per node, for admitter's jobs' running pods."""
         return self.pod_index.bound
 
-    def foreign_usage(self) -> dict[str, dict[str, int]]:
-        """Per node, the requests of running pods that admitter does not manage; admitted
-        workloads are counted through their admission instead. A plain Pod admitter started
-        is foreign unless its Workload holds an admission (evicted, it runs until deleted)."""
+    def node_devices(self) -> tuple[NodeDevices, dict[str, dict[str, int]]]:
+        """Per node, the devices DRA drivers publish for the mapped classes, and those that
+        claims of pods admitter does not manage hold (foreign usage, as `foreign_usage`):
+        none without `deviceClassMappings`."""
+        if self.devices is None:
+            return {}, {}
+        published = self.devices.published()
+        return (node_devices(published),
+                held_devices(self.devices.claims.items(), published, self._foreign_claim))
+
+    def _foreign_claim(self, claim: Obj) -> bool:
+        """A claim no pod of admitter's holds: an admitted job's claims are counted through
+        its admission. One whose pods are gone still holds its devices until deallocated."""
+        namespace = claim["metadata"]["namespace"]
+        for name in claim_pods(claim):
+            pod = self.pods.get(namespace, name)
+            if pod is None:
+                continue
+            started = self.pod_index.started.get((namespace, name))
+            if (started is not None and self._admits(namespace, started)) or (
+                    self.pod_index.managed(pod)):
+                return False
+        return True
+
+    def foreign_usage(self, devices: Mapping[str, Mapping[str, int]] | None = None,
+                      ) -> dict[str, dict[str, int]]:
+        """Per node, the requests of running pods that admitter does not manage, and the
+        `devices` their claims hold; admitted workloads are counted through their admission
+        instead. A plain Pod admitter started is foreign unless its Workload holds an
+        admission (evicted, it runs until deleted)."""
         foreign = self.pod_index.foreign
         unadmitted = [started for (namespace, _), started in self.pod_index.started.items()
                       if not self._admits(namespace, started)]
-        if not unadmitted:
+        if not unadmitted and not devices:
             return foreign
         merged = {node: dict(amounts) for node, amounts in foreign.items()}
-        for started in unadmitted:
-            amounts = merged.setdefault(started.node, {})
-            for resource, amount in started.requests.items():
-                amounts[resource] = amounts.get(resource, 0) + amount
+        held = [(started.node, started.requests) for started in unadmitted]
+        for node, amounts in [*held, *(devices or {}).items()]:
+            total = merged.setdefault(node, {})
+            for resource, amount in amounts.items():
+                total[resource] = total.get(resource, 0) + amount
         return merged
 
     def _admits(self, namespace: str, started: StartedPod) -> bool:

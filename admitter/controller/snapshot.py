@@ -165,8 +165,8 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     unreadable = unreadable if unreadable is not None else Unreadable()
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues, unreadable)
-    foreign = caches.foreign_usage()
-    devices = caches.devices.capacity() if caches.devices is not None else {}
+    devices, held = caches.node_devices()
+    foreign = caches.foreign_usage(held)
     nodes = []
     for n in caches.nodes.items():
         try:

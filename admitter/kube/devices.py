@@ -165,13 +165,26 @@ def current_slices(slices: Iterable[Obj]) -> list[Obj]:
     return [slice_ for key, generation, slice_ in local if generation == newest[key]]
 
 
-def node_devices(slices: Iterable[Obj], classes: Iterable[Obj],
-                 mapping: Mapping[str, str],
-                 warn: Callable[[str], None] = log.warning) -> NodeDevices:
-    """Per node, the devices of each quota resource that `mapping` (DeviceClass → quota
-    resource) maps a class to (a device selected by several classes of one resource counts
-    once), and the classes it has devices of. A mapped class whose selectors admitter does
-    not evaluate is told to `warn` and selects nothing."""
+DeviceKey = tuple[str, str, str]
+"""(driver, pool, device): how a claim's allocation names a device."""
+
+
+@dataclass(frozen=True)
+class Published:
+    """A device of a mapped class: its node, the quota resources and the classes it counts
+    for."""
+
+    node: str
+    resources: frozenset[str]
+    classes: frozenset[str]
+
+
+def published_devices(slices: Iterable[Obj], classes: Iterable[Obj],
+                      mapping: Mapping[str, str],
+                      warn: Callable[[str], None] = log.warning) -> dict[DeviceKey, Published]:
+    """The devices that classes `mapping` (DeviceClass → quota resource) maps select, with
+    the resources they count as. A mapped class whose selectors admitter does not evaluate
+    is told to `warn` and selects nothing."""
     selectors: list[tuple[str, str, DevicePredicate]] = []
     for device_class in classes:
         name = device_class["metadata"]["name"]
@@ -184,22 +197,67 @@ def node_devices(slices: Iterable[Obj], classes: Iterable[Obj],
                  f"its devices are not counted as {mapping[name]}")
             continue
         selectors.append((name, mapping[name], predicate))
-    counts: dict[str, dict[str, int]] = {}
-    present: dict[str, set[str]] = {}
+    found: dict[DeviceKey, Published] = {}
     if not selectors:
-        return {}
+        return found
     for slice_ in current_slices(slices):
         spec = slice_["spec"]
         node, driver = spec["nodeName"], spec.get("driver", "")
-        amounts, names = counts.setdefault(node, {}), present.setdefault(node, set())
+        pool = (spec.get("pool") or {}).get("name", "")
         for device in spec.get("devices") or ():
             if not _counted(device):
                 continue
             attributes = device.get("attributes") or {}
             selecting = [(name, resource) for name, resource, predicate in selectors
                          if predicate(driver, attributes)]
-            names.update(name for name, _ in selecting)
-            for resource in {resource for _, resource in selecting}:
-                amounts[resource] = amounts.get(resource, 0) + 1
+            if selecting:
+                found[(driver, pool, device.get("name", ""))] = Published(
+                    node, frozenset(resource for _, resource in selecting),
+                    frozenset(name for name, _ in selecting))
+    return found
+
+
+def node_devices(published: Mapping[DeviceKey, Published]) -> NodeDevices:
+    """Per node, the devices of each mapped quota resource (a device selected by several
+    classes of one resource counts once), and the classes it has devices of."""
+    counts: dict[str, dict[str, int]] = {}
+    present: dict[str, set[str]] = {}
+    for device in published.values():
+        amounts = counts.setdefault(device.node, {})
+        for resource in device.resources:
+            amounts[resource] = amounts.get(resource, 0) + 1
+        present.setdefault(device.node, set()).update(device.classes)
     return {node: DevicesOnNode(amounts, frozenset(present[node]))
-            for node, amounts in counts.items() if amounts}
+            for node, amounts in counts.items()}
+
+
+def claim_pods(claim: Obj) -> set[str]:
+    """The names of the pods a ResourceClaim is reserved for or owned by (a claim made from
+    a pod's template is owned by the pod)."""
+    status = claim.get("status") or {}
+    reserved = {entry.get("name", "") for entry in status.get("reservedFor") or ()
+                if entry.get("resource") == "pods"}
+    owners = {owner.get("name", "") for owner in claim["metadata"].get("ownerReferences") or ()
+              if owner.get("kind") == "Pod"}
+    return reserved | owners
+
+
+def held_devices(claims: Iterable[Obj], published: Mapping[DeviceKey, Published],
+                 holds: Callable[[Obj], bool]) -> dict[str, dict[str, int]]:
+    """Per node, the devices of mapped classes allocated to the claims `holds` picks, by
+    quota resource: what they take from the node whatever admission says."""
+    found: dict[str, dict[str, int]] = {}
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        results = (allocation.get("devices") or {}).get("results") or ()
+        if not results or not holds(claim):
+            continue
+        for result in results:
+            device = published.get((result.get("driver", ""), result.get("pool", ""),
+                                    result.get("device", "")))
+            if device is None:
+                continue
+            amounts = found.setdefault(device.node, {})
+            for resource in device.resources:
+                amounts[resource] = amounts.get(resource, 0) + 1
+    return found

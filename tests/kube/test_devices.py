@@ -4,11 +4,25 @@ model counts them: the selector subset it evaluates, and the devices it leaves o
 import pytest
 
 from admitter.kube.core_values import core_node
-from admitter.kube.devices import class_label, class_selector, node_devices
+from admitter.kube.devices import (
+    class_label,
+    class_selector,
+    held_devices,
+    node_devices,
+    published_devices,
+)
 from admitter.testing.dra_driver import DEVICE_CLASS, DRIVER, device_class, resource_slice
 
 GPU = "nvidia.com/gpu"
 MAPPING = {DEVICE_CLASS: GPU}
+
+
+def counted(slices, classes=None, mapping=MAPPING, warn=None):
+    """Each node's devices, as the controller reads them."""
+    classes = [device_class()] if classes is None else classes
+    if warn is None:
+        return node_devices(published_devices(slices, classes, mapping))
+    return node_devices(published_devices(slices, classes, mapping, warn))
 
 
 def node(name):
@@ -60,22 +74,22 @@ def test_a_class_without_selectors_selects_every_device():
 
 def test_each_node_counts_the_devices_its_slices_publish_for_mapped_classes():
     slices = [resource_slice(node("n1"), 8), resource_slice(node("n2"), 4)]
-    found = node_devices(slices, [device_class()], MAPPING)
+    found = counted(slices)
     assert {name: on.counts for name, on in found.items()} == {"n1": {GPU: 8}, "n2": {GPU: 4}}
     assert found["n1"].classes == {DEVICE_CLASS}
 
 
 def test_unmapped_classes_and_other_drivers_count_nothing():
     other = resource_slice(node("n1"), 8, driver="nic.example.com")
-    assert node_devices([other], [device_class()], MAPPING) == {}
-    assert node_devices([resource_slice(node("n1"), 8)], [device_class()], {}) == {}
+    assert counted([other]) == {}
+    assert counted([resource_slice(node("n1"), 8)], mapping={}) == {}
 
 
 def test_a_class_admitter_cannot_evaluate_counts_nothing_and_says_so():
     warnings = []
-    found = node_devices([resource_slice(node("n1"), 8)],
+    found = node_devices(published_devices([resource_slice(node("n1"), 8)],
                          [with_selectors(DEVICE_CLASS, "device.driver.startsWith('gpu')")],
-                         MAPPING, warnings.append)
+                         MAPPING, warnings.append))
     assert found == {}
     assert len(warnings) == 1 and DEVICE_CLASS in warnings[0] and GPU in warnings[0]
 
@@ -83,7 +97,7 @@ def test_a_class_admitter_cannot_evaluate_counts_nothing_and_says_so():
 def test_only_the_newest_generation_of_a_pool_counts():
     old = resource_slice(node("n1"), 8, generation=1)
     new = resource_slice(node("n1"), 6, generation=2)
-    assert node_devices([old, new], [device_class()], MAPPING)["n1"].counts == {GPU: 6}
+    assert counted([old, new])["n1"].counts == {GPU: 6}
 
 
 def test_devices_not_on_one_node_shared_or_tainted_are_left_out():
@@ -95,20 +109,33 @@ def test_devices_not_on_one_node_shared_or_tainted_are_left_out():
     devices[0]["consumesCounters"] = [{"counterSet": "gpu-0", "counters": {}}]
     devices[1]["allowMultipleAllocations"] = True
     devices[2]["taints"] = [{"key": "unhealthy", "effect": "NoSchedule"}]
-    found = node_devices([network, local], [device_class()], MAPPING)
+    found = counted([network, local])
     assert {name: on.counts for name, on in found.items()} == {"n2": {GPU: 1}}
 
 
 def test_a_device_two_classes_of_one_resource_select_counts_once():
     second = device_class(name="all-gpus.example.com")
     mapping = {DEVICE_CLASS: GPU, "all-gpus.example.com": GPU}
-    found = node_devices([resource_slice(node("n1"), 8)], [device_class(), second], mapping)
+    found = counted([resource_slice(node("n1"), 8)], [device_class(), second], mapping)
     assert found["n1"].counts == {GPU: 8}
     assert found["n1"].classes == {DEVICE_CLASS, "all-gpus.example.com"}
 
 
+def test_claims_held_devices_are_counted_on_the_node_of_each_device():
+    published = published_devices([resource_slice(node("n1"), 8), resource_slice(node("n2"), 8)],
+                                  [device_class()], MAPPING)
+    claim = {"metadata": {"name": "c"}, "status": {"allocation": {"devices": {"results": [
+        {"driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+        {"driver": DRIVER, "pool": "n2", "device": "gpu-7"},
+        {"driver": "nic.example.com", "pool": "n1", "device": "eth0"}]}}}}
+    unallocated = {"metadata": {"name": "d"}, "status": {}}
+    assert held_devices([claim, unallocated], published, lambda _: True) == {
+        "n1": {GPU: 1}, "n2": {GPU: 1}}
+    assert held_devices([claim], published, lambda _: False) == {}
+
+
 def test_the_core_node_offers_its_devices_and_carries_the_class_label():
-    on = node_devices([resource_slice(node("n1"), 8)], [device_class()], MAPPING)["n1"]
+    on = counted([resource_slice(node("n1"), 8)])["n1"]
     core = core_node(node("n1"), {}, on)
     assert core.allocatable[GPU] == 8
     assert core.labels == {"rack": "r1", class_label(DEVICE_CLASS): "true"}
