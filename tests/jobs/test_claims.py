@@ -150,6 +150,10 @@ def test_the_workload_charges_count_times_per_pod_and_selects_nodes_with_the_cla
     assert equivalent(job, wl, kinds)
     bigger = JobKinds(claims=claims(claim_template(NAMESPACE, "eight", 16)))
     assert not equivalent(job, wl, bigger), "a template charged otherwise is a change"
+    assert equivalent(job, wl, JobKinds(claims=claims())), "a template gone: the charge stands"
+    fewer = JobWrapper("train", NAMESPACE).pods(2).gpus(0).obj()
+    fewer["spec"]["template"]["spec"] = claiming(fewer["spec"]["template"]["spec"], "eight")
+    assert not equivalent(fewer, wl, JobKinds(claims=claims())), "the pod count still counts"
 
 
 def test_a_workload_cannot_be_made_for_a_claim_that_cannot_be_counted():
