@@ -2,6 +2,8 @@
 model counts them: the selector subset it evaluates, and the devices it leaves out."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from admitter.kube.core_values import core_node
 from admitter.kube.devices import (
@@ -140,3 +142,30 @@ def test_the_core_node_offers_its_devices_and_carries_the_class_label():
     assert core.allocatable[GPU] == 8
     assert core.labels == {"rack": "r1", class_label(DEVICE_CLASS): "true"}
     assert DRIVER in class_label(DRIVER)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["n1", "n2", "n3"]),
+                          st.sampled_from(["plain", "counters", "tainted", "other-driver"])),
+                max_size=40))
+def test_each_node_offers_exactly_its_plain_devices_of_the_mapped_driver(devices):
+    """Whatever the mix, a node's count is its whole, untainted devices of the mapped class,
+    never more: a device that is part of another or reserved offers nothing."""
+    slices = []
+    for name in ("n1", "n2", "n3"):
+        for driver in (DRIVER, "nic.example.com"):
+            published = resource_slice(node(name), 0, driver=driver)
+            for index, (where, kind) in enumerate(devices):
+                if where != name or (driver == DRIVER) == (kind == "other-driver"):
+                    continue
+                device = {"name": f"dev-{index}", "attributes": {"type": {"string": "gpu"}}}
+                if kind == "counters":
+                    device["consumesCounters"] = [{"counterSet": "gpu", "counters": {}}]
+                if kind == "tainted":
+                    device["taints"] = [{"key": "bad", "effect": "NoExecute"}]
+                published["spec"]["devices"].append(device)
+            slices.append(published)
+    found = counted(slices)
+    expected = {name: sum(1 for where, kind in devices if where == name and kind == "plain")
+                for name in ("n1", "n2", "n3")}
+    assert {name: on.counts.get(GPU, 0) for name, on in found.items()} == {
+        name: count for name, count in expected.items() if count}
