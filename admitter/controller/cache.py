@@ -95,13 +95,26 @@ class Devices:
     """The settings' DeviceClass → quota resource mapping."""
     warned: set[str] = field(default_factory=set)
     """Warnings logged already: a pass reads the classes again, the log says it once."""
+    _published: dict[DeviceKey, Published] | None = None
+    """The devices as last read, until a slice or a class changes: passes come far more
+    often than drivers republish, and reading every device was most of a pass's DRA cost."""
+
+    def __post_init__(self) -> None:
+        stale = StoreWatcher(lambda old, new: self._forget(), lambda objects: self._forget())
+        self.slices.watchers.append(stale)
+        self.classes.watchers.append(stale)
+
+    def _forget(self) -> None:
+        self._published = None
 
     def all(self) -> list[Informer]:
         return [self.claim_templates, self.slices, self.classes, self.claims]
 
     def published(self) -> dict[DeviceKey, Published]:
-        return published_devices(self.slices.items(), self.classes.items(),
-                                 self.device_classes, self._warn)
+        if self._published is None:
+            self._published = published_devices(self.slices.items(), self.classes.items(),
+                                                self.device_classes, self._warn)
+        return self._published
 
     def _warn(self, message: str) -> None:
         if message not in self.warned:

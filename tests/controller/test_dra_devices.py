@@ -70,6 +70,19 @@ def test_nodes_offer_the_gpus_their_slices_publish() -> None:
     assert gpus_offered(dra_controller(FakeApi())) == {"dra-a": 8, "dra-b": 8}
 
 
+def test_a_slice_published_or_withdrawn_changes_what_the_node_offers_at_once() -> None:
+    api = FakeApi()
+    controller = dra_controller(api)
+    devices = controller.caches.devices
+    assert devices is not None
+    assert gpus_offered(controller)["dra-a"] == 8
+    node = {"metadata": {"name": "dra-a", "uid": "uid-dra-a"}}
+    add(api, devices.slices, kube.RESOURCE_SLICES, resource_slice(node, 4, generation=2))
+    assert gpus_offered(controller)["dra-a"] == 4, "the pool's newer generation replaces it"
+    devices.classes.forget(devices.classes.items()[0])
+    assert gpus_offered(controller) == {"dra-a": 0, "dra-b": 0}
+
+
 def test_devices_claims_of_pods_admitter_does_not_manage_hold_are_not_offered() -> None:
     api = FakeApi()
     controller = dra_controller(api)
