@@ -15,6 +15,8 @@ What admitter can count, and what it refuses and why:
 - allocation mode `All` is refused: it takes every matching device of the node the pod lands
   on, a number known only once it is placed;
 - a class with no mapping is refused: its devices could not be charged to anything;
+- an `exactly` request with `adminAccess` is not charged: it gets devices other claims may
+  hold already (monitoring, in namespaces an admin labelled for it) and takes none from them;
 - a ResourceClaim referenced by name is refused: it is allocated once and shared by every pod
   naming it, inside this job or outside it, so it is neither per-pod demand nor this job's
   alone. Give each pod its own claim through a ResourceClaimTemplate.
@@ -98,6 +100,8 @@ class DeviceClaims:
                     f"{namespace!r}; the job is queued once it exists"))
             devices = (((template.get("spec") or {}).get("spec") or {}).get("devices") or {})
             for request in devices.get("requests") or ():
+                if (request.get("exactly") or {}).get("adminAccess"):
+                    continue  # a device in use already, watched by an admin's pod: no charge
                 try:
                     device_class, resource, count = self._request(request, template_name)
                 except UncountableClaim as error:

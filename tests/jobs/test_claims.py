@@ -110,6 +110,13 @@ def test_a_device_class_with_no_mapping_is_refused_naming_the_class():
     assert "'nics'" in str(refused)
 
 
+def test_an_admin_access_request_is_not_charged():
+    watching = with_requests("watch", {"exactly": {"deviceClassName": "nic.example.com",
+                                                   "adminAccess": True, "count": 8}},
+                             {"exactly": {"deviceClassName": "gpu.nvidia.com"}})
+    assert claims(watching).requests(NAMESPACE, pod("watch")) == {GPU: Decimal(1)}
+
+
 def test_allocation_mode_all_is_refused():
     template = claim_template(NAMESPACE, "all", 1, allocationMode="All")
     refused = refusal(claims(template), pod("all"))
