@@ -7,6 +7,7 @@ from __future__ import annotations
 from fake_api import FakeApi, add, settled_pass, team
 
 from admitter.api.settings import DeviceClassMapping, Settings
+from admitter.controller.cache import Devices
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.snapshot import Translations, build_view
 from admitter.core.model import GPU
@@ -27,8 +28,9 @@ SETTINGS = Settings(device_class_mappings=[
     DeviceClassMapping(name=GPU, device_class_names=[DEVICE_CLASS])])
 
 
-def dra_controller(api: FakeApi) -> Reconciler:
-    """`team` (16 GPUs) on two nodes without device-plugin GPUs, 8 DRA GPUs each."""
+def dra_controller(api: FakeApi) -> tuple[Reconciler, Devices]:
+    """`team` (16 GPUs) on two nodes without device-plugin GPUs, 8 DRA GPUs each; and the
+    controller's DRA informers."""
     controller = Reconciler(api, SETTINGS, "test", lambda: 1.0e9)  # type: ignore[arg-type]
     team(api, controller, 16, dra_a=0, dra_b=0)
     devices = controller.caches.devices
@@ -37,7 +39,7 @@ def dra_controller(api: FakeApi) -> Reconciler:
     for name in ("dra-a", "dra-b"):
         node = {"metadata": {"name": name, "uid": f"uid-{name}"}}
         add(api, devices.slices, kube.RESOURCE_SLICES, resource_slice(node, 8))
-    return controller
+    return controller, devices
 
 
 def allocated_claim(name: str, node: str, devices: int, pod: Obj) -> Obj:
@@ -67,14 +69,12 @@ def gpus_offered(controller: Reconciler) -> dict[str, int]:
 
 
 def test_nodes_offer_the_gpus_their_slices_publish() -> None:
-    assert gpus_offered(dra_controller(FakeApi())) == {"dra-a": 8, "dra-b": 8}
+    assert gpus_offered(dra_controller(FakeApi())[0]) == {"dra-a": 8, "dra-b": 8}
 
 
 def test_a_slice_published_or_withdrawn_changes_what_the_node_offers_at_once() -> None:
     api = FakeApi()
-    controller = dra_controller(api)
-    devices = controller.caches.devices
-    assert devices is not None
+    controller, devices = dra_controller(api)
     assert gpus_offered(controller)["dra-a"] == 8
     node = {"metadata": {"name": "dra-a", "uid": "uid-dra-a"}}
     add(api, devices.slices, kube.RESOURCE_SLICES, resource_slice(node, 4, generation=2))
@@ -85,9 +85,7 @@ def test_a_slice_published_or_withdrawn_changes_what_the_node_offers_at_once() -
 
 def test_devices_claims_of_pods_admitter_does_not_manage_hold_are_not_offered() -> None:
     api = FakeApi()
-    controller = dra_controller(api)
-    devices = controller.caches.devices
-    assert devices is not None
+    controller, devices = dra_controller(api)
     notebook = pod_of(None, "notebook")
     add(api, controller.caches.pods, kube.PODS, notebook)
     add(api, devices.claims, kube.RESOURCE_CLAIMS, allocated_claim("nb-gpus", "dra-a", 3, notebook))
@@ -96,9 +94,7 @@ def test_devices_claims_of_pods_admitter_does_not_manage_hold_are_not_offered() 
 
 def test_a_queued_jobs_claims_are_counted_by_its_admission_not_again() -> None:
     api = FakeApi()
-    controller = dra_controller(api)
-    devices = controller.caches.devices
-    assert devices is not None
+    controller, devices = dra_controller(api)
     job = add(api, controller.caches.jobs["Job"], kube.JOBS,
               JobWrapper("train", "ns").gpus(0).obj())
     pod = pod_of(job)
@@ -110,9 +106,7 @@ def test_a_queued_jobs_claims_are_counted_by_its_admission_not_again() -> None:
 async def test_a_job_claiming_gpus_is_charged_and_admitted_onto_the_nodes_that_have_them(
         ) -> None:
     api = FakeApi()
-    controller = dra_controller(api)
-    devices = controller.caches.devices
-    assert devices is not None
+    controller, devices = dra_controller(api)
     add(api, devices.claim_templates, kube.RESOURCE_CLAIM_TEMPLATES,
         claim_template("ns", "eight", 8))
     job = JobWrapper("train", "ns").pods(2).gpus(0).min_runtime(None).obj()
