@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from admitter.api.base import MAX_K_VALUE, ApiModel, LabelKey, ObjectName
+from admitter.api.base import MAX_K_VALUE, ApiModel, LabelKey, ObjectName, ResourceName
 from admitter.api.duration import Duration
 from admitter.core.decisions import CycleSettings
 
@@ -185,6 +185,18 @@ class UnlabelledWork(ApiModel):
         return {**selector, "matchExpressions": [*selector.get("matchExpressions", []), never]}
 
 
+class DeviceClassMapping(ApiModel):
+    """Devices of these DeviceClasses, claimed through Dynamic Resource Allocation, are
+    counted as this quota resource (Kueue's `deviceClassMappings`): a claim for 2 devices of
+    `gpu.nvidia.com` is charged as 2 `nvidia.com/gpu`, and each node offers as many of it as
+    its ResourceSlices publish devices of these classes (docs/dra.md)."""
+
+    name: ResourceName
+    """The quota resource the devices count as, e.g. `nvidia.com/gpu`."""
+    device_class_names: list[ObjectName] = Field(min_length=1)
+    """The DeviceClasses whose devices count as `name`."""
+
+
 class Settings(ApiModel):
     """Knobs of the admission cycle."""
 
@@ -211,3 +223,23 @@ class Settings(ApiModel):
     unlabelled_work: UnlabelledWork | None = None
     """Opt-in: queue Jobs without the queue label, and plain GPU Pods, in the namespaces
     selected (docs/webhooks.md); null leaves unlabelled work alone."""
+    device_class_mappings: list[DeviceClassMapping] = Field(default_factory=list)
+    """Which DeviceClasses count as which quota resource. A job claiming devices of a class
+    not mapped here is refused: admitter could not charge it. Empty: no claims are allowed."""
+
+    @field_validator("device_class_mappings")
+    @classmethod
+    def _each_class_once(cls, mappings: list[DeviceClassMapping]) -> list[DeviceClassMapping]:
+        seen: dict[str, str] = {}
+        for mapping in mappings:
+            for name in mapping.device_class_names:
+                if name in seen:
+                    raise ValueError(f"DeviceClass {name!r} is mapped twice ({seen[name]!r} and "
+                                     f"{mapping.name!r}); a class counts as one resource")
+                seen[name] = mapping.name
+        return mappings
+
+    def device_classes(self) -> dict[str, str]:
+        """DeviceClass name → the quota resource its devices count as."""
+        return {name: mapping.name for mapping in self.device_class_mappings
+                for name in mapping.device_class_names}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.convert import cluster_levels
@@ -12,18 +13,32 @@ from admitter.api.workload import CONDITION_FINISHED
 from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
 from admitter.controller.unreadable import UNREADABLE_ERRORS
 from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.claims import DeviceClaims
 from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, job_of, reader_of
 from admitter.jobs.workloads import job_owner, resource_of, runtime_resource
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
+from admitter.kube.devices import (
+    DeviceKey,
+    NodeDevices,
+    Published,
+    claim_pods,
+    held_devices,
+    node_devices,
+    published_devices,
+)
 from admitter.kube.informer import Informer, Key, StoreWatcher, key_of
 from admitter.kube.objects import Obj, is_true
 
+log = logging.getLogger(__name__)
+
 
 def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None],
+                      claim_templates: Informer | None, device_classes: Mapping[str, str],
                       ) -> tuple[dict[str, Informer], JobKinds]:
     """An informer per runtime kind of the queued kinds that read runtimes, and the kinds
-    reading through them (this controller's own)."""
+    reading through them and counting device claims through `claim_templates` (this
+    controller's own)."""
     found: dict[str, Informer] = {}
     for job_kind in KINDS.runtime_readers():
         for runtime_kind in job_kind.runtime_kinds:
@@ -33,7 +48,10 @@ def runtime_informers(client: Kube, on_change: Callable[[str, Obj], None],
     def lookup(kind: str, namespace: str, name: str) -> Obj | None:
         return found[kind].get(namespace, name)
 
-    return found, JobKinds(lookup)
+    def template(namespace: str, name: str) -> Obj | None:
+        return None if claim_templates is None else claim_templates.get(namespace, name)
+
+    return found, JobKinds(lookup, DeviceClaims(dict(device_classes), template))
 
 
 def job_key(job: Obj) -> JobKey:
@@ -64,6 +82,47 @@ class LiveWorkloads:
 
 
 @dataclass
+class Devices:
+    """The DRA objects the controller reads: the templates its jobs' claims name, the
+    ResourceSlices and DeviceClasses that say how many devices of each mapped class each node
+    has, and the ResourceClaims that hold some of them."""
+
+    claim_templates: Informer
+    slices: Informer
+    classes: Informer
+    claims: Informer
+    device_classes: dict[str, str]
+    """The settings' DeviceClass → quota resource mapping."""
+    warned: set[str] = field(default_factory=set)
+    """Warnings logged already: a pass reads the classes again, the log says it once."""
+    _published: dict[DeviceKey, Published] | None = None
+    """The devices as last read, until a slice or a class changes: passes come far more
+    often than drivers republish, and reading every device was most of a pass's DRA cost."""
+
+    def __post_init__(self) -> None:
+        stale = StoreWatcher(lambda old, new: self._forget(), lambda objects: self._forget())
+        self.slices.watchers.append(stale)
+        self.classes.watchers.append(stale)
+
+    def _forget(self) -> None:
+        self._published = None
+
+    def all(self) -> list[Informer]:
+        return [self.claim_templates, self.slices, self.classes, self.claims]
+
+    def published(self) -> dict[DeviceKey, Published]:
+        if self._published is None:
+            self._published = published_devices(self.slices.items(), self.classes.items(),
+                                                self.device_classes, self._warn)
+        return self._published
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warned:
+            self.warned.add(message)
+            log.warning("%s", message)
+
+
+@dataclass
 class Caches:
     nodes: Informer
     pods: Informer
@@ -83,9 +142,14 @@ class Caches:
     kinds: JobKinds
     """The job kinds as this controller reads them: those that read runtimes read these
     caches' own."""
+    devices: Devices | None = None
+    """What Dynamic Resource Allocation publishes, read only when the settings map some
+    DeviceClass to a quota resource."""
 
     @classmethod
-    def create(cls, client: Kube, on_change: Callable[[str, Obj], None]) -> Caches:
+    def create(cls, client: Kube, on_change: Callable[[str, Obj], None],
+               device_classes: Mapping[str, str] | None = None) -> Caches:
+        """`device_classes`: the settings' DeviceClass → quota resource mapping."""
         def informer(kind: kube.Kind, query: dict[str, str] | None = None) -> Informer:
             return Informer(client, kind, on_change, query)
 
@@ -99,7 +163,17 @@ class Caches:
             jobs[name].watchers.append(pod_index.jobs(name))
         workloads = informer(kube.WORKLOADS)
         workloads.watchers.append(live.watcher)
-        runtimes, kinds = runtime_informers(client, on_change)
+        devices = None
+        if device_classes:
+            devices = Devices(
+                Informer(client, kube.RESOURCE_CLAIM_TEMPLATES, on_change, optional=True),
+                Informer(client, kube.RESOURCE_SLICES, on_change, optional=True),
+                Informer(client, kube.DEVICE_CLASSES, on_change, optional=True),
+                Informer(client, kube.RESOURCE_CLAIMS, on_change, optional=True),
+                dict(device_classes))
+        runtimes, kinds = runtime_informers(
+            client, on_change, devices.claim_templates if devices else None,
+            device_classes or {})
         return cls(
             nodes=informer(kube.NODES),
             pods=pods,
@@ -113,12 +187,13 @@ class Caches:
             live_workloads=live,
             runtimes=runtimes,
             kinds=kinds,
+            devices=devices,
         )
 
     def all(self) -> list[Informer]:
         return [self.nodes, self.pods, *self.jobs.values(), self.workloads,
                 self.cluster_queues, self.local_queues, self.topologies, self.priority_classes,
-                *self.runtimes.values()]
+                *self.runtimes.values(), *(self.devices.all() if self.devices else ())]
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.all()))
@@ -219,20 +294,47 @@ class Caches:
         """(kind, namespace, job name) → pods per node, for admitter's jobs' running pods."""
         return self.pod_index.bound
 
-    def foreign_usage(self) -> dict[str, dict[str, int]]:
-        """Per node, the requests of running pods that admitter does not manage; admitted
-        workloads are counted through their admission instead. A plain Pod admitter started
-        is foreign unless its Workload holds an admission (evicted, it runs until deleted)."""
+    def node_devices(self) -> tuple[NodeDevices, dict[str, dict[str, int]]]:
+        """Per node, the devices DRA drivers publish for the mapped classes, and those that
+        claims of pods admitter does not manage hold (foreign usage, as `foreign_usage`):
+        none without `deviceClassMappings`."""
+        if self.devices is None:
+            return {}, {}
+        published = self.devices.published()
+        return (node_devices(published),
+                held_devices(self.devices.claims.items(), published, self._foreign_claim))
+
+    def _foreign_claim(self, claim: Obj) -> bool:
+        """A claim no pod of admitter's holds: an admitted job's claims are counted through
+        its admission. One whose pods are gone still holds its devices until deallocated."""
+        namespace = claim["metadata"]["namespace"]
+        for name in claim_pods(claim):
+            pod = self.pods.get(namespace, name)
+            if pod is None:
+                continue
+            started = self.pod_index.started.get((namespace, name))
+            if (started is not None and self._admits(namespace, started)) or (
+                    self.pod_index.managed(pod)):
+                return False
+        return True
+
+    def foreign_usage(self, devices: Mapping[str, Mapping[str, int]] | None = None,
+                      ) -> dict[str, dict[str, int]]:
+        """Per node, the requests of running pods that admitter does not manage, and the
+        `devices` their claims hold; admitted workloads are counted through their admission
+        instead. A plain Pod admitter started is foreign unless its Workload holds an
+        admission (evicted, it runs until deleted)."""
         foreign = self.pod_index.foreign
         unadmitted = [started for (namespace, _), started in self.pod_index.started.items()
                       if not self._admits(namespace, started)]
-        if not unadmitted:
+        if not unadmitted and not devices:
             return foreign
         merged = {node: dict(amounts) for node, amounts in foreign.items()}
-        for started in unadmitted:
-            amounts = merged.setdefault(started.node, {})
-            for resource, amount in started.requests.items():
-                amounts[resource] = amounts.get(resource, 0) + amount
+        held = [(started.node, started.requests) for started in unadmitted]
+        for node, amounts in [*held, *(devices or {}).items()]:
+            total = merged.setdefault(node, {})
+            for resource, amount in amounts.items():
+                total[resource] = total.get(resource, 0) + amount
         return merged
 
     def _admits(self, namespace: str, started: StartedPod) -> bool:

@@ -19,10 +19,11 @@ from admitter.api.contract import (
 )
 from admitter.api.quantity import kube_base_units
 from admitter.api.workload import CONDITION_FINISHED
+from admitter.jobs.claims import UncountableClaim
 from admitter.jobs.interface import ClearsStartTime, ShapedAtStart
 from admitter.jobs.registry import KINDS, JobKinds, job_of
 from admitter.jobs.workloads import job_ended
-from admitter.kube.objects import Obj, evicting, is_true, pod_requests
+from admitter.kube.objects import Obj, evicting, is_true
 
 
 class Step(Enum):
@@ -86,8 +87,16 @@ def equivalent(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> bool:
     for pod_set, now in zip(charged, running, strict=True):
         requests = {r: kube_base_units(r, a)
                     for r, a in (pod_set.get("requests") or {}).items()}
-        wanted = {r: kube_base_units(r, a) for r, a in pod_requests(now.pod_spec).items()}
-        if int(pod_set["count"]) != now.count or requests != wanted:
+        if int(pod_set["count"]) != now.count:
+            return False
+        try:
+            demand = kinds.pod_demand(job["metadata"]["namespace"], now.pod_spec)
+        except UncountableClaim:
+            # Claims counted when the Workload was made that cannot be now (their template
+            # deleted, the class's mapping removed): the claims made stay as they were, and
+            # so does the charge; a job that cannot converge could not be evicted either.
+            continue
+        if requests != {r: kube_base_units(r, a) for r, a in demand.items()}:
             return False
     return True
 

@@ -67,6 +67,14 @@ class PodIndex:
         """Counted pods per owning Job, managed or not, to move when the Job comes or goes."""
         self.pods = StoreWatcher(self._pod_changed, self._pods_replaced)
 
+    def managed(self, pod: Obj) -> bool:
+        """Whether a queued job owns the pod, bound or not: its admission counts what the
+        pod holds."""
+        try:
+            return any(job in self._managed for job in _jobs_of(pod, job_owner(pod)))
+        except UNREADABLE_ERRORS:
+            return False
+
     def jobs(self, kind: str) -> StoreWatcher:
         """The watcher of the informer of one job kind."""
         return StoreWatcher(lambda old, new: self._job_changed(kind, old, new),

@@ -80,7 +80,7 @@ class Reconciler:
         """The core kept from pass to pass, synced to each snapshot (or a test's own)."""
         self.settings = settings
         self.clock = clock
-        self.caches = Caches.create(client, self._changed)
+        self.caches = Caches.create(client, self._changed, settings.device_classes())
         self.actions = Actions(client, self.caches.kinds)
         self.events = EventRecorder(client, identity)
         self.status = StatusWriter(client)

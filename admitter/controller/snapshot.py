@@ -30,6 +30,7 @@ from admitter.jobs.interface import ReadyWhenBound
 from admitter.jobs.registry import KINDS, JobKinds, job_of
 from admitter.jobs.workloads import JOB_NAME_LABEL, job_owner
 from admitter.kube.core_values import core_node, core_workload, pod_set_domains
+from admitter.kube.devices import NO_DEVICES, DevicesOnNode
 from admitter.kube.informer import Key, key_of
 from admitter.kube.objects import TERMINAL_POD_PHASES, Obj
 
@@ -118,8 +119,9 @@ class Translations:
     def __init__(self) -> None:
         self._last: dict[str, Translation] = {}
         self._seen: dict[str, Translation] = {}
-        self._nodes: dict[str, tuple[str | None, dict[str, int], Node]] = {}
-        self._nodes_seen: dict[str, tuple[str | None, dict[str, int], Node]] = {}
+        self._nodes: dict[str, tuple[str | None, dict[str, int], DevicesOnNode, Node]] = {}
+        self._nodes_seen: dict[str, tuple[str | None, dict[str, int], DevicesOnNode,
+                                          Node]] = {}
 
     def of(self, wl: Obj) -> Translation:
         meta = wl["metadata"]
@@ -140,16 +142,17 @@ class Translations:
         self._last, self._seen = self._seen, {}
         self._nodes, self._nodes_seen = self._nodes_seen, {}
 
-    def node(self, node: Obj, used: Mapping[str, int]) -> Node:
-        """The core Node, translated again only when the object or the usage of pods admitter
-        does not manage on it changed."""
+    def node(self, node: Obj, used: Mapping[str, int],
+             devices: DevicesOnNode = NO_DEVICES) -> Node:
+        """The core Node, translated again only when the object, the usage of pods admitter
+        does not manage on it or the DRA devices published on it changed."""
         meta = node["metadata"]
         version = meta.get("resourceVersion")
         known = self._nodes.get(meta["name"])
-        if known is None or known[0] != version or known[1] != used:
-            known = (version, dict(used), core_node(node, used))
+        if known is None or known[0] != version or known[1] != used or known[2] != devices:
+            known = (version, dict(used), devices, core_node(node, used, devices))
         self._nodes_seen[meta["name"]] = known
-        return known[2]
+        return known[3]
 
 
 def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
@@ -162,11 +165,14 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     unreadable = unreadable if unreadable is not None else Unreadable()
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues, unreadable)
-    foreign = caches.foreign_usage()
+    devices, held = caches.node_devices()
+    foreign = caches.foreign_usage(held)
     nodes = []
     for n in caches.nodes.items():
         try:
-            nodes.append(translations.node(n, foreign.get(n["metadata"]["name"], {})))
+            name = n["metadata"]["name"]
+            nodes.append(translations.node(n, foreign.get(name, {}),
+                                           devices.get(name, NO_DEVICES)))
         except UNREADABLE_ERRORS as error:
             unreadable.add("Node", n, error)
     bound = caches.bound_pods()

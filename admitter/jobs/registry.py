@@ -9,20 +9,28 @@ finished) and the webhook, which guards a runtime reader's size fields instead."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
 from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.claims import NO_CLAIMS, DeviceClaims
 from admitter.jobs.interface import GenericJob, JobReader, LabelsPods, ReadsRuntimes
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.rayjob import RayJob
 from admitter.jobs.trainjob import RuntimeLookup, TrainJob
-from admitter.kube.objects import Obj
+from admitter.kube.objects import Obj, pod_requests
 
 
 class JobKinds:
     """One set of the kinds admitter queues, those that read runtimes reading through
-    `runtimes` ((kind, namespace, name) → the object or None; none found without one)."""
+    `runtimes` ((kind, namespace, name) → the object or None; none found without one), and
+    their pods' device claims counted through `claims`."""
 
-    def __init__(self, runtimes: RuntimeLookup | None = None) -> None:
+    def __init__(self, runtimes: RuntimeLookup | None = None,
+                 claims: DeviceClaims = NO_CLAIMS) -> None:
+        self.claims = claims
         kinds: list[GenericJob] = [BatchJob(), JobSet(), RayJob(), TrainJob()]
         if runtimes is not None:
             kinds = [kind.reading(runtimes) if isinstance(kind, ReadsRuntimes) else kind
@@ -37,6 +45,21 @@ class JobKinds:
     def job_of(self, obj: Obj) -> GenericJob:
         """The suspendable kind of `obj`; a Job when the object does not say."""
         return self.suspendable[obj.get("kind") or BatchJob.kind]
+
+    def pod_demand(self, namespace: str, pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
+        """What one pod of a pod set is charged, for every kind: its containers' requests
+        (`pod_requests`) and the devices it claims through DRA, as quota resources. Raises
+        UncountableClaim for a claim admitter cannot count."""
+        return self.pod_demand_and_classes(namespace, pod_spec)[0]
+
+    def pod_demand_and_classes(self, namespace: str, pod_spec: Mapping[str, Any],
+                               ) -> tuple[dict[str, Decimal], set[str]]:
+        """`pod_demand`, and the DeviceClasses whose devices the pod claims."""
+        found = pod_requests(pod_spec)
+        claimed, classes = self.claims.claimed(namespace, pod_spec)
+        for resource, amount in claimed.items():
+            found[resource] = found.get(resource, Decimal(0)) + amount
+        return found, classes
 
     def runtime_readers(self) -> list[ReadsRuntimes]:
         return [kind for kind in self.suspendable.values() if isinstance(kind, ReadsRuntimes)]

@@ -19,7 +19,8 @@ from admitter.jobs.interface import GenericJob, dotted
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, reader_of
 from admitter.kube import client as kube
-from admitter.kube.objects import Obj, placement_constraints, pod_requests
+from admitter.kube.devices import class_label
+from admitter.kube.objects import Obj, placement_constraints
 
 JOB_NAME_LABEL = "admitter.dev/job-name"
 """On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
@@ -94,10 +95,14 @@ def workload_for(owner: Obj, contract: JobContract, priority: int,
     meta = owner["metadata"]
     pod_sets = []
     for index, pod_set in enumerate(reader.pod_sets(owner)):
-        requests = {r: format_quantity(a) for r, a in pod_requests(pod_set.pod_spec).items()}
+        demand, classes = kinds.pod_demand_and_classes(meta["namespace"], pod_set.pod_spec)
+        requests = {r: format_quantity(a) for r, a in demand.items()}
+        constraints = placement_constraints(pod_set.pod_spec, pod_set.pod_spec.get("affinity"))
+        if classes:
+            constraints["nodeSelector"] = {**constraints.get("nodeSelector", {}),
+                                           **{class_label(c): "true" for c in sorted(classes)}}
         pod_sets.append({"name": pod_set.name, "count": pod_set.count, "requests": requests,
-                         **placement_constraints(pod_set.pod_spec,
-                                                 pod_set.pod_spec.get("affinity"))})
+                         **constraints})
         own = contract.pod_set_topology[index] if contract.pod_set_topology else (None, None)
         if any(own):
             pod_sets[-1]["topology"] = {k: v for k, v in zip(("required", "preferred"), own,

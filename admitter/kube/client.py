@@ -99,6 +99,11 @@ MUTATING_WEBHOOK_CONFIGURATIONS = Kind("admissionregistration.k8s.io/v1",
                                        "mutatingwebhookconfigurations", False)
 VALIDATING_WEBHOOK_CONFIGURATIONS = Kind("admissionregistration.k8s.io/v1",
                                          "validatingwebhookconfigurations", False)
+_DRA = "resource.k8s.io/v1"
+RESOURCE_CLAIM_TEMPLATES = Kind(_DRA, "resourceclaimtemplates", True)
+RESOURCE_CLAIMS = Kind(_DRA, "resourceclaims", True)
+RESOURCE_SLICES = Kind(_DRA, "resourceslices", False)
+DEVICE_CLASSES = Kind(_DRA, "deviceclasses", False)
 _ADMITTER = f"{GROUP}/{VERSION}"
 CLUSTER_QUEUES = Kind(_ADMITTER, "clusterqueues", False)
 LOCAL_QUEUES = Kind(_ADMITTER, "localqueues", True)

@@ -22,6 +22,7 @@ from admitter.core.model import (
     TopologyRequest,
     Workload,
 )
+from admitter.kube.devices import NO_DEVICES, DevicesOnNode
 from admitter.kube.objects import Obj, narrower_domains, parse_time
 
 
@@ -102,13 +103,22 @@ def _requirements(found: list[Obj] | None) -> tuple[NodeSelectorRequirement, ...
                  for r in found or ())
 
 
-def core_node(node: Obj, used: Mapping[str, int]) -> Node:
-    """A Node object; `used` holds the requests of pods admitter does not manage."""
+def core_node(node: Obj, used: Mapping[str, int], devices: DevicesOnNode = NO_DEVICES) -> Node:
+    """A Node object; `used` holds the requests of pods admitter does not manage, `devices`
+    what DRA drivers publish on it: its devices are allocatable as the quota resource their
+    class maps to (kube-scheduler allocates them as it does the device plugin's), and it
+    carries the label of each class it has devices of (`class_label`), which pod sets
+    claiming that class select."""
     status = node.get("status") or {}
     allocatable = {r: kube_base_units(r, a)
                    for r, a in (status.get("allocatable") or {}).items() if r != "pods"}
+    for resource, count in devices.counts.items():
+        allocatable[resource] = allocatable.get(resource, 0) + count
     spec = node.get("spec") or {}
     taints = tuple(Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
                    for t in spec.get("taints", []))
-    return Node(node["metadata"]["name"], allocatable, node["metadata"].get("labels", {}),
+    labels = node["metadata"].get("labels", {})
+    if devices.classes:
+        labels = {**labels, **devices.labels()}
+    return Node(node["metadata"]["name"], allocatable, labels,
                 bool(spec.get("unschedulable")), taints, dict(used))

@@ -50,6 +50,7 @@ CONTROLLERS = (
     "pod-garbage-collector-controller",
     "ttl-after-finished-controller",
     "clusterrole-aggregation-controller",  # admitter-batch-* and view/edit/admin
+    "resourceclaim-controller",  # a ResourceClaim per pod from its ResourceClaimTemplate
 )
 RECORD_FILE = "cluster.json"  # pids, ports and layout of a running cluster
 NODE_LEASE_SECONDS = 40

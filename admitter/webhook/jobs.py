@@ -12,6 +12,7 @@ namespace's default LocalQueue.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ from admitter.api.settings import UnlabelledWork
 from admitter.api.workload import MAX_POD_COUNT, MAX_POD_SETS
 from admitter.core.model import NON_PREEMPTIBLE_PRIORITY
 from admitter.core.queue_tree import QueueTree, QueueTreeError
+from admitter.jobs.claims import DeviceClaims, MissingTemplate, UncountableClaim
 from admitter.jobs.interface import PodSetInfo, ReadsRuntimes, RefusesSpecs, dotted
 from admitter.jobs.registry import job_of, reader_of
 from admitter.jobs.workloads import job_owner, priority_class_of, workload_name
@@ -76,6 +78,8 @@ class JobPolicy:
     """The settings' threshold: a Job at or above it is warned that it is never preempted."""
     unlabelled: UnlabelledWork | None = None
     """The opt-in for work without the queue label, if any."""
+    device_classes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The settings' DeviceClass → quota resource mapping, by which device claims count."""
 
 
 async def mutate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
@@ -213,12 +217,42 @@ async def validate_job(request: AdmissionRequest, lookup: Lookup, policy: JobPol
         problems += await _moving_admitted_workload_problems(request, lookup)
     if queue is not None and (joining or (old is not None and _contract_changed(new, old))):
         problems += await _queue_and_contract_problems(request, queue, lookup, policy, joining)
+    warnings: list[str] = []
     if queue is not None:
         problems += await pod_set_topology_problems(_pod_sets(new), _pod_sets(old), lookup)
+        claimed, warnings = await _claim_problems(request, lookup, policy)
+        problems += claimed
     if problems:
         return deny_problems(request.display_name, problems)
     warning = await _never_preempted_warning(new, lookup, policy) if old is None else None
-    return allow(warnings=[warning] if warning else None)
+    return allow(warnings=[*warnings, *([warning] if warning else [])] or None)
+
+
+async def _claim_problems(request: AdmissionRequest, lookup: Lookup,
+                          policy: JobPolicy) -> tuple[list[Problem], list[str]]:
+    """Each device claim of a new or changed pod set that admitter cannot charge to quota,
+    by the rule the controller counts with (`DeviceClaims`); a ResourceClaimTemplate not
+    there yet is only a warning: the job waits for it, suspended."""
+    old = request.old_object
+    before = {pod_set.name: pod_set.pod_spec.get("resourceClaims")
+              for pod_set in (_pod_sets(old) if old is not None else None) or ()}
+    changed = [pod_set for pod_set in _pod_sets(request.object) or ()
+               if pod_set.pod_spec.get("resourceClaims")
+               and (old is None or before.get(pod_set.name) != pod_set.pod_spec["resourceClaims"])]
+    names = sorted({claim.get("resourceClaimTemplateName") or "" for pod_set in changed
+                    for claim in pod_set.pod_spec["resourceClaims"]} - {""})
+    templates = {name: await lookup.resource_claim_template(request.namespace, name)
+                 for name in (names if policy.device_classes else ())}
+    claims = DeviceClaims(policy.device_classes, lambda _, name: templates.get(name))
+    problems, warnings = [], []
+    for pod_set in changed:
+        try:
+            claims.requests(request.namespace, pod_set.pod_spec)
+        except MissingTemplate as error:
+            warnings.append(f"{dotted(pod_set.path)}.{error.field}: {error.message}")
+        except UncountableClaim as error:
+            problems.append((f"{dotted(pod_set.path)}.{error.field}", error.message))
+    return problems, warnings
 
 
 async def _never_preempted_warning(job: Job, lookup: Lookup, policy: JobPolicy) -> str | None:

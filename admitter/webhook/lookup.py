@@ -51,6 +51,10 @@ class Lookup(Protocol):
         """The Namespace's labels, or None when there is no such namespace."""
         ...
 
+    async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ResourceClaimTemplate as stored, or None when there is none."""
+        ...
+
 
 class LookupTimeout(Exception):
     """A read the API server did not answer in time: the request is denied (fail closed)."""
@@ -70,6 +74,8 @@ class ApiLookup:
         self._objects = client.CustomObjectsApi(api)
         self._scheduling = client.SchedulingV1Api(api)
         self._core = client.CoreV1Api(api)
+        self._resource = client.ResourceV1Api(api)
+        self._api = api
         self._timeout = timeout
 
     async def _bounded(self, what: str, read: Awaitable[_Read]) -> _Read:
@@ -125,6 +131,15 @@ class ApiLookup:
         labels: dict[str, str] | None = None if found is None else found.metadata.labels or {}
         return labels
 
+    async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = await self._one(f"ResourceClaimTemplate {namespace}/{name}",
+                                self._resource.read_namespaced_resource_claim_template(
+                                    name, namespace))
+        # As the API's own JSON (camelCase), the form every reader of objects takes.
+        template: dict[str, Any] | None = (None if found is None
+                                           else self._api.sanitize_for_serialization(found))
+        return template
+
 
 class SharedReads:
     """A Lookup whose concurrent identical reads share one request to `inner`.
@@ -175,6 +190,9 @@ class SharedReads:
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         return await self._shared(("Namespace", namespace),
                                   lambda: self._inner.namespace_labels(namespace))
+
+    async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._inner.resource_claim_template(namespace, name)
 
 
 def _parse(kind: type[_Kind], answer: dict[str, Any]) -> list[_Kind]:

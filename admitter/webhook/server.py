@@ -66,7 +66,8 @@ def build_app(
 ) -> web.Application:
     """The routes, with the Job rules bound to `settings` and the controller's identities."""
     policy = JobPolicy(settings.max_min_runtime, frozenset(controller_usernames),
-                       settings.non_preemptible_priority, settings.unlabelled_work)
+                       settings.non_preemptible_priority, settings.unlabelled_work,
+                       settings.device_classes())
 
     async def mutate(request: AdmissionRequest) -> Verdict:
         return await mutate_job(request, lookup, policy)

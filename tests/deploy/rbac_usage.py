@@ -48,6 +48,8 @@ CLIENT_VERBS = {"read": "get", "get": "get", "list": "list", "create": "create",
 TYPED_REQUESTS: dict[str, Triple] = {
     "read_priority_class": ("scheduling.k8s.io", "priorityclasses", "get"),
     "read_namespace": ("", "namespaces", "get"),
+    "read_namespaced_resource_claim_template": ("resource.k8s.io", "resourceclaimtemplates",
+                                                "get"),
 }
 """Typed-API methods the code calls, with the request each makes."""
 ADMIN_ONLY = {"admitter.webhook.registration"}

@@ -121,6 +121,11 @@ class FakeLookup:
         return next((o["metadata"].get("labels") or {} for o in self._of("Namespace")
                      if o["metadata"]["name"] == namespace), None)
 
+    async def resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return next((o for o in self._of("ResourceClaimTemplate")
+                     if o["metadata"]["name"] == name
+                     and o["metadata"]["namespace"] == namespace), None)
+
 
 def standard_lookup() -> FakeLookup:
     """org (maxMinRuntime 4h) → research → team-a (2h) and team-b; LocalQueue `default` →
