@@ -197,6 +197,14 @@ class LocalCluster:
             raise KubectlError(done.returncode, argv, done.stdout, done.stderr)
         return done
 
+    def wait_established(self, crd: str = "--all", timeout: float = 120.0) -> None:
+        """Wait until `crd` (`<plural>.<group>`, or every CRD) is Established. Hazard: a CRD
+        created a moment ago has no conditions yet, and `kubectl wait` then fails at once
+        ("conditions accessor error") instead of waiting, so it is asked again until then."""
+        wait_for(lambda: self.kubectl("wait", "--for=condition=Established", "--timeout=30s",
+                                      "crd", crd, check=False).returncode == 0,
+                 timeout, f"the CRDs {crd} established")
+
     def running(self) -> dict[str, bool]:
         return {c.name: c.alive() for c in self.components}
 

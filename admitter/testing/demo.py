@@ -90,7 +90,7 @@ def kubectl(cluster: LocalCluster, *args: str) -> str:
 
 def install(cluster: LocalCluster) -> None:
     kubectl(cluster, "apply", "-f", str(ROOT / "crds"))
-    kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    cluster.wait_established()
     kubectl(cluster, "apply", "-k", str(ROOT / "deploy" / "samples"))
 
 

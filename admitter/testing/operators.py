@@ -48,14 +48,8 @@ class Operator:
         for crd_path in self.crd_paths:
             cluster.kubectl("apply", "--server-side", "-f", str(module / crd_path))
         for crd in self.crds:
-            _wait_established(cluster, crd)
+            cluster.wait_established(crd, 30.0)
         return module
-
-
-def _wait_established(cluster: LocalCluster, crd: str) -> None:
-    wait_for(lambda: cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                                     f"crd/{crd}", check=False).returncode == 0,
-             30.0, f"the CRD {crd} established")
 
 
 @contextmanager

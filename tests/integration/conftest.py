@@ -85,7 +85,7 @@ async def namespace(
 def admitter_crds(local_cluster: LocalCluster) -> None:
     """admitter's CRDs installed and established (once per session)."""
     local_cluster.kubectl("apply", "-f", str(ROOT / "crds"))
-    local_cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
+    local_cluster.wait_established()
     # Established is not yet servable: the API server answers 429 while the new kinds' storage
     # initialises, so wait until every kind can be listed.
     kinds = "clusterqueues,localqueues,workloads,topologies"

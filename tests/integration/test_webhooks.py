@@ -49,9 +49,7 @@ TEST_LABEL = "admitter.dev/test-run"
 @pytest.fixture(scope="module")
 def crds(local_cluster: LocalCluster) -> None:
     local_cluster.kubectl("apply", "-f", str(DEPLOY / "crds"))
-    local_cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=30s", "-f", str(DEPLOY / "crds")
-    )
+    local_cluster.wait_established()
     # Established is not yet served: a list answers 429 "storage is (re)initializing" until
     # the watch cache is filled, and kubectl retries that, so this returns once lists work
     # (the webhooks' first lookups would otherwise be refused).
