@@ -1,9 +1,9 @@
 """Backfill on the capacity a drain holds for a starving gang (EASY backfill, as HPC schedulers
 do it): while the gang waits for protected occupants, the held GPUs would stand idle for hours.
 A long funded workload may start on them if it cannot delay the gang: resumable and taken by
-the drain (`RoomFinder.drain_takes`), with its protected min runtime over by `start_time`, the
-earliest moment the gang could start anyway. At that moment the drain takes it like any other
-occupant past its min runtime, and no progress is lost.
+the drain (`eviction.EvictionRule.drain_takes`), with its protected min runtime over by
+`start_time`, the earliest moment the gang could start anyway. At that moment the drain takes
+it like any other occupant past its min runtime, and no progress is lost.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Backfill:
     - the drain's choice must not move: backfilled GPUs are no longer free, and another domain
       could then look cheaper to empty, the held capacity be released to long work and the drain
       start over. The cycle admits a backfill only if `choose` still picks the same nodes with
-      it running (`cycle._Cycle._backfill`).
+      it running (`steps.held_capacity.keeps_choice`).
     Short jobs are served before the hold (they see all of it) and unfunded work after it (the
     gang evicts it at once): neither is backfill.
     """
@@ -88,7 +88,8 @@ class Backfill:
         self.gang = gang
         self.chosen = chosen
         self.start_at = start_at
-        # What the drain takes and waits for besides (`RoomFinder`): what `choose` reads.
+        # What the drain takes and waits for besides (`reservation.drainable_gpus`): what
+        # `choose` reads.
         self.takes = takes
         self.waits_for = waits_for
         self._short = short
