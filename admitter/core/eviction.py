@@ -35,6 +35,7 @@ reason but a ranking that moved.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from admitter.core.decisions import EvictionReason
 from admitter.core.model import GPU, Workload
@@ -42,31 +43,32 @@ from admitter.core.policy import ShortJobs, TimeSlicing
 from admitter.core.ranking import Ranking, beyond
 from admitter.core.room import Search, Victim
 
-# A workload's kind: bits, so a kind is a small int (candidate lists are grouped by it).
-FUNDED = 1
-RESUMABLE = 2
-SHORT = 4
-SPREAD = 8
+# A workload's kind: bits, so a kind is a small int (candidate lists are grouped by it); Final,
+# so compiled code reads them as constants.
+FUNDED: Final = 1
+RESUMABLE: Final = 2
+SHORT: Final = 4
+SPREAD: Final = 8
 """Held on several nodes: a gang a short job would requeue whole for one pod."""
-EVER_EVICTABLE = 16
+EVER_EVICTABLE: Final = 16
 """Unfunded, or funded below the non-preemptible priority."""
 
-UNFUNDED_KIND = EVER_EVICTABLE
+UNFUNDED_KIND: Final = EVER_EVICTABLE
 """Every unfunded workload: the rule reads nothing else of it."""
 
 
 class Standing:
     """The preemptor's claim on a victim (ints: compiled code compares them without Python)."""
 
-    NONE = 0
+    NONE: Final = 0
     """Another queue not ranked worse, or the same queue without a lower priority."""
-    OUTRANKED = 1
+    OUTRANKED: Final = 1
     """The same queue, of lower priority."""
-    WORSE = 2
+    WORSE: Final = 2
     """Another allocation ranked worse by any margin (what a drain needs)."""
-    CLEARLY_WORSE = 3
+    CLEARLY_WORSE: Final = 3
     """Ranked worse beyond the swap margin."""
-    FAR_WORSE = 4
+    FAR_WORSE: Final = 4
     """Ranked worse beyond the non-resumable gap, the preemptor's protected run charged."""
 
 
