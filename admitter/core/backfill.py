@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 
+from admitter.core.eviction import swappable
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node
-from admitter.core.policy import ShortJobs
 
 
 def start_time(state: ClusterState, chosen: list[str], gang: Workload,
@@ -84,7 +84,7 @@ class Backfill:
 
     def __init__(self, gang: Workload, chosen: list[str], start_at: float | None,
                  takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool],
-                 short: ShortJobs) -> None:
+                 kind: Callable[[Workload], int]) -> None:
         self.gang = gang
         self.chosen = chosen
         self.start_at = start_at
@@ -92,11 +92,10 @@ class Backfill:
         # `choose` reads.
         self.takes = takes
         self.waits_for = waits_for
-        self._short = short
+        self._kind = kind
 
     def may_take(self, workload: Workload, now: float) -> bool:
-        """Long funded resumable work that the drain takes, protected no later than the gang
-        could start anyway."""
-        return (self.start_at is not None and workload.funded and workload.resumable
-                and not self._short.is_short(workload)
+        """Swappable work (long, funded, resumable: `eviction.swappable` of its `kind`) that
+        the drain takes, protected no later than the gang could start anyway."""
+        return (self.start_at is not None and swappable(self._kind(workload))
                 and now + workload.min_runtime <= self.start_at and self.takes(workload))

@@ -82,7 +82,7 @@ def drain_for_starving(cycle: CycleState) -> None:
             return
         cycle.backfill = Backfill(workload, chosen, start_time(
             cycle.state, chosen, workload, cycle.running.values(), takes, cycle.now),
-            takes, waits_for, cycle.short_jobs)
+            takes, waits_for, cycle.eviction.kind)
         hold(cycle.statement, chosen)
         cycle.reserved_for = workload
         # Held capacity turns away what comes after; a re-run could admit differently only
