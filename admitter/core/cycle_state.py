@@ -191,7 +191,7 @@ class CycleState:
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
         for workload in inputs.invalid:
             self.wait(workload, PendingReason.INVALID_QUEUE,
-                       f"queue {workload.queue} is not a leaf ClusterQueue")
+                      f"queue {workload.queue} is not a leaf ClusterQueue")
 
     def _fair_share(self, demand: dict[str, dict[str, int]], capacity: dict[str, int]
                     ) -> tuple[dict[str, float] | None, dict[str, float], FairShare]:
@@ -212,8 +212,8 @@ class CycleState:
         if not quiet:
             self.until(workload.eligible_at)
             self.wait(workload, PendingReason.BACKOFF,
-                       "requeued after its pods were not ready in time",
-                       retry_at=workload.eligible_at)
+                      "requeued after its pods were not ready in time",
+                      retry_at=workload.eligible_at)
         return False
 
     def place(self, workload: Workload) -> Placement | PlacementFailure:
@@ -237,6 +237,7 @@ class CycleState:
         return demand is not None and fits(self.state.tree.root, demand)
 
     def admit(self, workload: Workload, placement: Placement, why: str) -> None:
+        """Start `workload` at `placement` on the statement; `why` opens its message."""
         admitted = workload.admitted(self.now, placement.node_counts)
         self.statement.allocate(admitted, placement.node_counts)
         self.running[workload.key] = admitted
@@ -255,6 +256,8 @@ class CycleState:
                                          narrower))
 
     def evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
+        """Evict for no preemptor (step 1); a search's victims are evicted on the statement by
+        the search itself (`steps.funded.make_room`)."""
         self.statement.evict(workload)
         self.running.pop(workload.key)
         self.unfunded_held = None
@@ -266,6 +269,7 @@ class CycleState:
         return None if self.next_change == math.inf else self.next_change
 
     def until(self, moment: float | None) -> None:
+        """Note `moment` as one when time alone could change a decision, if it is the first."""
         if moment is not None and self.now < moment < self.next_change:
             self.next_change = moment
 
