@@ -12,7 +12,7 @@ reclaim) or for a drain (`Search.DRAIN`, on the nodes reserved for a starving ga
   priority multiplied the GPU-hours wasted);
 - ranked, of another queue: any work of an allocation ranked worse beyond the non-resumable gap
   (`TimeSlicing`), swappable work (`swappable`) beyond the swap margin; a short preemptor
-  (`ShortJobs.is_short`, a debug job) also takes swappable work on one node from any
+  (`ShortJobs.is_short`, a debug job) also takes swappable work on one node from any other
   allocation (it gives the GPUs back within minutes; a gang on several nodes it would requeue
   whole for one pod) and never long non-resumable work, whatever the gap (it would run minutes
   for hours lost). Hazard: short jobs are taken only at the larger gap (else a short job and the
@@ -28,8 +28,10 @@ Two readers ask the rule at different moments, and must: the victim search's can
 (`RoomFinder._eligible`) ask it once per kind and subtree, on the standings of the cycle's
 ranking when the list is made; each eviction of a simulated plan (`EvictionRule.victim`) asks it
 again on the standing as it is then, with the victims chosen so far given back to their queues.
-Both read the same `may_evict`, so a candidate never passes one and fails the other for any
-reason but a ranking that moved.
+Both read the same `may_evict`, so a candidate passes one and fails the other only through the
+ranking: with use counted as what is held it moves with every victim, and the second reader
+also refuses a swap the victim's side would swap back (`Ranking.clearly_worse`); with use over
+a window the two agree exactly (tests/core/test_eviction.py).
 """
 
 from __future__ import annotations
@@ -61,14 +63,16 @@ class Standing:
     """The preemptor's claim on a victim (ints: compiled code compares them without Python)."""
 
     NONE: Final = 0
-    """Another queue not ranked worse, or the same queue without a lower priority."""
+    """The same queue, without a lower priority: no claim at all."""
     OUTRANKED: Final = 1
     """The same queue, of lower priority."""
-    WORSE: Final = 2
+    OTHER_QUEUE: Final = 2
+    """Another allocation, not ranked worse: only a short preemptor's claim."""
+    WORSE: Final = 3
     """Another allocation ranked worse by any margin (what a drain needs)."""
-    CLEARLY_WORSE: Final = 3
+    CLEARLY_WORSE: Final = 4
     """Ranked worse beyond the swap margin."""
-    FAR_WORSE: Final = 4
+    FAR_WORSE: Final = 5
     """Ranked worse beyond the non-resumable gap, the preemptor's protected run charged."""
 
 
@@ -101,10 +105,10 @@ def may_evict(kind: int, standing: int, short_preemptor: bool, search: Search) -
     with `standing` on it, short or not, in a `search` (the module docstring's rule)."""
     if not kind & FUNDED:
         return True
-    if not kind & EVER_EVICTABLE:
+    if not kind & EVER_EVICTABLE or standing == Standing.NONE:
         return False
     if search is Search.DRAIN:
-        return standing != Standing.NONE and bool(kind & (RESUMABLE | SHORT))
+        return standing != Standing.OTHER_QUEUE and bool(kind & (RESUMABLE | SHORT))
     if standing == Standing.OUTRANKED:
         return bool(kind & RESUMABLE) and not (short_preemptor and kind & SPREAD)
     if standing == Standing.FAR_WORSE:
@@ -122,7 +126,7 @@ def ranked_standing(worse: float, better: float, charged: float,
         return Standing.FAR_WORSE
     if beyond(worse, better, time_slicing.swap_margin):
         return Standing.CLEARLY_WORSE
-    return Standing.NONE
+    return Standing.OTHER_QUEUE
 
 
 class EvictionRule:
@@ -169,7 +173,7 @@ class EvictionRule:
             else:
                 standing = (Standing.WORSE if ranking.clearly_worse(
                     workload.queue, gang.queue, 0.0, gpus, workload.requests().get(GPU, 0))
-                    else Standing.NONE)
+                    else Standing.OTHER_QUEUE)
             return may_evict(kind, standing, False, Search.DRAIN)
 
         return takes
@@ -202,7 +206,7 @@ class EvictionRule:
         if not may_evict(kind, standing, short, Search.RANKED):
             return None
         why = ("a short job may requeue resumable work past its min runtime"
-               if standing == Standing.NONE else
+               if standing == Standing.OTHER_QUEUE else
                f"queue {victim.queue}'s allocation has used more of its GPU budget than "
                f"{preemptor.queue}'s")
         return Victim(victim, EvictionReason.RECLAIMED,
@@ -220,4 +224,4 @@ class EvictionRule:
         if ranking.clearly_worse(victim.queue, preemptor.queue, slicing.swap_margin, gained,
                                  lost):
             return Standing.CLEARLY_WORSE
-        return Standing.NONE
+        return Standing.OTHER_QUEUE

@@ -30,7 +30,8 @@ from admitter.core.quota import Allocations
 from admitter.core.room import Search
 from admitter.core.topology import HOSTNAME
 
-from builders.core import BLOCK, RACK, job, queue
+from builders.core import BLOCK, RACK, job, queue, racks, running_on
+from builders.world import World
 
 RANKED, DRAIN = Search.RANKED, Search.DRAIN
 LONG = FUNDED | EVER_EVICTABLE | RESUMABLE
@@ -38,8 +39,8 @@ LONG = FUNDED | EVER_EVICTABLE | RESUMABLE
 LONG_LOST = FUNDED | EVER_EVICTABLE
 """Long non-resumable funded work."""
 SHORT_JOB = FUNDED | EVER_EVICTABLE | SHORT | RESUMABLE
-ALL_STANDINGS = (Standing.NONE, Standing.OUTRANKED, Standing.WORSE, Standing.CLEARLY_WORSE,
-                 Standing.FAR_WORSE)
+ALL_STANDINGS = (Standing.NONE, Standing.OUTRANKED, Standing.OTHER_QUEUE, Standing.WORSE,
+                 Standing.CLEARLY_WORSE, Standing.FAR_WORSE)
 
 
 def test_unfunded_work_is_always_evictable_and_non_preemptible_work_never():
@@ -73,11 +74,29 @@ def test_a_short_preemptor_never_takes_long_non_resumable_work():
     assert may_evict(SHORT_JOB & ~RESUMABLE, Standing.FAR_WORSE, True, RANKED)
 
 
-def test_a_short_preemptor_takes_swappable_work_on_one_node_from_anyone():
-    assert may_evict(LONG, Standing.NONE, True, RANKED)
-    assert not may_evict(LONG | SPREAD, Standing.NONE, True, RANKED)
-    assert not may_evict(SHORT_JOB, Standing.NONE, True, RANKED)
-    assert not may_evict(LONG, Standing.NONE, False, RANKED)
+def test_a_short_preemptor_takes_swappable_work_on_one_node_from_any_other_allocation():
+    assert may_evict(LONG, Standing.OTHER_QUEUE, True, RANKED)
+    assert not may_evict(LONG | SPREAD, Standing.OTHER_QUEUE, True, RANKED)
+    assert not may_evict(SHORT_JOB, Standing.OTHER_QUEUE, True, RANKED)
+    assert not may_evict(LONG, Standing.OTHER_QUEUE, False, RANKED)
+
+
+def test_no_one_takes_work_of_their_own_queue_without_a_lower_priority():
+    for kind in (LONG, LONG_LOST, SHORT_JOB, LONG | SPREAD):
+        for short in (False, True):
+            for search in (RANKED, DRAIN):
+                assert not may_evict(kind, Standing.NONE, short, search)
+
+
+def test_a_short_job_leaves_its_own_queues_work_of_equal_priority_running():
+    """Through the cycle: the node is full of its queue's resumable work past its min runtime,
+    of the same priority; another allocation's the short job would take."""
+    for owner, evicted in (("q", ()), ("other", ("long",))):
+        world = World(racks(1, nodes_per_rack=1), [queue("q", 8), queue("other", order=1)])
+        world.submit(running_on("long", owner, "b0-r0-n0", min_runtime=60.0))
+        world.submit(job("debug", "q", gpus=2, min_runtime=600.0, at=100.0))
+        result = world.cycle(1000.0)
+        assert tuple(e.key for e in result.evictions) == evicted
 
 
 def test_a_drain_takes_resumable_or_short_work_of_any_worse_standing():
@@ -85,7 +104,7 @@ def test_a_drain_takes_resumable_or_short_work_of_any_worse_standing():
         assert may_evict(LONG, standing, False, DRAIN)
         assert may_evict(SHORT_JOB & ~RESUMABLE, standing, False, DRAIN)
         assert not may_evict(LONG_LOST, standing, False, DRAIN)
-    assert not may_evict(LONG, Standing.NONE, False, DRAIN)
+    assert not may_evict(LONG, Standing.OTHER_QUEUE, False, DRAIN)
 
 
 def test_swappable_is_long_resumable_funded_work():
