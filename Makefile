@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 # The install compiles admitter/core and the simulator's loop with mypyc (setup.py); a changed
 # source recompiles them, since the compiled modules shadow their sources.
-$(BIN)/admitter: pyproject.toml setup.py $(wildcard admitter/core/*.py admitter/sim/*.py)
+$(BIN)/admitter: pyproject.toml setup.py $(wildcard admitter/core/*.py admitter/core/steps/*.py admitter/sim/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,dev,sim]'

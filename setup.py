@@ -16,7 +16,7 @@ from pathlib import Path
 
 from setuptools import setup
 
-CORE = sorted(str(path) for path in Path("admitter/core").glob("*.py")
+CORE = sorted(str(path) for path in Path("admitter/core").rglob("*.py")
               if path.name != "__init__.py")
 SIMULATOR_LOOP = [f"admitter/sim/{name}.py"
                   for name in ("engine", "accounting", "jobs", "workloads")]

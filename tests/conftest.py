@@ -22,9 +22,10 @@ def _edited_after_build() -> list[str]:
         if not built:
             continue
         compiled_at = min(library.stat().st_mtime for library in built)
-        for source in sorted(folder.glob("*.py")):
-            if any(folder.glob(f"{source.stem}.*.so")) and source.stat().st_mtime > compiled_at:
-                stale.append(f"{folder.name}/{source.name}")
+        for source in sorted(folder.rglob("*.py")):  # the cycle's steps are a subpackage
+            if (any(source.parent.glob(f"{source.stem}.*.so"))
+                    and source.stat().st_mtime > compiled_at):
+                stale.append(str(source.relative_to(folder.parent)))
     return stale
 
 

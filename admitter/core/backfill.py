@@ -1,9 +1,9 @@
 """Backfill on the capacity a drain holds for a starving gang (EASY backfill, as HPC schedulers
 do it): while the gang waits for protected occupants, the held GPUs would stand idle for hours.
 A long funded workload may start on them if it cannot delay the gang: resumable and taken by
-the drain (`RoomFinder.drain_takes`), with its protected min runtime over by `start_time`, the
-earliest moment the gang could start anyway. At that moment the drain takes it like any other
-occupant past its min runtime, and no progress is lost.
+the drain (`eviction.EvictionRule.drain_takes`), with its protected min runtime over by
+`start_time`, the earliest moment the gang could start anyway. At that moment the drain takes
+it like any other occupant past its min runtime, and no progress is lost.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 
+from admitter.core.eviction import swappable
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import ClusterState, held_per_node
-from admitter.core.policy import ShortJobs
 
 
 def start_time(state: ClusterState, chosen: list[str], gang: Workload,
@@ -77,25 +77,25 @@ class Backfill:
     - the drain's choice must not move: backfilled GPUs are no longer free, and another domain
       could then look cheaper to empty, the held capacity be released to long work and the drain
       start over. The cycle admits a backfill only if `choose` still picks the same nodes with
-      it running (`cycle._Cycle._backfill`).
+      it running (`steps.held_capacity.keeps_choice`).
     Short jobs are served before the hold (they see all of it) and unfunded work after it (the
     gang evicts it at once): neither is backfill.
     """
 
     def __init__(self, gang: Workload, chosen: list[str], start_at: float | None,
                  takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool],
-                 short: ShortJobs) -> None:
+                 kind: Callable[[Workload], int]) -> None:
         self.gang = gang
         self.chosen = chosen
         self.start_at = start_at
-        # What the drain takes and waits for besides (`RoomFinder`): what `choose` reads.
+        # What the drain takes and waits for besides (`reservation.drainable_gpus`): what
+        # `choose` reads.
         self.takes = takes
         self.waits_for = waits_for
-        self._short = short
+        self._kind = kind
 
     def may_take(self, workload: Workload, now: float) -> bool:
-        """Long funded resumable work that the drain takes, protected no later than the gang
-        could start anyway."""
-        return (self.start_at is not None and workload.funded and workload.resumable
-                and not self._short.is_short(workload)
+        """Swappable work (long, funded, resumable: `eviction.swappable` of its `kind`) that
+        the drain takes, protected no later than the gang could start anyway."""
+        return (self.start_at is not None and swappable(self._kind(workload))
                 and now + workload.min_runtime <= self.start_at and self.takes(workload))

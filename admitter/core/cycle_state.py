@@ -1,6 +1,7 @@
 """What one admission cycle decides on, and the bookkeeping its steps share.
 
-Step 1 of `cycle`: the workloads arranged for the steps (`CycleInputs`: waiting lists in queue
+The cycle's state, built before its steps run (`cycle`), and held by each step (`steps`) by
+composition: the workloads arranged for the steps (`CycleInputs`: waiting lists in queue
 order, the admitted work, the funded demand per leaf; read afresh by `scan`, or kept by
 `incremental.IncrementalCore`), the node model and the allocations (built, or kept), fair share
 and the ranking of allocations, the short jobs' headroom, the `Statement` every admission and
@@ -8,7 +9,8 @@ eviction goes through (simulated ones included) and the preemption search
 (`preemption.RoomFinder`). Then what every later step does the same way: place a workload
 (failures remembered until capacity is freed), admit, evict, say why a workload waits (one that
 fits nowhere even on the idle cluster says that, whatever else holds it), note the first moment
-time alone could change a decision, and the result.
+time alone could change a decision, and the result. Who may be evicted is the eviction rule's
+(`eviction.EvictionRule`), one per cycle, which the preemption search and the drain share.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from admitter.core.decisions import (
     PendingReason,
     Snapshot,
 )
+from admitter.core.eviction import EvictionRule
 from admitter.core.fairshare import FairShare
+from admitter.core.fit import fits
 from admitter.core.headroom import Headroom
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState
@@ -120,7 +124,7 @@ class Restated:
 
 
 class CycleState:
-    """The cycle's state, kept current as the steps (`cycle._Cycle`) admit and evict.
+    """The cycle's state, kept current as the steps (`steps`) admit and evict.
 
     `snapshot` gives the moment, the settings, the nodes and the usage; its workloads are read
     from `inputs`. `nodes` (the node model) holds exactly `inputs.holding`, and `allocations`
@@ -144,16 +148,19 @@ class CycleState:
                                self.ledger.funded)
         self.running = {w.key: w for w in inputs.admitted}
         self.unfunded_held: dict[str, int] | None = None
-        """`_unfunded_gpus` of `running`, until `running` changes."""
+        """`reservation.unfunded_gpus` of `running`, until `running` changes."""
         self.headroom = Headroom(self.state, inputs.holding, self.now,
                                  self.non_preemptible_priority, self.short_jobs,
                                  self.ledger.within_deserved, snapshot.short_gpus)
         self.statement = Statement(self.state, allocations, self.headroom)
         """Every change to the node model, the allocations and the headroom's count;
         `run_kept_cycle` rolls it back to hand kept models back unchanged."""
+        self.eviction = EvictionRule(self.ranking, self.short_jobs,
+                                     self.non_preemptible_priority,
+                                     snapshot.settings.time_slicing)
+        """Who may be evicted, for whom: asked by the search and by the drain alike."""
         self.finder = RoomFinder(self.statement, self.ledger, self.running, self.now,
-                                 self.ranking, self.headroom, self.non_preemptible_priority,
-                                 snapshot.settings.time_slicing)
+                                 self.eviction, self.headroom)
         self.admissions: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, Pending] = {}
@@ -167,7 +174,7 @@ class CycleState:
         self.room_refused: dict[str, tuple[Workload, Restated]] = {}
         """Funded workloads only the short jobs' room turned away, in the order it did, with
         the reason they were given, which the last funded pass restates
-        (`cycle._Cycle.give_up_room`)."""
+        (`steps.step5_give_up_room`)."""
         self.reserved_for: Workload | None = None
         self.backfill: Backfill | None = None
         """What may start on the capacity held for `reserved_for` (`backfill.Backfill`)."""
@@ -183,8 +190,8 @@ class CycleState:
         search lets another queue search in the next cycle."""
         self.standing: dict[str, tuple[tuple[int, float, int, str], str | None, bool]] = {}
         for workload in inputs.invalid:
-            self._wait(workload, PendingReason.INVALID_QUEUE,
-                       f"queue {workload.queue} is not a leaf ClusterQueue")
+            self.wait(workload, PendingReason.INVALID_QUEUE,
+                      f"queue {workload.queue} is not a leaf ClusterQueue")
 
     def _fair_share(self, demand: dict[str, dict[str, int]], capacity: dict[str, int]
                     ) -> tuple[dict[str, float] | None, dict[str, float], FairShare]:
@@ -193,24 +200,26 @@ class CycleState:
         return fair_share_now(self.tree, capacity, demand, self.snapshot.usage,
                               self.snapshot.settings.fair_share)
 
-    def _waiting(self, funded: bool) -> dict[str, list[Workload]]:
+    def waiting(self, funded: bool) -> dict[str, list[Workload]]:
         """Per leaf, the eligible pending workloads that are (or are not) funded."""
         waiting = self.waiting_funded if funded else self.waiting_unfunded
-        return {leaf: [w for w in ws if self._eligible(w)] for leaf, ws in waiting.items()}
+        return {leaf: [w for w in ws if self.past_backoff(w)] for leaf, ws in waiting.items()}
 
-    def _eligible(self, workload: Workload, quiet: bool = False) -> bool:
+    def past_backoff(self, workload: Workload, quiet: bool = False) -> bool:
         """Past any backoff; `quiet` only asks (the pass that serves it says why)."""
         if workload.eligible_at <= self.now:
             return True
         if not quiet:
-            self._until(workload.eligible_at)
-            self._wait(workload, PendingReason.BACKOFF,
-                       "requeued after its pods were not ready in time",
-                       retry_at=workload.eligible_at)
+            self.until(workload.eligible_at)
+            self.wait(workload, PendingReason.BACKOFF,
+                      "requeued after its pods were not ready in time",
+                      retry_at=workload.eligible_at)
         return False
 
-    def _place(self, workload: Workload) -> Placement | PlacementFailure:
-        """Placement, remembering failures until capacity is freed (admissions only shrink it)."""
+    def place(self, workload: Workload) -> Placement | PlacementFailure:
+        """Placement, remembering failures until capacity is freed (admissions only shrink it):
+        every workload of a shape after the first that failed gets the answer without a
+        search."""
         # The topology's fields, not the request itself: a frozen dataclass hashes in Python.
         shape = workload.shape(), workload.topology.required, workload.topology.preferred
         known = self.failures.get(shape)
@@ -221,11 +230,18 @@ class CycleState:
             self.failures[shape] = placed
         return placed
 
-    def _admit(self, workload: Workload, placement: Placement, why: str) -> None:
+    def fits_idle(self, workload: Workload) -> bool:
+        """Each pod set fits the idle nodes, topology aside: necessary for a placement, and
+        read from the domain tree's memo for every workload after the first of its shape."""
+        demand = self.state.demand(workload)
+        return demand is not None and fits(self.state.tree.root, demand)
+
+    def admit(self, workload: Workload, placement: Placement, why: str) -> None:
+        """Start `workload` at `placement` on the statement; `why` opens its message."""
         admitted = workload.admitted(self.now, placement.node_counts)
         self.statement.allocate(admitted, placement.node_counts)
         self.running[workload.key] = admitted
-        self._until(admitted.runs_out_at())  # stopped then (step 2), if it declared a maximum
+        self.until(admitted.runs_out_at())  # stopped then (step 1), if it declared a maximum
         if workload.funded and self.ranking.by_holding:  # ranks moved: a failed search of
             self.unsettled = True  # this cycle might now find victims
         self.unfunded_held = None
@@ -239,7 +255,9 @@ class CycleState:
                                          dict(placement.affinity), f"{why}; placed {where}",
                                          narrower))
 
-    def _evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
+    def evict(self, workload: Workload, reason: EvictionReason, message: str) -> None:
+        """Evict for no preemptor (step 1); a search's victims are evicted on the statement by
+        the search itself (`steps.funded.make_room`)."""
         self.statement.evict(workload)
         self.running.pop(workload.key)
         self.unfunded_held = None
@@ -247,10 +265,11 @@ class CycleState:
         self.evictions.append(Eviction(workload.key, workload.queue, reason, message))
 
     def _next_change(self) -> float | None:
-        self._until(self.finder.next_change)
+        self.until(self.finder.next_change)
         return None if self.next_change == math.inf else self.next_change
 
-    def _until(self, moment: float | None) -> None:
+    def until(self, moment: float | None) -> None:
+        """Note `moment` as one when time alone could change a decision, if it is the first."""
         if moment is not None and self.now < moment < self.next_change:
             self.next_change = moment
 
@@ -268,7 +287,7 @@ class CycleState:
             placed.reason if isinstance(placed, PlacementFailure) else None)
         return never
 
-    def _wait(self, workload: Workload, reason: PendingReason, *message: object,
+    def wait(self, workload: Workload, reason: PendingReason, *message: object,
               retry_at: float | None = None, blockers: tuple[str, ...] = ()) -> None:
         """`message` in parts, joined only if someone reads it (`Pending.message`). A workload
         that fits nowhere even on the idle cluster waits with `NEVER_FITS` rather than with a

@@ -1,27 +1,11 @@
 """Making room for a pending workload by requeueing running ones, proved by simulation first.
 
-Who may be a victim of a funded preemptor (never mixed up):
-- unfunded workloads (min runtime 0) anywhere: they hold only what funded work leaves;
-- preempt: lower-priority resumable workloads of the same leaf queue, past their min runtime
-  (priority orders work inside a queue only), wherever they run when the queue is at its limit
-  (`_freeing`); non-resumable ones are not taken (docs/admission-cycle.md: taking them for
-  priority multiplied the GPU-hours wasted);
-- time-slicing: workloads of another queue past their min runtime whose allocation is clearly
-  worse ranked than the preemptor's (`Ranking.clearly_worse`): resumable ones beyond the swap
-  margin, non-resumable and short ones beyond the non-resumable gap (`TimeSlicing`);
-- a short preemptor (`ShortJobs.is_short`, a debug job) may take resumable work past its min
-  runtime from any allocation, except other short jobs: it gives the GPUs back within minutes.
-  It never takes long non-resumable work, whatever the gap: it would run minutes for hours lost.
-  A gang on several nodes it takes only beyond the swap margin, as time-slicing would (`_spread`).
-  Hazard: short jobs are taken only at the larger gap (else a short job and the work it
-  displaced could take turns), so one that runs far past its short min runtime keeps its GPUs
-  unless its allocation is that far off its budget;
-- a drain (`Search.DRAIN`, for a starving gang on the nodes reserved for it): resumable or short
-  work past its min runtime there, of lower priority in its own queue or of an allocation ranked
-  worse than its own by any margin (a drain never takes from a better-ranked allocation or an
-  equal priority, so two gangs never drain each other in turn).
-Non-preemptible workloads (funded, priority at least the settings' threshold) are never victims,
-nor is any workload inside its min runtime. A long preemptor leaves the short jobs' headroom.
+Who may be a victim is the eviction rule's to say (`eviction.may_evict`), asked once per kind
+and subtree when a preemptor's candidate lists are made (`_eligible`) and again for each victim
+of a simulated plan (`eviction.EvictionRule.victim`). Here: which running work is a candidate
+at all (past its min runtime now, or protected until later, for the explanation), the plans,
+and their proof. Work on nodes reserved for a starving gang is no one's victim but the drain's
+(`keep_off`). A long preemptor leaves the short jobs' headroom.
 
 Victims are ranked cheapest first (unfunded; resumable before non-resumable; least progress
 lost; fewest GPUs; lowest priority; worst-ranked allocation; most recently started) and planned
@@ -33,18 +17,23 @@ back to the search's checkpoint (KAI's Statement: checkpoint, evict, place, keep
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from operator import itemgetter
 
-from admitter.core.candidates import CandidateGroups
-from admitter.core.decisions import EvictionReason
+from admitter.core.candidates import Candidate, CandidateGroups
+from admitter.core.eviction import (
+    EVER_EVICTABLE,
+    FUNDED,
+    EvictionRule,
+    Standing,
+    may_evict,
+    ranked_standing,
+)
 from admitter.core.headroom import Headroom
 from admitter.core.model import GPU, Workload
 from admitter.core.nodes import held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
-from admitter.core.policy import ShortJobs, TimeSlicing
 from admitter.core.quota import QuotaBlock, QuotaLedger
-from admitter.core.ranking import Ranking, beyond
 from admitter.core.room import Blocked, Room, Search, Victim
 from admitter.core.statement import Statement
 from admitter.core.topology import HOSTNAME, Domain
@@ -67,22 +56,19 @@ class RoomFinder:
     """
 
     def __init__(self, statement: Statement, ledger: QuotaLedger, running: dict[str, Workload],
-                 now: float, ranking: Ranking, headroom: Headroom,
-                 non_preemptible_priority: int | None, time_slicing: TimeSlicing) -> None:
+                 now: float, rule: EvictionRule, headroom: Headroom) -> None:
         self._statement = statement
         self._state = statement.nodes
-        self._non_preemptible_priority = non_preemptible_priority
         self._ledger = ledger
         self._running = running
         self._now = now
-        self._ranking = ranking
+        self._rule = rule
+        self._ranking = rule.ranking
         self._headroom = headroom
-        self._short = headroom.short_jobs
-        self._swap_margin = time_slicing.swap_margin
-        self._non_resumable_gap = time_slicing.non_resumable_gap
+        self._short = rule.short_jobs
         self._ranked = False
-        self._evictable = CandidateGroups((), ledger.path, self._short)
-        self._protected = CandidateGroups((), ledger.path, self._short)
+        self._evictable = CandidateGroups((), ledger.path, rule.kind)
+        self._protected = CandidateGroups((), ledger.path, rule.kind)
         self._domain_of: dict[str | None, dict[str, Domain]] = {}
         self._held: dict[tuple[str, str, str | None], list[tuple[Domain, int]]] = {}
         self._kept_off: set[str] = set()
@@ -94,7 +80,7 @@ class RoomFinder:
         self.simulated = 0
         """Searches that had victims to simulate: the expensive ones, which a cycle bounds."""
         self._candidates: dict[tuple[bool, str, int, bool, bool, str | None,
-                                     tuple[int, int]], list[tuple[int, Workload]]] = {}
+                                     tuple[int, int]], list[Candidate]] = {}
         """`_eligible`'s lists before dropping who left, per what decides them."""
 
     def keep_off(self, nodes: Iterable[str]) -> None:
@@ -219,7 +205,7 @@ class RoomFinder:
         """Within every limit (and fair share, if non-preemptible and long: a short job gives
         its GPUs back within minutes anyway) on the ledger as it is."""
         return self._ledger.limit_block(preemptor) is None and (
-            preemptor.preemptible(self._non_preemptible_priority)
+            preemptor.preemptible(self._rule.non_preemptible_priority)
             or self._short.is_short(preemptor) or self._ledger.share_block(preemptor) is None)
 
     def _place(self, preemptor: Workload, victims: list[Victim],
@@ -249,13 +235,12 @@ class RoomFinder:
                            Workload]] = []
         protected: list[tuple[float, str, Workload]] = []
         ratios: dict[str, float] = {}
-        now = self._now
+        now, kind = self._now, self._rule.kind
         for workload in self._running.values():
-            funded = workload.funded  # `protected_until`, inlined
-            if funded and not workload.preemptible(self._non_preemptible_priority):
+            if not kind(workload) & EVER_EVICTABLE:
                 continue
-            started = workload.admitted_at
-            if funded and started is not None and started + workload.min_runtime > now:
+            started = workload.admitted_at  # `protected_until`, inlined
+            if workload.funded and started is not None and started + workload.min_runtime > now:
                 protected.append((started + workload.min_runtime, workload.key, workload))
                 continue
             ratio = ratios.get(workload.queue)
@@ -265,25 +250,22 @@ class RoomFinder:
         ranked.sort(key=itemgetter(0))
         protected.sort(key=itemgetter(0, 1))
         self._ranked = True
-        self._evictable = CandidateGroups([w for _, w in ranked], self._ledger.path,
-                                           self._short)
-        self._protected = CandidateGroups([w for _, _, w in protected], self._ledger.path,
-                                           self._short)
+        self._evictable = CandidateGroups([w for _, w in ranked], self._ledger.path, kind)
+        self._protected = CandidateGroups([w for _, _, w in protected], self._ledger.path, kind)
 
     def _eligible(self, groups: CandidateGroups, preemptor: Workload, within: str | None,
-                  search: Search) -> list[tuple[int, Workload]]:
-        """Still-running workloads of `groups` the preemptor may take (the module docstring's
-        rule), with their position in the ranking (unsorted). `within` keeps only queues under
-        it.
+                  search: Search) -> list[Candidate]:
+        """Still-running workloads of `groups` the preemptor may take (`eviction.may_evict`),
+        with their position in the ranking (unsorted). `within` keeps only queues under it.
 
         Two leaves' allocations compare where their paths diverge (`ranking`), so every leaf
-        under one sibling of a queue on the preemptor's path gets the same verdict: the walk
-        decides once per such subtree and takes its candidates whole, instead of once per
-        leaf that holds running work."""
+        under one sibling of a queue on the preemptor's path has the same standing: the walk
+        asks the rule once per such subtree and kind of work, and takes the candidates of each
+        allowed kind whole, instead of once per workload. A drain asks per workload on the
+        nodes it drains (`EvictionRule.drain_takes`)."""
         gpus = preemptor.requests().get(GPU, 0)
-        policy = self._short
-        short = policy.is_short(preemptor)
-        ranking, ledger = self._ranking, self._ledger
+        short = self._short.is_short(preemptor)
+        ranking, ledger, slicing = self._ranking, self._ledger, self._rule.time_slicing
         # What one preemptor may take depends on its queue, priority, kind and bound only (and,
         # when use is what is held, on its size and on the allocations as they stand): searches
         # of other shapes share the list; with use over a window, on the GPU time of its
@@ -296,6 +278,8 @@ class RoomFinder:
         chosen = self._candidates.get(key)
         if chosen is None:
             chosen = []
+            drained = self._drained
+            takes = self._rule.drain_takes(preemptor) if drain else None
             path = ledger.path(preemptor.queue)
             for depth in range(0 if within is None else path.index(within) + 1, len(path)):
                 mine = path[depth]
@@ -304,81 +288,29 @@ class RoomFinder:
                 for sibling in groups.children.get(path[depth - 1] if depth else None, ()):
                     if sibling == mine:
                         continue
-                    group = groups.below[sibling]
-                    chosen.extend(group.unfunded)
-                    if drain:
-                        chosen.extend(item for item in group.funded
-                                      if self._drains(preemptor, item[1]))
                     if better is None:
                         better = ranking.ratio(mine, gpus)
                         charged = ranking.after_run(mine, gpus, preemptor.min_runtime)
-                    worse = ranking.ratio(sibling)
-                    if beyond(worse, charged, self._non_resumable_gap):
-                        chosen.extend(group.funded if not short else (
-                            item for item in group.funded
-                            if not policy.long_and_lost(item[1])))
-                    elif beyond(worse, better, self._swap_margin):
-                        chosen.extend(group.swappable)
-                    elif short:
-                        chosen.extend(item for item in group.swappable if not _spread(item[1]))
+                    standing = ranked_standing(ranking.ratio(sibling), better, charged, slicing)
+                    for kind, items in groups.below[sibling].items():
+                        if may_evict(kind, standing, short, Search.RANKED):
+                            chosen.extend(items)
+                        elif takes is not None and kind & FUNDED:
+                            chosen.extend(item for item in items
+                                          if item[1].key in drained and takes(item[1]))
             own = groups.below.get(preemptor.queue)
-            if own is not None:
-                chosen.extend(own.unfunded)
-                if drain:
-                    chosen.extend(item for item in own.funded
-                                  if self._drains(preemptor, item[1]))
-                chosen.extend(item for item in own.funded
-                              if item[1].priority < preemptor.priority and item[1].resumable
-                              and not (short and _spread(item[1])))
-            if drain:  # a workload may have been added twice
-                chosen = list({item[1].key: item for item in chosen}.values())
+            for kind, items in own.items() if own is not None else ():
+                for item in items:
+                    standing = (Standing.OUTRANKED if item[1].priority < preemptor.priority
+                                else Standing.NONE)
+                    if may_evict(kind, standing, short, Search.RANKED) or (
+                            takes is not None and kind & FUNDED and item[1].key in drained
+                            and takes(item[1])):
+                        chosen.append(item)
             self._candidates[key] = chosen
         running, kept_off = self._running, self._kept_off
         return [item for item in chosen if item[1].key in running and (
             drain or item[1].key not in kept_off)]
-
-    def _drains(self, gang: Workload, workload: Workload) -> bool:
-        """On the drained nodes and leaving for the drain (`drain_takes`)."""
-        return workload.key in self._drained and self.drain_takes(gang)(workload)
-
-    def drain_takes(self, gang: Workload) -> Callable[[Workload], bool]:
-        """Whom a drain for `gang` may take once past its min runtime: preemptible funded work
-        that is resumable, or short (a debug job loses minutes at most); of lower priority in
-        the gang's queue, or of an allocation ranked worse than the gang's by any margin (a
-        drain never takes from a better-ranked allocation or an equal priority, so two gangs
-        never drain each other in turn). The domain is chosen by what this takes
-        (`reservation.choose`): a domain full of better-ranked work would only empty as that
-        work finishes."""
-        ranking, threshold, policy = self._ranking, self._non_preemptible_priority, self._short
-        gpus = gang.requests().get(GPU, 0)
-
-        def takes(workload: Workload) -> bool:
-            if not drain_may_take(workload, threshold, policy):
-                return False
-            if workload.queue == gang.queue:
-                return workload.priority < gang.priority
-            return ranking.clearly_worse(workload.queue, gang.queue, 0.0, gpus,
-                                         workload.requests().get(GPU, 0))
-
-        return takes
-
-    def drain_waits_for(self, gang: Workload) -> Callable[[Workload], bool]:
-        """Whose work a drain for `gang` may wait for, besides what it takes once past its min
-        runtime (`drain_takes`): short work, whoever's (it ends within minutes: a debug job
-        landing on a drained node must not turn the drain away); and preemptible resumable work
-        of an allocation not ranked better than the gang's (its own queue's included), which
-        leaves as it ends or is requeued while nothing long lands on the drained nodes.
-        Better-ranked allocations' long work is not waited for: a domain it fills would stand
-        held for as long as that work runs (counting it cost seeds of the family up to 5 points
-        of occupancy), and neither is long non-resumable work."""
-        ranking, threshold, policy = self._ranking, self._non_preemptible_priority, self._short
-
-        def waits_for(workload: Workload) -> bool:
-            return policy.is_short(workload) or (
-                workload.resumable and workload.preemptible(threshold)
-                and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
-
-        return waits_for
 
     def _plans(self, preemptor: Workload, candidates: list[Workload],
                swap: bool) -> list[list[Workload]]:
@@ -460,40 +392,9 @@ class RoomFinder:
         return mapping
 
     def _victim(self, preemptor: Workload, victim: Workload, search: Search) -> Victim | None:
-        """The eviction, if still justified given the victims chosen so far (with use counted
-        as what is held, the ledger already reflects them)."""
-        if search is Search.DRAIN and victim.funded and self._drains(preemptor, victim):
-            return Victim(victim, EvictionReason.RECLAIMED,
-                          f"requeued past its min runtime for {preemptor.key}: its nodes are "
-                          "being drained for that starving gang")
-        if not victim.funded:
-            same = victim.queue == preemptor.queue
-            return Victim(victim, EvictionReason.PREEMPTED if same else EvictionReason.RECLAIMED,
-                          f"unfunded workload evicted for funded {preemptor.key}")
-        policy = self._short
-        short = policy.is_short(preemptor)
-        if short and policy.long_and_lost(victim):
-            return None
-        if victim.queue == preemptor.queue:
-            if not victim.resumable or (short and _spread(victim)):
-                return None
-            return Victim(victim, EvictionReason.PREEMPTED,
-                          f"preempted by {preemptor.key} (priority {preemptor.priority} > "
-                          f"{victim.priority}) in queue {victim.queue}")
-        swappable = victim.resumable and not policy.is_short(victim)
-        gap = self._swap_margin if swappable else self._non_resumable_gap
-        if self._ranking.clearly_worse(victim.queue, preemptor.queue, gap,
-                                       preemptor.requests().get(GPU, 0),
-                                       victim.requests().get(GPU, 0),
-                                       0.0 if swappable else preemptor.min_runtime):
-            why = (f"queue {victim.queue}'s allocation has used more of its GPU budget than "
-                   f"{preemptor.queue}'s")
-        elif victim.resumable and short and not policy.is_short(victim) and not _spread(victim):
-            why = "a short job may requeue resumable work past its min runtime"
-        else:
-            return None
-        return Victim(victim, EvictionReason.RECLAIMED,
-                      f"requeued past its min runtime for {preemptor.key}: {why}")
+        """The eviction, if still justified given the victims chosen so far (the eviction
+        rule asked again, `EvictionRule.victim`)."""
+        return self._rule.victim(preemptor, victim, search, victim.key in self._drained)
 
 
 def _cost(workload: Workload, at: float, ratio: float
@@ -505,19 +406,6 @@ def _cost(workload: Workload, at: float, ratio: float
     lost = 0.0 if workload.resumable or started is None else at - started
     return (workload.funded, not workload.resumable, lost, workload.requests().get(GPU, 0),
             workload.priority, -ratio, -(started or 0.0), -workload.submitted_at, workload.key)
-
-
-def drain_may_take(workload: Workload, non_preemptible_priority: int | None,
-                   short_jobs: ShortJobs) -> bool:
-    """Whether a drain could take `workload` once past its min runtime, for some gang: it is
-    preemptible, and resumable or short (`RoomFinder.drain_takes` adds whose gang)."""
-    return workload.preemptible(non_preemptible_priority) and (
-        workload.resumable or short_jobs.is_short(workload))
-
-
-def _spread(workload: Workload) -> bool:
-    """Held on several nodes: a gang a short job would requeue whole for one pod."""
-    return len(workload.placement) > 1
 
 
 def _freeing(bound: QuotaBlock, plans: list[list[Workload]],

@@ -1,14 +1,15 @@
 """Draining for a starving gang: a large gang must not wait forever behind a stream of small jobs,
 nor hoard idle GPUs while it waits.
 
-The cycle picks the gang (`cycle._Cycle.drain_for_starving`); here the nodes are chosen and held.
+The cycle picks the gang (`steps.step3_drain_for_starving`); here the nodes are chosen and held.
 Inside the domain its required topology allows (without one, a cluster of a fleet or the whole
 cluster), the domain cheapest to empty for this gang wins: the most GPUs that are free or that its
 drain could take now (unfunded
-work's; resumable or short work's past its min runtime, of a worse-ranked allocation or of lower
-priority in its queue: a domain full of better-ranked work would empty only as that work finishes);
+work's, and what the eviction rule lets a drain take past its min runtime,
+`eviction.EvictionRule.drain_takes`: a domain full of better-ranked work would empty only as that
+work finishes);
 a domain that could not be emptied even once every protection ends (long non-resumable,
-non-preemptible or better-ranked work holds too much; see `RoomFinder.drain_waits_for`) is not
+non-preemptible or better-ranked work holds too much; see `drain_waits_for`) is not
 chosen. In the domain, nodes that could be emptied come first, those with the most such GPUs first,
 and are picked until their allocatable capacity could hold the gang (`_enough`). Whatever is free
 on them is then held back from every long funded admission of the cycle (short jobs come before it,
@@ -20,10 +21,11 @@ held for a gang the short jobs' room would keep off the chosen nodes (`Headroom.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from admitter.core.eviction import EvictionRule
 from admitter.core.model import GPU, Node, PodSet, Workload
-from admitter.core.nodes import ClusterState
+from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.statement import Statement
 from admitter.core.topology import Domain
 
@@ -38,6 +40,60 @@ def choose(state: ClusterState, nodes: dict[str, Node], workload: Workload,
     gang (non-resumable or non-preemptible work holds the rest) would stand idle for as long
     as that work runs, and is not chosen."""
     return _nodes_for(state, nodes, workload, displaceable, drainable)
+
+
+def drain_waits_for(rule: EvictionRule, gang: Workload) -> Callable[[Workload], bool]:
+    """Whose work a drain for `gang` may wait for, besides what it takes once past its min
+    runtime (`EvictionRule.drain_takes`): short work, whoever's (it ends within minutes: a debug
+    job landing on a drained node must not turn the drain away); and preemptible resumable work
+    of an allocation not ranked better than the gang's (its own queue's included), which
+    leaves as it ends or is requeued while nothing long lands on the drained nodes.
+    Better-ranked allocations' long work is not waited for: a domain it fills would stand
+    held for as long as that work runs (counting it cost seeds of the family up to 5 points
+    of occupancy), and neither is long non-resumable work."""
+    ranking, threshold, short = rule.ranking, rule.non_preemptible_priority, rule.short_jobs
+
+    def waits_for(workload: Workload) -> bool:
+        return short.is_short(workload) or (
+            workload.resumable and workload.preemptible(threshold)
+            and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
+
+    return waits_for
+
+
+def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: float,
+                   takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool]
+                   ) -> tuple[dict[str, int], dict[str, int]]:
+    """GPUs per node a drain for a gang could take now: unfunded work's (`unfunded_gpus`), and
+    the funded work past its min runtime that it `takes` (`EvictionRule.drain_takes`); and
+    what leaves once every protection has ended: what it takes, and what it `waits_for`
+    besides (`drain_waits_for`). The two maps `choose` reads, in one pass: each asks the
+    ranking per workload."""
+    now_held, later_held = dict(unfunded), dict(unfunded)
+    for workload in running:
+        until = workload.protected_until()
+        if until is None:
+            continue
+        taken = takes(workload)
+        if not taken and not waits_for(workload):
+            continue
+        per_node = held_per_node(workload, GPU)
+        for node, gpus in per_node.items():
+            later_held[node] = later_held.get(node, 0) + gpus
+        if taken and until <= now:
+            for node, gpus in per_node.items():
+                now_held[node] = now_held.get(node, 0) + gpus
+    return now_held, later_held
+
+
+def unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:
+    """GPUs per node held by unfunded work, which yields to any funded workload at once."""
+    held: dict[str, int] = {}
+    for workload in running:
+        if not workload.funded:
+            for node, gpus in held_per_node(workload, GPU).items():
+                held[node] = held.get(node, 0) + gpus
+    return held
 
 
 def hold(statement: Statement, chosen: list[str]) -> None:
