@@ -124,7 +124,9 @@ def run_kueue(shape: Shape, cohorts: int, timeout: float) -> Row:
                 runner.terminate()
                 runner.wait(120)
                 timed_out = True
-            if runner.returncode != 0:
+            # The runner may exit 1 after it recorded everything: at a large scale its
+            # manager does not stop within its own 30 s grace period. A summary is a result.
+            if runner.returncode != 0 and not (out / "summary.yaml").exists():
                 tail = (out / "runner.log").read_text()[-2000:]
                 raise RuntimeError(f"runner failed ({runner.returncode}): {tail}")
             wall = timeout if timed_out else _summary_written(out) - began
