@@ -1,4 +1,5 @@
-// Wrapper module: builds the upstream Kubernetes control-plane binaries at a pinned version.
+// Wrapper module: builds the upstream Kubernetes control-plane binaries at a pinned version, the
+// oldest supported minor; hack/build.sh and the tests use it with KUBE_MODULE=kube-1.34.
 module admitter.dev/hack/kube
 
 go 1.24.0

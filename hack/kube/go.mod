@@ -1,4 +1,5 @@
-// Wrapper module: builds the upstream Kubernetes control-plane binaries at a pinned version.
+// Wrapper module: builds the upstream Kubernetes control-plane binaries at a pinned version, the
+// newest supported minor (the default; hack/kube-1.34 pins the oldest).
 module admitter.dev/hack/kube
 
 go 1.26.0
