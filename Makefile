@@ -15,6 +15,8 @@ $(BIN)/admitter: pyproject.toml setup.py $(wildcard admitter/core/*.py admitter/
 
 setup: $(BIN)/admitter
 
+# Kubernetes at the newest supported minor (hack/kube/); `make test KUBE_MODULE=kube-1.34` builds
+# and tests on the oldest (hack/kube-1.34/): the build script and the tests read the variable.
 control-plane:
 	bash hack/build.sh
 

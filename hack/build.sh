@@ -2,6 +2,8 @@
 # Builds the local control-plane binaries (Kubernetes, etcd, KWOK) from the pinned Go wrapper
 # modules into hack/bin/<component>-<version>/. Existing binaries are kept, so a warm run is a
 # no-op; compile work is shared through Go's normal module and build caches.
+# Kubernetes comes from hack/kube/ (the newest supported minor) unless KUBE_MODULE names another
+# wrapper module directory: `KUBE_MODULE=kube-1.34 bash hack/build.sh` builds the oldest.
 set -euo pipefail
 
 HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,7 +47,13 @@ build() {
   echo "built ${missing[*]} in $((SECONDS - t0))s"
 }
 
-KUBE="$(version kube k8s.io/kubernetes)"
+KUBE_MODULE="${KUBE_MODULE:-kube}"
+if [[ ! -f "${HACK}/${KUBE_MODULE}/go.mod" ]]; then
+  echo "KUBE_MODULE=${KUBE_MODULE}: hack/${KUBE_MODULE}/go.mod does not exist" \
+    "(Kubernetes wrapper modules: $(cd "${HACK}" && echo kube/go.mod kube-*/go.mod))" >&2
+  exit 2
+fi
+KUBE="$(version "${KUBE_MODULE}" k8s.io/kubernetes)"
 ETCD="$(version etcd go.etcd.io/etcd/server/v3)"
 KWOK="$(version kwok sigs.k8s.io/kwok)"
 
@@ -60,7 +68,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 start=${SECONDS}
-build kube "${BIN}/kube-${KUBE}" "${kube_ldflags}" \
+build "${KUBE_MODULE}" "${BIN}/kube-${KUBE}" "${kube_ldflags}" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \

@@ -2,10 +2,14 @@
 
 The versions come from the wrapper modules' go.mod files, the single source of truth, so a version
 bump there makes the launcher look for (and the build script produce) a new binary directory.
+Kubernetes has one wrapper module per supported minor: `hack/kube/` pins the newest, and the
+environment variable `KUBE_MODULE` names another (`KUBE_MODULE=kube-1.34` for `hack/kube-1.34/`);
+the build script reads the same variable, so both agree on the version.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -22,6 +26,8 @@ _COMPONENTS = {
     "etcd": ("go.etcd.io/etcd/server/v3", ("etcd",)),
     "kwok": ("sigs.k8s.io/kwok", ("kwok",)),
 }
+KUBE_MODULE_VARIABLE = "KUBE_MODULE"
+"""Names the Kubernetes wrapper module directory under hack/ (default `kube`, the newest minor)."""
 
 
 def run_build(script: Path) -> str:
@@ -50,12 +56,23 @@ class Binaries:
     kube_version: str
 
     @classmethod
-    def locate(cls, hack_dir: Path = HACK_DIR) -> Binaries:
-        """Resolve paths as `hack/bin/<component>-<version>/<binary>` (they may not exist yet)."""
+    def locate(cls, hack_dir: Path = HACK_DIR, kube_module: str | None = None) -> Binaries:
+        """Resolve paths as `hack/bin/<component>-<version>/<binary>` (they may not exist yet).
+
+        `kube_module` is the Kubernetes wrapper module directory under `hack_dir`; by default
+        `$KUBE_MODULE`, else `kube`."""
+        kube_module = kube_module or os.environ.get(KUBE_MODULE_VARIABLE) or "kube"
+        module_dirs = {component: hack_dir / component for component in _COMPONENTS}
+        module_dirs["kube"] = hack_dir / kube_module
+        if not (module_dirs["kube"] / "go.mod").is_file():
+            raise BinariesMissingError(
+                f"{KUBE_MODULE_VARIABLE}={kube_module!r}: {module_dirs['kube']} holds no go.mod "
+                f"(Kubernetes wrapper modules: {', '.join(kube_modules(hack_dir))})"
+            )
         paths: dict[str, Path] = {}
         versions: dict[str, str] = {}
         for component, (module, names) in _COMPONENTS.items():
-            versions[component] = pinned_version(hack_dir / component / "go.mod", module)
+            versions[component] = pinned_version(module_dirs[component] / "go.mod", module)
             for name in names:
                 paths[name.replace("-", "_")] = (
                     hack_dir / "bin" / f"{component}-{versions[component]}" / name
@@ -88,6 +105,12 @@ class Binaries:
         if message is not None:
             raise BinariesMissingError(message)
         return self
+
+
+def kube_modules(hack_dir: Path = HACK_DIR) -> list[str]:
+    """The Kubernetes wrapper module directories under `hack_dir`: `kube` and `kube-<minor>`."""
+    found = [*hack_dir.glob("kube/go.mod"), *hack_dir.glob("kube-*/go.mod")]
+    return sorted(path.parent.name for path in found)
 
 
 def pinned_version(go_mod: Path, module: str) -> str:
