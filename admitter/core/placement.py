@@ -66,14 +66,23 @@ def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailu
             if isinstance(unknown, PlacementFailure):
                 return PlacementFailure(_label(workload, pod_set.name) + unknown.reason)
     if fits(state.tree.root, demand):
+        within = _within(state.tree, depths[-1])
         for depth in depths:
-            for domain in ranked(state.tree, depth, depths[-1], demand):
+            for domain in ranked(state.tree, depth, within, demand):
                 packed = _pack(state, workload, domain, demand)
                 if packed is not None:
                     counts, affinities = packed
                     return Placement(domain.level, domain.value, dict(domain.affinity), counts,
                                      affinities)
     return PlacementFailure(_explain(state, workload, demand, depths[-1]))
+
+
+def _within(tree: DomainTree, required: int) -> int:
+    """The depth whose one domain a placement must lie in: the required level's, but over a
+    fleet, for a gang required on one host, the cluster's. Hazard: a host is its own host-level
+    domain, so the host level alone let a host naming no cluster (hung under the root) take a
+    gang, which over a fleet no host outside a cluster may."""
+    return 0 if tree.fleet and required == len(tree.levels) - 1 else required
 
 
 def _owed(state: ClusterState, workload: Workload) -> PlacementFailure | None:

@@ -145,3 +145,14 @@ def test_a_starving_gang_is_drained_for_inside_one_cluster() -> None:
     assert pending(result)["big"] == "Reserved"
     message = next(p.message for p in result.pending if p.key == "big")
     assert message.endswith("2 node(s) reserved for big: e1, e0")  # the earlier of equals
+
+
+def test_a_host_naming_no_cluster_takes_no_gang_that_requires_one_host() -> None:
+    """A host is its own host-level domain: without the cluster above it, a gang required on
+    one host took the one idle host that names no cluster."""
+    nodes = west(used=(8, 8, 8, 8)) + east(used=(8, 8, 8)) + unlabelled([node("x", rack="r9")])
+    failed = place(cluster(*nodes), workload("w", gang(1, 8), required=HOSTNAME))
+    assert isinstance(failed, PlacementFailure), failed
+    nodes = west(used=(8, 8, 8, 8)) + east(used=(8, 0, 8)) + unlabelled([node("x", rack="r9")])
+    placed = place(cluster(*nodes), workload("w", gang(1, 8), required=HOSTNAME))
+    assert isinstance(placed, Placement) and clusters_of(placed, nodes) == {"east"}
