@@ -96,7 +96,7 @@ class PodIndex:
         try:
             meta = pod["metadata"]
             owner = job_owner(pod)
-            jobs = _jobs_of(pod, owner)
+            jobs = jobs_of_pod(pod, owner)
             requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
             mark = (meta.get("annotations") or {}).get(ADMITTED_WORKLOAD_ANNOTATION)
         except UNREADABLE_ERRORS as error:
@@ -158,7 +158,7 @@ class PodIndex:
             self._apply(running, 1)
 
 
-def _jobs_of(pod: Obj, owner: Obj | None) -> tuple[JobKey, ...]:
+def jobs_of_pod(pod: Obj, owner: Obj | None) -> tuple[JobKey, ...]:
     """The jobs a pod may count for: those its kinds' labels name, else its owning Job."""
     meta = pod["metadata"]
     labels = meta.get("labels") or {}

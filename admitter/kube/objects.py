@@ -79,12 +79,17 @@ def pinned_host(pod: Obj) -> str | None:
     return None
 
 
+UNREACHABLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+"""What the node lifecycle controller taints a node with when it stops reporting Ready."""
+
+
 def node_is_up(node: Obj) -> bool:
-    """Whether kube-scheduler may bind a pod to the node: not cordoned, and Ready."""
-    if (node.get("spec") or {}).get("unschedulable"):
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or ())
+    """Whether kube-scheduler may still bind pods to the node as the decision core counted
+    it: not cordoned, and not tainted as not Ready or unreachable (nor will the core hint it
+    again while it is so)."""
+    spec = node.get("spec") or {}
+    return not spec.get("unschedulable") and not any(
+        taint.get("key") in UNREACHABLE_TAINTS for taint in spec.get("taints") or ())
 
 
 def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:

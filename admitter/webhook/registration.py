@@ -60,7 +60,7 @@ def endpoint_client_config(url_host: str | None, ca_pem: bytes | None) -> Client
 
 
 def _hook(name: str, path: str, client_config: ClientConfig, rules: list[Obj],
-          failure_policy: str = "Fail", timeout: int = TIMEOUT_SECONDS, **extra: Any) -> Obj:
+          **extra: Any) -> Obj:
     return {
         "name": name,
         "clientConfig": client_config(path),
@@ -68,10 +68,10 @@ def _hook(name: str, path: str, client_config: ClientConfig, rules: list[Obj],
         **extra,
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
-        "failurePolicy": failure_policy,
+        "failurePolicy": "Fail",
         "matchPolicy": "Equivalent",
         **({"reinvocationPolicy": "Never"} if path.startswith("/mutate") else {}),
-        "timeoutSeconds": timeout,
+        "timeoutSeconds": TIMEOUT_SECONDS,
     }
 
 
@@ -134,9 +134,9 @@ def placement_hook(client_config: ClientConfig) -> Obj:
     placing them in their domain, rather than not at all."""
     pod_sets = {"objectSelector": {"matchExpressions": [
         {"key": POD_SET_LABEL, "operator": "Exists"}]}}
-    return _hook("gate-pods.admitter.dev", GATE_PODS_PATH, client_config,
-                 [core("", "pods", "CREATE")], failure_policy="Ignore",
-                 timeout=GATE_TIMEOUT_SECONDS, **pod_sets)
+    hook = _hook("gate-pods.admitter.dev", GATE_PODS_PATH, client_config,
+                 [core("", "pods", "CREATE")], **pod_sets)
+    return {**hook, "failurePolicy": "Ignore", "timeoutSeconds": GATE_TIMEOUT_SECONDS}
 
 
 def unlabelled_hooks(client_config: ClientConfig, unlabelled: UnlabelledWork) -> list[Obj]:
