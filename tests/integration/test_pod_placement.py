@@ -1,0 +1,164 @@
+"""Each pod on the node its admission counted it on, on the real control plane (8 KWOK nodes
+of 8 GPUs), with admitter's webhooks and controller running: a burst of 8-GPU and 2-GPU Jobs
+admitted together leaves no pod unschedulable; a pod the Job controller recreates goes to an
+admitted host; a pod whose host went down before it was placed stays held, never bound, and
+its Job is requeued and runs elsewhere (docs/placement.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from admitter_world import FAST, apply_all
+from burst_world import admitter_running, burst, placement_gate_in_effect, queue
+
+from admitter.api.settings import Settings
+from admitter.api.workload import Reason
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.informer import Informer
+from admitter.kube.objects import PLACEMENT_GATE, Obj, is_gated, pinned_host
+from admitter.testing.waiting import eventually
+
+from builders.kube import JobWrapper
+
+pytestmark = pytest.mark.integration
+PLACING = FAST.model_copy(update={"pod_placement": "Node"})
+
+
+@pytest.fixture
+async def placing(api: Kube, namespace: str, kubeconfig: Path, tmp_path: Path,
+                  idle_cluster: None) -> AsyncIterator[Settings]:
+    """A queue of the cluster's 64 GPUs in the test's namespace; admitter running with
+    `podPlacement: Node`, its placement webhook in effect."""
+    await queue(api, namespace, 64)
+    async with admitter_running(api, kubeconfig, PLACING, tmp_path / "certs"):
+        await placement_gate_in_effect(api, namespace)
+        yield PLACING
+
+
+@contextlib.asynccontextmanager
+async def pod_history(api: Kube, namespace: str) -> AsyncIterator[list[Obj]]:
+    """Every version of every pod of `namespace` the watch shows, while in the block."""
+    seen: list[Obj] = []
+    informer = Informer(api, kube.PODS, lambda event, pod: seen.append(pod),
+                        {"fieldSelector": f"metadata.namespace={namespace}"})
+    task = asyncio.create_task(informer.run())
+    try:
+        yield seen
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def job_pods(api: Kube, namespace: str, job: str) -> list[Obj]:
+    listed = await api.request("GET", kube.PODS.path(namespace),
+                               query={"labelSelector": f"batch.kubernetes.io/job-name={job}"})
+    items: list[Obj] = listed["items"]
+    return items
+
+
+async def hinted_hosts(api: Kube, namespace: str, job: str) -> dict[str, int]:
+    for wl in (await api.request("GET", kube.WORKLOADS.path(namespace)))["items"]:
+        owner = wl["metadata"]["ownerReferences"][0]["name"]
+        admission = (wl.get("status") or {}).get("admission")
+        if owner == job and admission:
+            return {h["node"]: h["count"] for h in admission["nodeHints"]}
+    return {}
+
+
+async def test_a_burst_of_8_and_2_gpu_jobs_leaves_no_admitted_pod_unschedulable(
+        api: Kube, namespace: str, placing: Settings) -> None:
+    """Four 8-GPU and sixteen 2-GPU Jobs, the whole cluster, admitted in one cycle, three
+    times over: kube-scheduler, left to spread them, leaves 8-GPU pods fitting no node
+    (benchmarks/bench_pod_placement.py counts how often); placed, every pod binds where its
+    admission counted it, none unschedulable."""
+    for seed in range(3):
+        outcome = await burst(api, namespace, big=4, small=16, seed=seed, settle=90)
+        assert outcome.pods == 20
+        assert outcome.unbound == 0, outcome
+        assert outcome.unschedulable == 0, outcome
+
+
+async def test_a_recreated_pod_is_placed_on_an_admitted_host(
+        api: Kube, namespace: str, placing: Settings) -> None:
+    """Two 4-GPU pods run; one is deleted and the Job controller makes a new one: it is held,
+    then pinned to the host its predecessor left, and binds there."""
+    job = JobWrapper("pair", namespace).pods(2).gpus(4).runtime("2h").obj()
+    job["spec"]["backoffLimit"] = 3
+    await apply_all(api, job)
+
+    async def both_bound() -> list[Obj] | None:
+        pods = await job_pods(api, namespace, "pair")
+        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    first = await eventually(both_bound, "both pods bound", 90)
+    hints = await hinted_hosts(api, namespace, "pair")
+    assert sorted(p["spec"]["nodeName"] for p in first) == sorted(
+        host for host, count in hints.items() for _ in range(count))
+    assert all(pinned_host(p) == p["spec"]["nodeName"] for p in first)
+    gone = first[0]
+    await api.delete(kube.PODS, gone["metadata"]["name"], namespace)
+
+    async def replaced() -> Obj | None:
+        pods = await job_pods(api, namespace, "pair")
+        fresh = [p for p in pods if p["metadata"]["uid"] not in {q["metadata"]["uid"]
+                                                                 for q in first}]
+        return fresh[0] if fresh and fresh[0]["spec"].get("nodeName") else None
+
+    new = await eventually(replaced, "the recreated pod bound", 90)
+    assert new["spec"]["nodeName"] == pinned_host(new) == gone["spec"]["nodeName"]
+    assert not is_gated(new, PLACEMENT_GATE)
+
+
+async def test_a_pod_whose_host_went_down_stays_held_and_its_job_runs_elsewhere(
+        api: Kube, namespace: str, placing: Settings) -> None:
+    """A Job of two 8-GPU pods one after the other: its first pod runs on its host, which is
+    then cordoned. The second pod, made when the first ends, can go only to that host: it
+    stays held and is never bound; the Job is requeued (`HostUnavailable`) and its next pod
+    runs on another node."""
+    job = JobWrapper("serial", namespace).gpus(8).completions(2).runtime("5s").obj()
+    job["spec"]["backoffLimit"] = 3
+    async with pod_history(api, namespace) as seen:
+        await apply_all(api, job)
+
+        async def first_bound() -> str | None:
+            pods = await job_pods(api, namespace, "serial")
+            return next((p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")),
+                        None)
+
+        host = await eventually(first_bound, "the first pod bound", 90)
+        await api.patch(kube.NODES, host, {"spec": {"unschedulable": True}})
+        try:
+            async def requeued() -> bool:
+                events = (await api.request(
+                    "GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
+                return any(e.get("reason") == Reason.HOST_UNAVAILABLE
+                           and e["involvedObject"]["name"] == "serial" for e in events)
+
+            await eventually(requeued, "the Job requeued for its host down", 90)
+
+            async def done() -> bool:
+                current = await api.get(kube.JOBS, "serial", namespace)
+                return int((current.get("status") or {}).get("succeeded", 0)) == 2
+
+            await eventually(done, "the Job done on another node", 120)
+        finally:
+            await api.patch(kube.NODES, host, {"spec": {"unschedulable": None}})
+    # Every version of every pod: the pods made after the cordon never reached its host, and
+    # a pod held while its workload was being requeued was never bound nor ungated.
+    by_uid: dict[str, list[Obj]] = {}
+    for pod in seen:
+        by_uid.setdefault(pod["metadata"]["uid"], []).append(pod)
+    first_uid = next(uid for uid, versions in by_uid.items()
+                     if any(v["spec"].get("nodeName") == host for v in versions))
+    stranded = [versions for uid, versions in by_uid.items() if uid != first_uid
+                and all(v["spec"].get("nodeName") is None for v in versions)]
+    assert stranded, "the pod made for the host that went down"
+    assert all(is_gated(v, PLACEMENT_GATE) for versions in stranded for v in versions)
+    later = [v for uid, versions in by_uid.items() if uid != first_uid for v in versions]
+    assert all(v["spec"].get("nodeName") != host for v in later)
