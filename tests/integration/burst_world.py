@@ -36,14 +36,15 @@ class Burst:
     """One round's outcome."""
 
     pods: int
-    """Admitted pods."""
+    """Pods made (those of the Jobs admitted)."""
     unschedulable: int
     """Of those, pods kube-scheduler found no node for at least once (FailedScheduling)."""
     idle_gpu_seconds: float
-    """GPUs admitted but not yet bound to a node, summed over pods: from the admission to
-    the bind (or to the round's end, for a pod never bound)."""
+    """GPUs standing free while the burst's work waited, from its submission until every pod
+    is bound (or the round's end): the burst asks for exactly the cluster's GPUs, so that is
+    each Job's GPUs times its wait for its pod to be bound, admitted or not."""
     unbound: int
-    """Pods still not bound when the round ended."""
+    """Jobs whose pod was not bound when the round ended (not admitted, or unschedulable)."""
 
 
 @contextlib.asynccontextmanager
@@ -95,53 +96,43 @@ def burst_jobs(namespace: str, big: int, small: int, seed: int, prefix: str) -> 
 
 async def burst(api: Kube, namespace: str, big: int, small: int, seed: int,
                 settle: float) -> Burst:
-    """Submit one burst, wait until every pod is bound or `settle` seconds passed since all
-    were admitted, measure it, and delete the Jobs (until no pod or admission is left)."""
+    """Submit one burst, wait until every pod is bound or `settle` seconds passed, measure
+    it, and delete the Jobs (until no pod or admission is left)."""
     prefix = f"b{secrets.token_hex(2)}"
     jobs = burst_jobs(namespace, big, small, seed, prefix)
+    submitted = time.time()
     await apply_all(api, *jobs)
-    names = {job["metadata"]["name"] for job in jobs}
-
-    async def admitted() -> list[Obj] | None:
-        found = [wl for wl in (await api.request("GET", kube.WORKLOADS.path(namespace)))["items"]
-                 if (wl.get("status") or {}).get("admission")]
-        return found if len(found) == len(names) else None
-
-    workloads = await eventually(admitted, "the burst admitted", 120)
-    admitted_at = {wl["metadata"]["ownerReferences"][0]["name"]:
-                   parse_time(wl["status"]["admission"]["admittedAt"]) for wl in workloads}
-    deadline = time.time() + settle
+    gpus = {job["metadata"]["name"]: int(
+        job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][GPU])
+        for job in jobs}
 
     async def pods() -> list[Obj]:
         listed = await api.request("GET", kube.PODS.path(namespace))
         return [p for p in listed["items"]
-                if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") in names]
+                if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") in gpus]
 
     async def all_bound() -> bool:
         current = await pods()
-        return len(current) == len(names) and all(p["spec"].get("nodeName") for p in current)
+        return len(current) == len(gpus) and all(p["spec"].get("nodeName") for p in current)
 
     with contextlib.suppress(TimeoutError):
-        await eventually(all_bound, "every pod of the burst bound", max(settle, 0.1))
-    ended = min(time.time(), deadline)
+        await eventually(all_bound, "every pod of the burst bound", settle)
+    ended = min(time.time(), submitted + settle)
     current = await pods()
     events = (await api.request("GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
     failed = {e["involvedObject"]["name"] for e in events if e.get("reason") == "FailedScheduling"}
-    idle = 0.0
-    unbound = 0
+    bound_at: dict[str, float] = {}
     for pod in current:
-        job = pod["metadata"]["labels"]["batch.kubernetes.io/job-name"]
-        gpus = int(pod["spec"]["containers"][0]["resources"]["limits"][GPU])
         scheduled = next((c for c in pod.get("status", {}).get("conditions") or ()
                           if c["type"] == "PodScheduled" and c["status"] == "True"), None)
-        bound_at = parse_time(scheduled["lastTransitionTime"]) if scheduled else None
-        if bound_at is None:
-            unbound += 1
-        start = admitted_at.get(job) or ended
-        idle += gpus * max(0.0, (bound_at or ended) - start)
+        at = parse_time(scheduled["lastTransitionTime"]) if scheduled else None
+        if at is not None:
+            bound_at[pod["metadata"]["labels"]["batch.kubernetes.io/job-name"]] = at
+    idle = sum(count * max(0.0, min(bound_at.get(job, ended), ended) - submitted)
+               for job, count in gpus.items())
     outcome = Burst(len(current), len({p["metadata"]["name"] for p in current} & failed),
-                    idle, unbound)
-    for name in names:
+                    idle, len(gpus) - len(bound_at))
+    for name in gpus:
         await api.delete(kube.JOBS, name, namespace, {"propagationPolicy": "Background"})
     await eventually(lambda: earlier_work_gone(api), "the burst gone", 120)
     return outcome
