@@ -122,7 +122,12 @@ class PodPlacer:
             return is_gated(pod, PLACEMENT_GATE)
         ended = event == "DELETED" or (pod.get("status") or {}).get("phase") in (
             TERMINAL_POD_PHASES)
-        return ended and bool(self.held) and key_of(pod) in self._jobs
+        if not ended or not self.held:
+            return False
+        try:
+            return pod_set_of(pod) is not None
+        except UNREADABLE_ERRORS:
+            return False
 
     def place(self, busy: Callable[[str, str], bool]) -> Placing:
         """The patches that place every held pod of an admitted workload that can be placed,

@@ -113,3 +113,19 @@ def test_a_host_cordoned_before_its_pods_were_placed_requeues_the_job():
         assert api.objects[kube.JOBS.path("ns", "train")]["spec"]["suspend"] is True
 
     asyncio.run(run())
+
+
+def test_a_held_pod_arriving_or_a_placed_one_going_while_pods_wait_wakes_a_pass():
+    api = FakeApi()
+    controller = reconciler(api)
+    job = JobWrapper("train", "ns").uid("job-uid").obj()
+    held = held_pod(job, 0)
+    placed = {**held_pod(job, 1), "spec": {"nodeName": "gpu-1", "containers": []}}
+    placer = controller.placer
+    assert placer.wakes("ADDED", held)
+    assert not placer.wakes("ADDED", placed)
+    assert not placer.wakes("DELETED", placed), "no pod waits for its slot"
+    add(api, controller.caches.pods, kube.PODS, held)
+    assert placer.wakes("DELETED", placed)
+    assert placer.wakes("MODIFIED", {**placed, "status": {"phase": "Failed"}})
+    assert not placer.wakes("MODIFIED", placed)
