@@ -129,3 +129,23 @@ def test_a_held_pod_arriving_or_a_placed_one_going_while_pods_wait_wakes_a_pass(
     assert placer.wakes("DELETED", placed)
     assert placer.wakes("MODIFIED", {**placed, "status": {"phase": "Failed"}})
     assert not placer.wakes("MODIFIED", placed)
+
+
+def test_a_held_pod_of_a_workload_being_evicted_stays_held():
+    """Marked evicted, its admission still held until its Job is suspended: the pod made
+    meanwhile is never placed."""
+    async def run() -> None:
+        api = FakeApi()
+        controller, job, wl = await admitted_job(api, 8, 1, gpu_1=8, gpu_2=8)
+        marked = {**wl, "status": {**wl["status"], "conditions": [
+            *wl["status"]["conditions"],
+            {"type": CONDITION_EVICTED, "status": "True", "reason": "Preempted",
+             "message": "for another"}]}}
+        controller.caches.workloads.observe(api.put(kube.WORKLOADS, marked))
+        add(api, controller.caches.pods, kube.PODS, held_pod(job, 0))
+        placing = controller.placer.place(lambda namespace, name: False)
+        assert placing.patches == [] and placing.stranded == []
+        await settled_pass(controller)
+        assert is_gated(pod_now(api, "train-0"), PLACEMENT_GATE)
+
+    asyncio.run(run())
