@@ -116,10 +116,11 @@ class PodPlacer:
                         del index[job]
 
     def wakes(self, event: str, pod: Obj) -> bool:
-        """A held pod arriving is worth a pass at once; so is a placed pod going or ending
-        while pods wait (it frees the slot a pod of its job may be waiting for)."""
-        if event == "ADDED":
-            return is_gated(pod, PLACEMENT_GATE)
+        """A held pod arriving or changing (a patch that lost to kube-scheduler's status
+        write is retried on the version after it) is worth a pass at once; so is a placed pod
+        going or ending while pods wait (it frees the slot a pod of its job may wait for)."""
+        if event != "DELETED" and is_gated(pod, PLACEMENT_GATE):
+            return True
         ended = event == "DELETED" or (pod.get("status") or {}).get("phase") in (
             TERMINAL_POD_PHASES)
         if not ended or not self.held:

@@ -123,6 +123,7 @@ def test_a_held_pod_arriving_or_a_placed_one_going_while_pods_wait_wakes_a_pass(
     placed = {**held_pod(job, 1), "spec": {"nodeName": "gpu-1", "containers": []}}
     placer = controller.placer
     assert placer.wakes("ADDED", held)
+    assert placer.wakes("MODIFIED", held), "its patch may have lost to a status write"
     assert not placer.wakes("ADDED", placed)
     assert not placer.wakes("DELETED", placed), "no pod waits for its slot"
     add(api, controller.caches.pods, kube.PODS, held)
