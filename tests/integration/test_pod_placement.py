@@ -8,24 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from admitter_world import FAST, apply_all
 from burst_world import admitter_running, burst, placement_gate_in_effect, queue
 
+from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.api.workload import Reason
+from admitter.jobs.jobset import JobSet
+from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.informer import Informer
-from admitter.kube.objects import PLACEMENT_GATE, Obj, is_gated, pinned_host
+from admitter.kube.objects import PLACEMENT_GATE, POD_SET_LABEL, Obj, is_gated, pinned_host
+from admitter.testing import LocalCluster
+from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper
 
 pytestmark = pytest.mark.integration
+GPU = "nvidia.com/gpu"
 PLACING = FAST.model_copy(update={"pod_placement": "Node"})
 
 
@@ -162,3 +169,44 @@ async def test_a_pod_whose_host_went_down_stays_held_and_its_job_runs_elsewhere(
     assert all(is_gated(v, PLACEMENT_GATE) for versions in stranded for v in versions)
     later = [v for uid, versions in by_uid.items() if uid != first_uid for v in versions]
     assert all(v["spec"].get("nodeName") != host for v in later)
+
+
+@pytest.fixture
+def jobset_operator(local_cluster: LocalCluster, tmp_path: Path) -> Iterator[None]:
+    with running_jobset_operator(local_cluster, tmp_path / "jobset"):
+        yield
+
+
+async def test_a_jobsets_pods_are_each_placed_where_their_pod_set_was_counted(
+        api: Kube, namespace: str, jobset_operator: None, placing: Settings) -> None:
+    """A leader of 2 GPUs and two replicas of three 2-GPU workers: JobSet's pods, made by its
+    child Jobs from templates admitter labelled, are held by the webhook and each pinned to
+    a node its pod set was counted on."""
+    def template(gpus: int) -> Obj:
+        return {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "trainer", "resources": {"limits": {GPU: str(gpus)}}}]}}
+
+    body = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "gang", "namespace": namespace,
+                         "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"suspend": True, "replicatedJobs": [
+                {"name": "leader", "template": {"spec": {
+                    "parallelism": 1, "completions": 1, "template": template(2)}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {
+                    "parallelism": 3, "completions": 3, "template": template(2)}}}]}}
+    await api.create(resource_of(JobSet()), body)
+
+    async def all_bound() -> list[Obj] | None:
+        listed = await api.request("GET", kube.PODS.path(namespace), query={
+            "labelSelector": "jobset.sigs.k8s.io/jobset-name=gang"})
+        pods: list[Obj] = listed["items"]
+        return pods if len(pods) == 7 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = await eventually(all_bound, "the JobSet's 7 pods bound", 120)
+    (wl,) = [w for w in (await api.request("GET", kube.WORKLOADS.path(namespace)))["items"]
+             if w["metadata"]["ownerReferences"][0]["name"] == "gang"]
+    hinted = Counter({(h["podSet"], h["node"]): h["count"]
+                      for h in wl["status"]["admission"]["nodeHints"]})
+    assert all(pinned_host(p) == p["spec"]["nodeName"] for p in pods)
+    assert Counter((p["metadata"]["labels"][POD_SET_LABEL], p["spec"]["nodeName"])
+                   for p in pods) == hinted
