@@ -2,7 +2,8 @@
 of 8 GPUs), with admitter's webhooks and controller running: a burst of 8-GPU and 2-GPU Jobs
 admitted together leaves no pod unschedulable; a pod the Job controller recreates goes to an
 admitted host; a pod whose host went down before it was placed stays held, never bound, and
-its Job is requeued and runs elsewhere (docs/placement.md)."""
+its Job is requeued and runs elsewhere; a JobSet's pods are placed per pod set
+(docs/placement.md)."""
 
 from __future__ import annotations
 
