@@ -2,13 +2,14 @@
 of 8 GPUs), with admitter's webhooks and controller running: a burst of 8-GPU and 2-GPU Jobs
 admitted together leaves no pod unschedulable; a pod the Job controller recreates goes to an
 admitted host; a pod whose host went down before it was placed stays held, never bound, and
-its Job is requeued and runs elsewhere; a JobSet's pods are placed per pod set
-(docs/placement.md)."""
+its Job is requeued and runs elsewhere; a JobSet's pods are placed per pod set; and with
+admitter unreachable, pods start ungated while queued Jobs wait (docs/placement.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,19 +17,23 @@ from pathlib import Path
 import pytest
 from admitter_world import FAST, apply_all
 from burst_world import admitter_running, burst, placement_gate_in_effect, queue
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.api.workload import Reason
+from admitter.commands.certs import mint
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.informer import Informer
+from admitter.kube.names import NAMESPACE, SERVICE, WEBHOOK_CONFIGURATION
 from admitter.kube.objects import PLACEMENT_GATE, POD_SET_LABEL, Obj, is_gated, pinned_host
 from admitter.testing import LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
 from admitter.testing.waiting import eventually
+from admitter.webhook.registration import register_url_webhooks
 
 from builders.kube import JobWrapper
 
@@ -211,3 +216,34 @@ async def test_a_jobsets_pods_are_each_placed_where_their_pod_set_was_counted(
     assert all(pinned_host(p) == p["spec"]["nodeName"] for p in pods)
     assert Counter((p["metadata"]["labels"][POD_SET_LABEL], p["spec"]["nodeName"])
                    for p in pods) == hinted
+
+
+async def test_while_admitter_is_unreachable_pods_start_ungated_and_queued_jobs_wait(
+        api: Kube, namespace: str, idle_cluster: None) -> None:
+    """The webhooks registered, nothing serving them: the placement webhook fails open, so a
+    started job's pod is created without the gate and bound by kube-scheduler; the job
+    webhooks fail closed, so no queued Job is created outside quota."""
+    certs = mint(SERVICE, NAMESPACE, dt.timedelta(hours=1))
+    await register_url_webhooks(api.api, "127.0.0.1:1", certs.ca.cert_pem, PLACING)
+    try:
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "started", "namespace": namespace,
+                            "labels": {POD_SET_LABEL: "main"}},
+               "spec": {"containers": [{"name": "c", "image": "registry.invalid/train",
+                                        "resources": {"limits": {GPU: "1"}}}]}}
+        created = await api.create(kube.PODS, pod)
+        assert not created["spec"].get("schedulingGates")
+
+        async def bound() -> bool:
+            return bool((await api.get(kube.PODS, "started", namespace))["spec"].get(
+                "nodeName"))
+
+        await eventually(bound, "the ungated pod bound", 60)
+        with pytest.raises(ApiException) as refused:
+            await api.create(kube.JOBS, JobWrapper("queued", namespace).obj())
+        assert "mutate-jobs.admitter.dev" in str(refused.value.reason), refused.value
+    finally:
+        await api.delete(kube.PODS, "started", namespace)
+        for kind in ("mutating", "validating"):
+            await api.request("DELETE", "/apis/admissionregistration.k8s.io/v1/"
+                              f"{kind}webhookconfigurations/{WEBHOOK_CONFIGURATION}")
