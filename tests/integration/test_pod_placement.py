@@ -2,7 +2,8 @@
 of 8 GPUs), with admitter's webhooks and controller running: a burst of 8-GPU and 2-GPU Jobs
 admitted together leaves no pod unschedulable; a pod the Job controller recreates goes to an
 admitted host; a pod whose host went down before it was placed stays held, never bound, and
-its Job is requeued and runs elsewhere; a JobSet's pods are placed per pod set; and with
+its Job is requeued and runs elsewhere; a JobSet's and a RayJob's pods are placed per pod
+set; and with
 admitter unreachable, pods start ungated while queued Jobs wait (docs/placement.md)."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from admitter.api.settings import Settings
 from admitter.api.workload import Reason
 from admitter.commands.certs import mint
 from admitter.jobs.jobset import JobSet
+from admitter.jobs.rayjob import POD_LABEL as RAY_POD_LABEL
+from admitter.jobs.rayjob import RayJob
 from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
@@ -32,6 +35,7 @@ from admitter.kube.names import NAMESPACE, SERVICE, WEBHOOK_CONFIGURATION
 from admitter.kube.objects import PLACEMENT_GATE, POD_SET_LABEL, Obj, is_gated, pinned_host
 from admitter.testing import LocalCluster
 from admitter.testing.jobset_operator import running_jobset_operator
+from admitter.testing.kuberay_operator import running_kuberay_operator
 from admitter.testing.waiting import eventually
 from admitter.webhook.registration import register_url_webhooks
 
@@ -209,13 +213,57 @@ async def test_a_jobsets_pods_are_each_placed_where_their_pod_set_was_counted(
         return pods if len(pods) == 7 and all(p["spec"].get("nodeName") for p in pods) else None
 
     pods = await eventually(all_bound, "the JobSet's 7 pods bound", 120)
+    await placed_as_counted(api, namespace, "gang", pods)
+
+
+async def placed_as_counted(api: Kube, namespace: str, owner: str, pods: list[Obj]) -> None:
+    """Each of `pods` bound on the node it was pinned to, and as many pods of each pod set
+    on each node as the admission of `owner`'s Workload counted there."""
     (wl,) = [w for w in (await api.request("GET", kube.WORKLOADS.path(namespace)))["items"]
-             if w["metadata"]["ownerReferences"][0]["name"] == "gang"]
+             if w["metadata"]["ownerReferences"][0]["name"] == owner]
     hinted = Counter({(h["podSet"], h["node"]): h["count"]
                       for h in wl["status"]["admission"]["nodeHints"]})
     assert all(pinned_host(p) == p["spec"]["nodeName"] for p in pods)
     assert Counter((p["metadata"]["labels"][POD_SET_LABEL], p["spec"]["nodeName"])
                    for p in pods) == hinted
+
+
+@pytest.fixture
+def kuberay_operator(local_cluster: LocalCluster, tmp_path: Path) -> Iterator[None]:
+    with running_kuberay_operator(local_cluster, tmp_path / "kuberay"):
+        yield
+
+
+async def test_a_rayjobs_head_and_workers_are_each_placed_where_counted(
+        api: Kube, namespace: str, kuberay_operator: None, placing: Settings) -> None:
+    """KubeRay copies the template labels admitter put on to the Ray pods it makes: the head
+    and three 2-GPU workers are held, then each pinned where its group was counted."""
+    def template(container: str, limits: dict[str, str]) -> Obj:
+        return {"spec": {"containers": [{"name": container, "image": "rayproject/ray",
+                                         "resources": {"limits": limits}}]}}
+
+    body = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "tune", "namespace": namespace,
+                         "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"suspend": True, "shutdownAfterJobFinishes": True,
+                     "entrypoint": "python -c 'import ray; ray.init()'",
+                     "rayClusterSpec": {
+                         "headGroupSpec": {"rayStartParams": {},
+                                           "template": template("ray-head", {"cpu": "1"})},
+                         "workerGroupSpecs": [{
+                             "groupName": "gpu", "replicas": 3, "minReplicas": 0,
+                             "maxReplicas": 3, "rayStartParams": {},
+                             "template": template("ray-worker", {GPU: "2"})}]}}}
+    await api.create(resource_of(RayJob()), body)
+
+    async def all_bound() -> list[Obj] | None:
+        listed = await api.request("GET", kube.PODS.path(namespace), query={
+            "labelSelector": f"{RAY_POD_LABEL}=tune"})
+        pods = [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
+        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = await eventually(all_bound, "the Ray cluster's 4 pods bound", 180)
+    await placed_as_counted(api, namespace, "tune", pods)
 
 
 async def test_while_admitter_is_unreachable_pods_start_ungated_and_queued_jobs_wait(
