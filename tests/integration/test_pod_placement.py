@@ -3,8 +3,8 @@ of 8 GPUs), with admitter's webhooks and controller running: a burst of 8-GPU an
 admitted together leaves no pod unschedulable; a pod the Job controller recreates goes to an
 admitted host; a pod whose host went down before it was placed stays held, never bound, and
 its Job is requeued and runs elsewhere; a JobSet's and a RayJob's pods are placed per pod
-set; and with
-admitter unreachable, pods start ungated while queued Jobs wait (docs/placement.md)."""
+set; and with admitter unreachable, pods start ungated while queued Jobs wait
+(docs/placement.md)."""
 
 from __future__ import annotations
 
