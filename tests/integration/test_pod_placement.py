@@ -182,13 +182,15 @@ async def test_a_pod_whose_host_went_down_stays_held_and_its_job_runs_elsewhere(
 
 
 @pytest.fixture
-def jobset_operator(local_cluster: LocalCluster, tmp_path: Path) -> Iterator[None]:
-    with running_jobset_operator(local_cluster, tmp_path / "jobset"):
+def operators(local_cluster: LocalCluster, tmp_path: Path) -> Iterator[None]:
+    """JobSet's controller and KubeRay's operator, running."""
+    with (running_jobset_operator(local_cluster, tmp_path / "jobset"),
+          running_kuberay_operator(local_cluster, tmp_path / "kuberay")):
         yield
 
 
 async def test_a_jobsets_pods_are_each_placed_where_their_pod_set_was_counted(
-        api: Kube, namespace: str, jobset_operator: None, placing: Settings) -> None:
+        api: Kube, namespace: str, operators: None, placing: Settings) -> None:
     """A leader of 2 GPUs and two replicas of three 2-GPU workers: JobSet's pods, made by its
     child Jobs from templates admitter labelled, are held by the webhook and each pinned to
     a node its pod set was counted on."""
@@ -228,14 +230,8 @@ async def placed_as_counted(api: Kube, namespace: str, owner: str, pods: list[Ob
                    for p in pods) == hinted
 
 
-@pytest.fixture
-def kuberay_operator(local_cluster: LocalCluster, tmp_path: Path) -> Iterator[None]:
-    with running_kuberay_operator(local_cluster, tmp_path / "kuberay"):
-        yield
-
-
 async def test_a_rayjobs_head_and_workers_are_each_placed_where_counted(
-        api: Kube, namespace: str, kuberay_operator: None, placing: Settings) -> None:
+        api: Kube, namespace: str, operators: None, placing: Settings) -> None:
     """KubeRay copies the template labels admitter put on to the Ray pods it makes: the head
     and three 2-GPU workers are held, then each pinned where its group was counted."""
     def template(container: str, limits: dict[str, str]) -> Obj:
