@@ -220,6 +220,13 @@ class Settings(ApiModel):
     """Who is a short (debug) job and how much room long work leaves them."""
     time_slicing: TimeSlicingSettings = Field(default_factory=TimeSlicingSettings)
     """How far apart allocations rank before GPUs change hands."""
+    pod_placement: Literal["Node", "Domain"] = "Node"
+    """Where an admitted workload's pods are pinned. `Node`: each pod, held by a scheduling
+    gate until then, on the node its admission counted it on (docs/placement.md), so a burst
+    of admissions does not leave a gang's pods spread into fragments none of them fits.
+    `Domain`: only to the admitted topology domain, kube-scheduler choosing the nodes in it;
+    for clusters whose policy admits no webhook on Pods, or whose scheduler does its own
+    packing inside a domain (a profile scoring MostAllocated, a secondary scheduler)."""
     unlabelled_work: UnlabelledWork | None = None
     """Opt-in: queue Jobs without the queue label, and plain GPU Pods, in the namespaces
     selected (docs/webhooks.md); null leaves unlabelled work alone."""

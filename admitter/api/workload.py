@@ -50,6 +50,9 @@ class Reason(StrEnum):
     its maximum run time is Finished with its eviction reason, `MaxRuntimeExceeded`.)"""
     JOB_CHANGED = "JobChanged"
     """Evicted=True: the Job no longer matches its Workload."""
+    HOST_UNAVAILABLE = "HostUnavailable"
+    """Evicted=True: a node its admission counted pods on went down before they were placed
+    there (docs/placement.md); requeued at once."""
     INVALID_CONTRACT = "InvalidContract"
     """Event: a Job's scheduling contract cannot be read; it stays suspended."""
     UNREADABLE = "Unreadable"

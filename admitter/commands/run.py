@@ -27,7 +27,7 @@ from admitter.webhook.lookup import ApiLookup, SharedReads
 from admitter.webhook.registration import (
     endpoint_client_config,
     register_url_webhooks,
-    webhook_configurations,
+    settings_configurations,
 )
 from admitter.webhook.server import start_webhook_server
 from admitter.webhook.thread import WebhookThread
@@ -106,7 +106,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
         if args.webhook_url_host:
             await register_url_webhooks(client.api, args.webhook_url_host,
                                         (Path(args.webhook_cert_dir) / CA_FILE).read_bytes(),
-                                        settings.unlabelled_work)
+                                        settings)
     leading = elector.run(reconciler.run) if args.leader_elect else reconciler.run()
     tasks = [asyncio.create_task(reconciler.run_informers()), asyncio.create_task(leading),
              asyncio.create_task(_install_check(args, settings, client, reconciler, leads).run())]
@@ -128,8 +128,8 @@ def _install_check(args: argparse.Namespace, settings: Settings, client: Kube,
                    reconciler: Reconciler, leads: Callable[[], bool]) -> InstallCheck:
     """The registered webhooks compared with those `admitter webhooks` renders from the same
     settings, pointed where this controller is reached when it serves them."""
-    expected = webhook_configurations(endpoint_client_config(args.webhook_url_host, None),
-                                      settings.unlabelled_work)
+    expected = settings_configurations(endpoint_client_config(args.webhook_url_host, None),
+                                       settings)
     cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
     return InstallCheck(client, expected, cert_dir, reconciler.events,
                         reconciler.metrics.install_problems, leads)

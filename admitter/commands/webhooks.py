@@ -12,7 +12,7 @@ import yaml
 from admitter.api.errors import InputError
 from admitter.commands.run import load_settings
 from admitter.kube.objects import Obj
-from admitter.webhook.registration import endpoint_client_config, webhook_configurations
+from admitter.webhook.registration import endpoint_client_config, settings_configurations
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,7 +41,7 @@ def rendered(settings_path: str | None, ca_path: str | None, url_host: str | Non
     if url_host and ca is None:
         raise InputError("--url-host", [(url_host, "needs --ca-file: the API server must "
                                                    "trust the controller's certificate")])
-    return webhook_configurations(endpoint_client_config(url_host, ca), settings.unlabelled_work)
+    return settings_configurations(endpoint_client_config(url_host, ca), settings)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -106,11 +106,14 @@ def admission_status(wl: Obj, decision: Admission, now: float,
 
 
 class Actions:
-    def __init__(self, client: Kube, kinds: JobKinds = KINDS) -> None:
+    def __init__(self, client: Kube, kinds: JobKinds = KINDS, place_pods: bool = True) -> None:
         self.kube = client
         self.kinds = kinds
         """The job kinds as this controller reads them (a TrainJob's pins name its runtime's
         jobs)."""
+        self.place_pods = place_pods
+        """Whether started jobs' pods are held until each is given its node
+        (`podPlacement: Node`, docs/placement.md)."""
 
     async def patch_workload_status(self, wl: Obj, status: Mapping[str, Any]) -> Obj:
         """Write status fields on the very version `wl` of the Workload the decision was made
@@ -130,7 +133,7 @@ class Actions:
         kind = self.kinds.job_of(job)
         admission = wl["status"]["admission"]
         patch = kind.run_patch(job, wl["metadata"]["name"], admission.get("topologyDomain") or {},
-                               narrower_domains(admission))
+                               narrower_domains(admission), self.place_pods)
         meta = job["metadata"]
         return await self.kube.patch(resource_of(kind), meta["name"], patch,
                                      meta["namespace"], content_type=kube.JSON_PATCH)

@@ -21,7 +21,14 @@ from admitter.jobs.workloads import job_owner, pod_workload_name
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.informer import Key, StoreWatcher, key_of
-from admitter.kube.objects import ADMISSION_GATE, TERMINAL_POD_PHASES, Obj, is_gated, is_true
+from admitter.kube.objects import (
+    ADMISSION_GATE,
+    TERMINAL_POD_PHASES,
+    Obj,
+    is_gated,
+    is_true,
+    pin_to_host,
+)
 
 
 class PodStep(Enum):
@@ -60,14 +67,19 @@ def pod_step(pod: Obj, wl: Obj) -> PodStep:
     return PodStep.NONE if is_gated(pod) else PodStep.STOP
 
 
-def started_pod_patch(pod: Obj, wl: Obj) -> Obj:
+def started_pod_patch(pod: Obj, wl: Obj, place_pods: bool = True) -> Obj:
     """A merge patch lifting admitter's gate, marking the Pod admitted and pinning it to the
-    admitted domain, as a Job's pods are; on the version read, so a Pod changed meanwhile is
-    looked at again. Not to the hinted node: a Job admitted in the same cycle is pinned only
-    to its domain, so kube-scheduler may bind its pods to that node first, and a Pod held to
-    it would then stay Pending for good (required affinity cannot be relaxed)."""
+    admitted domain, as a Job's pods are, and with `place_pods` to the node its admission
+    counted it on, as a Job's pods are then too (docs/placement.md); on the version read, so
+    a Pod changed meanwhile is looked at again. Not to the node otherwise: a Job admitted in
+    the same cycle is then pinned only to its domain, so kube-scheduler may bind its pods to
+    that node first, and a Pod held to it would stay Pending for good (required affinity
+    cannot be relaxed)."""
     admission = wl["status"]["admission"]
     affinity = pin_to_domain(pod["spec"].get("affinity"), admission.get("topologyDomain") or {})
+    hosts = [hint["node"] for hint in admission.get("nodeHints") or ()]
+    if place_pods and hosts:
+        affinity = pin_to_host(affinity, hosts[0])
     gates = [g for g in pod["spec"].get("schedulingGates") or () if g.get("name") != ADMISSION_GATE]
     meta = pod["metadata"]
     return {"metadata": {"resourceVersion": meta["resourceVersion"],
@@ -82,9 +94,10 @@ Isolated = Callable[[str, Obj, Coroutine[Any, Any, None]], Coroutine[Any, Any, b
 class PlainPods:
     """The queued Pods, indexed beside the Pod informer so a pass walks only those."""
 
-    def __init__(self, client: Kube, caches: Caches) -> None:
+    def __init__(self, client: Kube, caches: Caches, place_pods: bool = True) -> None:
         self.kube = client
         self.caches = caches
+        self.place_pods = place_pods
         self.queued: set[Key] = set()
         caches.pods.watchers.append(StoreWatcher(self._changed, self._replaced))
 
@@ -144,7 +157,8 @@ class PlainPods:
 
     async def start(self, pod: Obj, wl: Obj) -> None:
         meta = pod["metadata"]
-        started = await self.kube.patch(kube.PODS, meta["name"], started_pod_patch(pod, wl),
+        patch = started_pod_patch(pod, wl, self.place_pods)
+        started = await self.kube.patch(kube.PODS, meta["name"], patch,
                                         meta["namespace"])
         self.caches.pods.observe(started)
 

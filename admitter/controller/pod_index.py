@@ -71,7 +71,7 @@ class PodIndex:
         """Whether a queued job owns the pod, bound or not: its admission counts what the
         pod holds."""
         try:
-            return any(job in self._managed for job in _jobs_of(pod, job_owner(pod)))
+            return any(job in self._managed for job in jobs_of_pod(pod, job_owner(pod)))
         except UNREADABLE_ERRORS:
             return False
 
@@ -104,7 +104,7 @@ class PodIndex:
         try:
             meta = pod["metadata"]
             owner = job_owner(pod)
-            jobs = _jobs_of(pod, owner)
+            jobs = jobs_of_pod(pod, owner)
             requests = {r: to_base_units(r, a) for r, a in pod_requests(pod["spec"]).items()}
             mark = (meta.get("annotations") or {}).get(ADMITTED_WORKLOAD_ANNOTATION)
         except UNREADABLE_ERRORS as error:
@@ -166,7 +166,7 @@ class PodIndex:
             self._apply(running, 1)
 
 
-def _jobs_of(pod: Obj, owner: Obj | None) -> tuple[JobKey, ...]:
+def jobs_of_pod(pod: Obj, owner: Obj | None) -> tuple[JobKey, ...]:
     """The jobs a pod may count for: those its kinds' labels name, else its owning Job."""
     meta = pod["metadata"]
     labels = meta.get("labels") or {}

@@ -33,6 +33,7 @@ from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.metrics import Metrics
 from admitter.controller.orphans import Orphans
 from admitter.controller.pacing import DEBOUNCE, SWEEP_EVERY, matters_when_idle, periodic_wait
+from admitter.controller.placement import PodPlacer, Stranded
 from admitter.controller.plain_pods import PlainPods
 from admitter.controller.pod_index import JobKey
 from admitter.controller.queue_holds import QueueClosing, QueueFinalizers, holdings
@@ -81,14 +82,16 @@ class Reconciler:
         self.settings = settings
         self.clock = clock
         self.caches = Caches.create(client, self._changed, settings.device_classes())
-        self.actions = Actions(client, self.caches.kinds)
+        place_pods = settings.pod_placement == "Node"
+        self.actions = Actions(client, self.caches.kinds, place_pods)
         self.events = EventRecorder(client, identity)
         self.status = StatusWriter(client)
         self.usage = QueueUsage(core_cycle_settings(settings))
         """Funded GPU time per queue, restored from the ClusterQueues by each new leader."""
         self.queue_finalizers = QueueFinalizers(client, self._observe_queue)
         self.metrics = Metrics()
-        self.plain_pods = PlainPods(client, self.caches)
+        self.plain_pods = PlainPods(client, self.caches, place_pods)
+        self.placer = PodPlacer(client, self.caches)
         self.translations = Translations()
         self.unreadable = self.caches.pod_index.unreadable
         """Objects skipped because they cannot be understood, reported after every pass."""
@@ -116,7 +119,8 @@ class Reconciler:
             self.touched.add((owner["kind"], obj["metadata"]["namespace"], owner["name"]))
         elif kind in self.caches.runtimes:  # a TrainJob waiting for it starts in this cycle
             self.touched.update(self.caches.jobs_reading(obj))
-        if self.waiting or matters_when_idle(event, obj):
+        if (self.waiting or matters_when_idle(event, obj)
+                or (kind == "Pod" and self.placer.wakes(event, obj))):
             self.wakeup.set()
 
     def jobs_to_check(self, now: float) -> dict[JobKey, Obj]:
@@ -201,6 +205,7 @@ class Reconciler:
                                    holdings(view.cluster_queues, view.workloads.values()),
                                    self.usage)
         await self.apply(view, result, now)
+        await self.place_pods(now)
         self.report_unreadable(now)
         self.passes += 1
         self.waiting = bool(result.pending or result.evictions)
@@ -418,6 +423,30 @@ class Reconciler:
             self.admitting.start(admitted, meta.get("resourceVersion", ""),
                                  self._admit(wl, admission, status, now))
         self.report(view, result, now)
+
+    async def place_pods(self, now: float) -> None:
+        """Give each held pod of an admitted workload its node, one patch per pod, after the
+        pass's evictions (a pod of a workload just evicted stays held); evict the workloads
+        a host that went down strands."""
+        placing = self.placer.place(self.admitting.busy)
+        await kube.each([
+            *(self._isolated("place-pod", pod, self.placer.patch(pod, patch))
+              for pod, patch in placing.patches),
+            *(self._isolated("evict-stranded", stranded.job, self._evict_stranded(stranded, now))
+              for stranded in placing.stranded)])
+
+    async def _evict_stranded(self, stranded: Stranded, now: float) -> None:
+        """A host the admission counted pods on went down before they were placed there:
+        requeue the workload at once, for the next pass to decide on the nodes as they are."""
+        wl, job = stranded.workload, stranded.job
+        message = (f"node {', '.join(stranded.hosts)} of its admission went down (deleted, "
+                   "cordoned or unreachable) before its pods were placed there; requeued")
+        updated, suspended = await self.actions.evict(wl, job, Reason.HOST_UNAVAILABLE, message,
+                                                      now)
+        self.caches.workloads.observe(updated)
+        if suspended is not None:
+            self.caches.observe_job(suspended)
+        self._record(wl, job, Reason.HOST_UNAVAILABLE, message, now)
 
     def report(self, view: View, result: CycleResult, now: float) -> None:
         """Start writing the pending reasons that changed and the queues' status, one batch

@@ -72,10 +72,12 @@ class GenericJob(JobReader, Protocol):
         ...
 
     def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
-                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER,
+                  place_pods: bool = False) -> list[Obj]:
         """A JSON patch that unsuspends it, each pod set pinned to `domain` (or to its own
         domain in `narrower`, by pod set name), on the version read (so a job changed
-        meanwhile is looked at again)."""
+        meanwhile is looked at again); with `place_pods`, its pods made to be held by the
+        placement gate (`PLACEMENT_GATE`) until admitter names each one's node."""
         ...
 
     def restore_patch(self, obj: Obj) -> list[Obj]:

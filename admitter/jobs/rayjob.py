@@ -21,10 +21,9 @@ JobSet's do. The label goes again when the RayJob is restored after an eviction.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
-from admitter.jobs.interface import NO_NARROWER, PodSetInfo, dotted, nested, pointer
+from admitter.jobs.interface import PodSetInfo, dotted
 from admitter.jobs.templated import TemplatedJob
 from admitter.kube.objects import Obj
 
@@ -87,16 +86,12 @@ class RayJob(TemplatedJob):
         set holds at least one pod. Their templates are still pinned, like the others."""
         return [pod_set for pod_set in super().pod_sets(obj) if pod_set.count > 0]
 
-    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
-                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
-        name = obj["metadata"]["name"]
-        return [*super().run_patch(obj, workload_name, domain, narrower),
-                *(_label_op(obj, path[:-1], name) for _, _, path in self.pod_set_shapes(obj))]
+    own_labels = (*TemplatedJob.own_labels, POD_LABEL)
 
-    def restore_patch(self, obj: Obj) -> list[Obj]:
-        return [*super().restore_patch(obj),
-                *(op for _, _, path in self.pod_set_shapes(obj)
-                  if (op := _unlabel_op(obj, path[:-1])))]
+    def template_labels(self, obj: Obj, pod_set: str, place_pods: bool) -> dict[str, str]:
+        """Also the RayJob's name: its Ray pods, owned by the RayCluster, name it so."""
+        return {**super().template_labels(obj, pod_set, place_pods),
+                POD_LABEL: obj["metadata"]["name"]}
 
     def unsupported(self, obj: Obj) -> list[tuple[str, str]]:
         """What Kueue's RayJob webhook refuses too: a queued RayJob makes its own cluster,
@@ -146,30 +141,3 @@ class RayJob(TemplatedJob):
             return False, f"the RayJob's Ray job ended {job}"
         return None
 
-
-def _label_op(obj: Obj, template: tuple[str, ...], name: str) -> Obj:
-    """The JSON patch op putting POD_LABEL (valued `name`) on the pod template at `template`,
-    making its metadata or labels if the user wrote none."""
-    metadata = nested(obj, template).get("metadata")
-    if metadata is None:
-        return {"op": "add", "path": pointer((*template, "metadata")),
-                "value": {"labels": {POD_LABEL: name}}}
-    if metadata.get("labels") is None:
-        return {"op": "add", "path": pointer((*template, "metadata", "labels")),
-                "value": {POD_LABEL: name}}
-    return {"op": "add", "path": pointer((*template, "metadata", "labels", POD_LABEL)),
-            "value": name}
-
-
-def _unlabel_op(obj: Obj, template: tuple[str, ...]) -> Obj:
-    """The JSON patch op taking POD_LABEL off the pod template at `template`, with the labels
-    or metadata it alone filled (so the template is the user's again); none if not there."""
-    metadata = nested(obj, template).get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    if POD_LABEL not in labels:
-        return {}
-    if len(labels) > 1:
-        return {"op": "remove", "path": pointer((*template, "metadata", "labels", POD_LABEL))}
-    if len(metadata) > 1:
-        return {"op": "remove", "path": pointer((*template, "metadata", "labels"))}
-    return {"op": "remove", "path": pointer((*template, "metadata"))}

@@ -1,11 +1,12 @@
 """What kinds that run pods from templates and have `spec.suspend` share (a `batch/v1` Job,
-a JobSet): admitter's marks, suspending, pinning every template to the admitted domain and
-taking the pin back. A kind says only where its templates are and how many pods each runs."""
+a JobSet, a RayJob): admitter's marks, suspending, pinning every template to the admitted
+domain and labelling it with its pod set (for the placement webhook to gate its pods), and
+taking both back. A kind says only where its templates are and how many pods each runs."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
@@ -18,7 +19,7 @@ from admitter.jobs.interface import (
     pin_to_domain,
     pointer,
 )
-from admitter.kube.objects import Obj
+from admitter.kube.objects import POD_SET_LABEL, Obj
 
 
 class SuspendsBySpec:
@@ -72,9 +73,17 @@ class TemplatedJob(SuspendsBySpec):
     in ORIGINAL_AFFINITY_ANNOTATION: the required node affinity, unless the kind lets only
     some fields of a suspended job's templates change (JobSet: `nodeSelector`)."""
 
+    own_labels: ClassVar[tuple[str, ...]] = (POD_SET_LABEL,)
+    """The template labels admitter puts on at start and takes off at restore."""
+
     def pin(self, own: Any, domain: Mapping[str, str]) -> Any:
         """The pin field's value with the user's own `own` narrowed to `domain`."""
         return pin_to_domain(own, domain)
+
+    def template_labels(self, obj: Obj, pod_set: str, place_pods: bool) -> dict[str, str]:
+        """The labels a started job's template of `pod_set` gains: its pod set's name, when
+        each pod is to be placed on its node (the placement webhook gates pods carrying it)."""
+        return {POD_SET_LABEL: pod_set} if place_pods else {}
 
     def pod_set_shapes(self, obj: Obj) -> list[tuple[str, int, tuple[str, ...]]]:
         """Each pod set's name, pod count and the path of its pod spec in `obj`."""
@@ -116,12 +125,14 @@ class TemplatedJob(SuspendsBySpec):
         return found
 
     def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
-                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER,
+                  place_pods: bool = False) -> list[Obj]:
         own = self.user_affinities(obj)
         ops = mark_ops(obj, workload_name, self.encode_affinities(own))
         for (name, _, path), affinity in zip(self.pod_set_shapes(obj), own, strict=True):
             pinned = self.pin(affinity, narrower.get(name, domain))
             ops.append(_set_or_remove(obj, (*path, self.pin_field), pinned))
+            ops += label_ops(obj, path[:-1], self.template_labels(obj, name, place_pods))
         ops.append({"op": "add", "path": "/spec/suspend", "value": False})
         return [op for op in ops if op]
 
@@ -130,7 +141,40 @@ class TemplatedJob(SuspendsBySpec):
         for (_, _, path), affinity in zip(self.pod_set_shapes(obj), self.user_affinities(obj),
                                           strict=True):
             ops.append(_set_or_remove(obj, (*path, self.pin_field), affinity))
+            ops += unlabel_ops(obj, path[:-1], self.own_labels)
         return [op for op in ops if op]
+
+
+def label_ops(obj: Obj, template: tuple[str, ...], labels: Mapping[str, str]) -> list[Obj]:
+    """JSON patch ops putting `labels` on the pod template at `template`, making its metadata
+    or labels if the user wrote none."""
+    if not labels:
+        return []
+    metadata = nested(obj, template).get("metadata")
+    if metadata is None:
+        return [{"op": "add", "path": pointer((*template, "metadata")),
+                 "value": {"labels": dict(labels)}}]
+    if metadata.get("labels") is None:
+        return [{"op": "add", "path": pointer((*template, "metadata", "labels")),
+                 "value": dict(labels)}]
+    return [{"op": "add", "path": pointer((*template, "metadata", "labels", key)), "value": value}
+            for key, value in labels.items()]
+
+
+def unlabel_ops(obj: Obj, template: tuple[str, ...], keys: Iterable[str]) -> list[Obj]:
+    """JSON patch ops taking the labels `keys` off the pod template at `template`, with the
+    labels or metadata they alone filled (so the template is the user's again)."""
+    metadata = nested(obj, template).get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    ours = [key for key in keys if key in labels]
+    if not ours:
+        return []
+    if len(labels) > len(ours):
+        return [{"op": "remove", "path": pointer((*template, "metadata", "labels", key))}
+                for key in ours]
+    if len(metadata) > 1:
+        return [{"op": "remove", "path": pointer((*template, "metadata", "labels"))}]
+    return [{"op": "remove", "path": pointer((*template, "metadata"))}]
 
 
 def _set_or_remove(obj: Obj, path: tuple[str, ...], value: Any) -> Obj:

@@ -25,8 +25,9 @@ a TrainJob whose runtime is missing waits, its reason naming the runtime, until 
 appears, and a runtime made or changed wakes the TrainJobs that name it.
 
 The admitted domain is pinned the way Trainer lets a TrainJob place its pods: one
-`podSpecOverrides` entry per replicated job, whose nodeSelector is the domain, after the
-user's own entries (the user's list is kept in ORIGINAL_AFFINITY_ANNOTATION and put back)."""
+`podSpecOverrides` entry per replicated job, whose nodeSelector is the domain (and whose
+scheduling gate holds each pod until admitter names its node), after the user's own entries
+(the user's list is kept in ORIGINAL_AFFINITY_ANNOTATION and put back)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from typing import Any, ClassVar
 from admitter.api.contract import ORIGINAL_AFFINITY_ANNOTATION
 from admitter.jobs.interface import NO_NARROWER, PodSetInfo
 from admitter.jobs.templated import SuspendsBySpec, mark_ops, unmark_ops
-from admitter.kube.objects import Obj
+from admitter.kube.objects import PLACEMENT_GATE, Obj
 
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_ANCESTOR = "trainer"
@@ -206,12 +207,22 @@ class TrainJob(SuspendsBySpec):
         return list(obj["spec"].get("podSpecOverrides") or [])
 
     def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
-                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER) -> list[Obj]:
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER,
+                  place_pods: bool = False) -> list[Obj]:
+        """Also, when each pod is to be placed on its node, the placement gate on each
+        replicated job's pods through the same entry: Trainer offers no way to label its
+        pods for the placement webhook, and gates them through `podSpecOverrides`."""
         own = self.user_overrides(obj)
         ops = mark_ops(obj, workload_name, json.dumps(own))
-        pins = [{"targetJobs": [{"name": pod_set.name}],
-                 "nodeSelector": dict(narrower.get(pod_set.name, domain))}
-                for pod_set in self.pod_sets(obj) if narrower.get(pod_set.name, domain)]
+        pins = []
+        for pod_set in self.pod_sets(obj):
+            pin: Obj = {"targetJobs": [{"name": pod_set.name}]}
+            if narrower.get(pod_set.name, domain):
+                pin["nodeSelector"] = dict(narrower.get(pod_set.name, domain))
+            if place_pods:
+                pin["schedulingGates"] = [{"name": PLACEMENT_GATE}]
+            if len(pin) > 1:
+                pins.append(pin)
         ops.append({"op": "add", "path": "/spec/podSpecOverrides", "value": own + pins})
         ops.append({"op": "add", "path": "/spec/suspend", "value": False})
         return ops

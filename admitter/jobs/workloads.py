@@ -20,7 +20,14 @@ from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, reader_of
 from admitter.kube import client as kube
 from admitter.kube.devices import class_label
-from admitter.kube.objects import Obj, placement_constraints
+from admitter.kube.objects import (
+    PLACEMENT_GATE,
+    POD_SET_LABEL,
+    Obj,
+    is_gated,
+    pinned_host,
+    placement_constraints,
+)
 
 JOB_NAME_LABEL = "admitter.dev/job-name"
 """On every Workload admitter made for a Job: one that has it but no Job owner was orphaned
@@ -50,6 +57,23 @@ def job_owner(obj: Obj) -> Obj | None:
         if owner.get("kind") in SUSPENDABLE:
             found: Obj = owner
             return found
+    return None
+
+
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+"""JobSet's label on each pod, naming its replicated job: a TrainJob's pod set."""
+
+
+def pod_set_of(pod: Obj) -> str | None:
+    """The pod set a pod of a started job belongs to: the one admitter labelled its template
+    with (POD_SET_LABEL), or, for a pod held by the placement gate without it (a TrainJob's,
+    whose templates live in its runtime), the replicated job JobSet names it by. None for a
+    pod admitter does not place."""
+    labels = pod["metadata"].get("labels") or {}
+    if POD_SET_LABEL in labels:
+        return str(labels[POD_SET_LABEL])
+    if REPLICATED_JOB_LABEL in labels and (is_gated(pod, PLACEMENT_GATE) or pinned_host(pod)):
+        return str(labels[REPLICATED_JOB_LABEL])
     return None
 
 

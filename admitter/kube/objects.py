@@ -4,6 +4,7 @@ or the decision core."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -18,12 +19,77 @@ Obj = dict[str, Any]
 server reads and writes."""
 ADMISSION_GATE = "admitter.dev/admission"
 """The scheduling gate holding a plain Pod admitter queued until its Workload is admitted."""
+PLACEMENT_GATE = "admitter.dev/placement"
+"""The scheduling gate holding a pod of an admitted workload until admitter names the node
+its admission placed it on (docs/placement.md)."""
+POD_SET_LABEL = "admitter.dev/pod-set"
+"""On the pod templates of a started job (and so on its pods): the pod set a pod belongs to.
+The placement webhook gates the pods that carry it."""
+HOST_FIELD = "metadata.name"
+"""The node field a pod is pinned to its host by (`matchFields`): a node's name, which no
+label can differ from."""
 
 
-def is_gated(pod: Obj) -> bool:
-    """Whether admitter's scheduling gate holds the Pod."""
-    return any(gate.get("name") == ADMISSION_GATE
-               for gate in (pod.get("spec") or {}).get("schedulingGates") or ())
+def is_gated(pod: Obj, gate: str = ADMISSION_GATE) -> bool:
+    """Whether that scheduling gate of admitter's (by default the admission one) holds the
+    Pod."""
+    return any(found.get("name") == gate
+               for found in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def without_gate(pod: Obj, gate: str) -> list[Obj]:
+    """The Pod's scheduling gates with `gate` taken out."""
+    return [found for found in (pod.get("spec") or {}).get("schedulingGates") or ()
+            if found.get("name") != gate]
+
+
+def add_gate_ops(pod: Obj, gate: str) -> list[Obj]:
+    """JSON patch ops adding a scheduling gate to a Pod being created (none if it has it)."""
+    if is_gated(pod, gate):
+        return []
+    value = {"name": gate}
+    if (pod.get("spec") or {}).get("schedulingGates"):
+        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": value}]
+    return [{"op": "add", "path": "/spec/schedulingGates", "value": [value]}]
+
+
+def pin_to_host(affinity: Obj | None, host: str) -> Obj:
+    """An affinity whose every required node-selector term also names node `host`: the
+    narrowing Kubernetes allows on a gated Pod (terms are ORed, so each one gains it; none
+    is added or removed)."""
+    ours = {"key": HOST_FIELD, "operator": "In", "values": [host]}
+    merged = json.loads(json.dumps(affinity or {}))
+    node = merged.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [*term.get("matchFields", []), ours]} for term in terms]
+    return merged
+
+
+def pinned_host(pod: Obj) -> str | None:
+    """The node admitter pinned the Pod to (`pin_to_host`), if it did."""
+    required = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    for term in required.get("nodeSelectorTerms") or ():
+        for field in term.get("matchFields") or ():
+            if (field.get("key") == HOST_FIELD and field.get("operator") == "In"
+                    and len(field.get("values") or ()) == 1):
+                return str(field["values"][0])
+    return None
+
+
+UNREACHABLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+"""What the node lifecycle controller taints a node with when it stops reporting Ready."""
+
+
+def node_is_up(node: Obj) -> bool:
+    """Whether kube-scheduler may still bind pods to the node as the decision core counted
+    it: not cordoned, and not tainted as not Ready or unreachable (nor will the core hint it
+    again while it is so)."""
+    spec = node.get("spec") or {}
+    return not spec.get("unschedulable") and not any(
+        taint.get("key") in UNREACHABLE_TAINTS for taint in spec.get("taints") or ())
 
 
 def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:

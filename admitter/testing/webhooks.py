@@ -120,8 +120,7 @@ async def admitter_webhooks(api: Any, settings: Settings, cert_dir: Path,
                                     for c in configurations)
             await register_webhook_configurations(api, mutating, validating)
         else:
-            await register_url_webhooks(api, f"127.0.0.1:{port}", certs.ca.cert_pem,
-                                        settings.unlabelled_work)
+            await register_url_webhooks(api, f"127.0.0.1:{port}", certs.ca.cert_pem, settings)
         yield port
     finally:
         await runner.cleanup()

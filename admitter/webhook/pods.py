@@ -1,8 +1,11 @@
-"""The Pod webhooks of `unlabelledWork`: a plain Pod requesting GPUs in a selected namespace
-is held by a scheduling gate until admitter admits its Workload, and only admitter lifts it.
+"""The Pod webhooks. Placement (`gate_pod`): a pod of a started queued job is created held
+by the placement gate, until admitter names its node (docs/placement.md). `unlabelledWork`: a
+plain Pod requesting GPUs in a selected namespace is held by a scheduling gate until admitter
+admits its Workload, and only admitter lifts it.
 
-Only Pods in the namespaces the webhooks' namespaceSelector names reach these handlers; the
-settings decide again (`unlabelled_queue`). Pods of Jobs are left alone: their Job is queued.
+Only Pods in the namespaces the unlabelled webhooks' namespaceSelector names reach those
+handlers; the settings decide again (`unlabelled_queue`). Pods of Jobs are left alone there:
+their Job is queued.
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.core.model import GPU
 from admitter.jobs.registry import POD_LABELS
 from admitter.jobs.workloads import job_owner
-from admitter.kube.objects import ADMISSION_GATE, is_gated, pod_requests
+from admitter.kube.objects import (
+    ADMISSION_GATE,
+    PLACEMENT_GATE,
+    POD_SET_LABEL,
+    add_gate_ops,
+    is_gated,
+    pod_requests,
+)
 from admitter.webhook.jobs import (
     JobPolicy,
     Problem,
@@ -59,12 +69,21 @@ async def mutate_pod(request: AdmissionRequest, lookup: Lookup, policy: JobPolic
     patch: JsonPatch = []
     if QUEUE_LABEL not in (pod["metadata"].get("labels") or {}):
         patch += add_to_metadata(pod, "labels", {QUEUE_LABEL: queue})
-    if not is_gated(pod):
-        gate = {"name": ADMISSION_GATE}
-        patch += ([{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
-                  if pod["spec"].get("schedulingGates") else
-                  [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}])
+    patch += add_gate_ops(pod, ADMISSION_GATE)
     return allow(patch + await contract_defaults_patch(request, queue, lookup, policy))
+
+
+def gate_pod(request: AdmissionRequest) -> Verdict:
+    """Hold a pod of a started queued job (its template carries POD_SET_LABEL) with the
+    placement gate, for the controller to name its node. A pod bound already (`nodeName`)
+    cannot be gated, and nothing else is refused: placement is not quota (the job's
+    admission is), so a pod this cannot gate runs as kube-scheduler places it."""
+    pod = request.object
+    labels = pod["metadata"].get("labels") or {}
+    if (request.operation != "CREATE" or POD_SET_LABEL not in labels
+            or (pod.get("spec") or {}).get("nodeName")):
+        return allow()
+    return allow(add_gate_ops(pod, PLACEMENT_GATE))
 
 
 def validate_pod(request: AdmissionRequest, policy: JobPolicy) -> Verdict:

@@ -13,9 +13,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
-from admitter.api.settings import UnlabelledWork
+from admitter.api.settings import Settings, UnlabelledWork
 from admitter.jobs.registry import SUSPENDABLE
 from admitter.kube.names import (
+    GATE_PODS_PATH,
     MUTATE_JOBS_PATH,
     MUTATE_PODS_PATH,
     NAMESPACE,
@@ -25,11 +26,15 @@ from admitter.kube.names import (
     VALIDATE_RESOURCES_PATH,
     WEBHOOK_CONFIGURATION,
 )
-from admitter.kube.objects import Obj
+from admitter.kube.objects import POD_SET_LABEL, Obj
 
 SERVICE_PORT = 9443
 TIMEOUT_SECONDS = 5
 """How long the API server waits for a webhook; the server answers within `DECISION_TIMEOUT`."""
+GATE_TIMEOUT_SECONDS = 2
+"""How long the API server waits for the placement webhook, which reads nothing and answers
+at once: while admitter is unreachable, each pod of a started job is created that much later
+(ungated, `failurePolicy: Ignore`)."""
 ClientConfig = Callable[[str], Obj]
 """The `clientConfig` of the webhook served at a path."""
 
@@ -71,9 +76,12 @@ def _hook(name: str, path: str, client_config: ClientConfig, rules: list[Obj],
 
 
 def webhook_configurations(client_config: ClientConfig,
-                           unlabelled: UnlabelledWork | None = None) -> tuple[Obj, Obj]:
+                           unlabelled: UnlabelledWork | None = None,
+                           place_pods: bool = True) -> tuple[Obj, Obj]:
     """The Mutating- and the ValidatingWebhookConfiguration, fail-closed (docs/webhooks.md);
-    with `unlabelled`, the webhooks for unlabelled work in the namespaces it selects."""
+    with `unlabelled`, the webhooks for unlabelled work in the namespaces it selects; with
+    `place_pods` (`podPlacement: Node`), the placement webhook gating the pods of started
+    jobs (docs/placement.md)."""
     # Unlabelled Jobs never reach admitter (unless their namespace opted in), so an outage
     # cannot touch them.
     queued = {"objectSelector": {"matchExpressions": [
@@ -104,11 +112,31 @@ def webhook_configurations(client_config: ClientConfig,
                   [resources, deletions]),
         ],
     }
+    if place_pods:
+        mutating["webhooks"].append(placement_hook(client_config))
     if unlabelled is not None:
         hooks = unlabelled_hooks(client_config, unlabelled)
         mutating["webhooks"] += hooks[:2]
         validating["webhooks"] += hooks[2:]
     return mutating, validating
+
+
+def settings_configurations(client_config: ClientConfig, settings: Settings) -> tuple[Obj, Obj]:
+    """The configurations `settings` need: the opt-in webhooks it asks for."""
+    return webhook_configurations(client_config, settings.unlabelled_work,
+                                  settings.pod_placement == "Node")
+
+
+def placement_hook(client_config: ClientConfig) -> Obj:
+    """The webhook gating each pod of a started queued job (its template labelled with its
+    pod set) until admitter names its node. It fails open: placement is not quota (the job's
+    admission is), so while admitter is unreachable the pods start ungated, kube-scheduler
+    placing them in their domain, rather than not at all."""
+    pod_sets = {"objectSelector": {"matchExpressions": [
+        {"key": POD_SET_LABEL, "operator": "Exists"}]}}
+    hook = _hook("gate-pods.admitter.dev", GATE_PODS_PATH, client_config,
+                 [core("", "pods", "CREATE")], **pod_sets)
+    return {**hook, "failurePolicy": "Ignore", "timeoutSeconds": GATE_TIMEOUT_SECONDS}
 
 
 def unlabelled_hooks(client_config: ClientConfig, unlabelled: UnlabelledWork) -> list[Obj]:
@@ -148,11 +176,12 @@ def core(group: str, resource: str, *operations: str) -> Obj:
 
 
 async def register_url_webhooks(api: client.ApiClient, host_port: str, ca_pem: bytes,
-                                unlabelled: UnlabelledWork | None = None) -> None:
-    """Create or replace both configurations, pointed at `https://HOST:PORT`; call it once the
-    server answers there (fail-closed webhooks that cannot be reached block queued Jobs)."""
+                                settings: Settings) -> None:
+    """Create or replace both configurations `settings` need, pointed at `https://HOST:PORT`;
+    call it once the server answers there (fail-closed webhooks that cannot be reached block
+    queued Jobs)."""
     await register_webhook_configurations(
-        api, *webhook_configurations(url_client_config(host_port, ca_pem), unlabelled))
+        api, *settings_configurations(url_client_config(host_port, ca_pem), settings))
 
 
 def point_at_url(configuration: Obj, host_port: str, ca_pem: bytes) -> Obj:

@@ -23,6 +23,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from admitter.api.settings import Settings
 from admitter.kube.names import (
     CONTROLLER_USERNAME,
+    GATE_PODS_PATH,
     HEALTH_PATH,
     MUTATE_JOBS_PATH,
     MUTATE_PODS_PATH,
@@ -32,7 +33,7 @@ from admitter.kube.names import (
 )
 from admitter.webhook.jobs import JobPolicy, mutate_job, validate_job
 from admitter.webhook.lookup import Lookup, LookupTimeout
-from admitter.webhook.pods import mutate_pod, validate_pod
+from admitter.webhook.pods import gate_pod, mutate_pod, validate_pod
 from admitter.webhook.resources import validate_resource
 from admitter.webhook.review import (
     AdmissionRequest,
@@ -84,6 +85,9 @@ def build_app(
     async def validate_pods(request: AdmissionRequest) -> Verdict:
         return validate_pod(request, policy)
 
+    async def gate_pods(request: AdmissionRequest) -> Verdict:
+        return gate_pod(request)
+
     app = web.Application(client_max_size=MAX_BODY)
     for path, name, decide in (
         (MUTATE_JOBS_PATH, "mutate-jobs", mutate),
@@ -91,6 +95,7 @@ def build_app(
         (VALIDATE_RESOURCES_PATH, "validate-admitter", validate_resources),
         (MUTATE_PODS_PATH, "mutate-pods", mutate_pods),
         (VALIDATE_PODS_PATH, "validate-pods", validate_pods),
+        (GATE_PODS_PATH, "gate-pods", gate_pods),
     ):
         app.router.add_post(path, _endpoint(name, decide, decision_timeout))
     app.router.add_get(HEALTH_PATH, _healthz)

@@ -134,7 +134,7 @@ def test_a_missing_configuration_lists_the_webhooks_it_should_hold() -> None:
 def test_a_ca_bundle_without_the_served_ca_names_both() -> None:
     found = problems(rendered(), registered(rendered(None, OLD)))
     assert {(p.kind, p.field) for p in found} == {(CA_BUNDLE, "clientConfig.caBundle")}
-    assert len(found) == 3  # every webhook
+    assert len(found) == 4  # every webhook
     assert "CN=admitter-webhook-ca " in found[0].expected
     assert "CN=admitter-webhook-ca-previous" in found[0].found
     empty = problems(rendered(), registered(rendered()))
@@ -152,7 +152,8 @@ def test_the_endpoint_is_compared_only_when_the_controller_serves_the_webhooks()
     assert {(p.field, p.expected) for p in found} == {
         ("clientConfig", '{"service":{"name":"admitter-webhook","namespace":"admitter-system",'
                          f'"path":"{path}","port":9443}}}}')
-        for path in ("/mutate-jobs", "/validate-jobs", "/validate-admitter")}
+        for path in ("/mutate-jobs", "/mutate-pod-placement", "/validate-jobs",
+                     "/validate-admitter")}
 
 
 class Leader:

@@ -3,8 +3,6 @@ admission reaches the Pod."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from fake_api import CLOCK, FakeApi, add, reconciler, settled_pass, team
 
@@ -19,7 +17,7 @@ from admitter.controller.plain_pods import (
 from admitter.core.model import GPU
 from admitter.jobs.workloads import workload_for
 from admitter.kube import client as kube
-from admitter.kube.objects import ADMISSION_GATE, is_true
+from admitter.kube.objects import ADMISSION_GATE, is_true, pinned_host
 
 GATE = {"name": ADMISSION_GATE}
 QUEUE = "admitter.dev/queue-name"
@@ -83,10 +81,17 @@ def test_starting_lifts_only_admitters_gate_and_pins_the_pod_where_it_was_counte
     (pinned,) = patch["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     # Only additions to the user's term: what Kubernetes allows on a gated Pod. The domain,
-    # not the hinted node: a Job's pods bound there first would leave the Pod Pending.
+    # and the node its admission counted it on, as Jobs' pods are placed too.
     assert pinned == {
         "matchExpressions": [{"key": "gpu", "operator": "Exists"},
-                             {"key": "rack", "operator": "In", "values": ["r1"]}]}
+                             {"key": "rack", "operator": "In", "values": ["r1"]}],
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-3"]}]}
+    # With `podPlacement: Domain`, the domain only: Jobs' pods are not placed then, and
+    # bound on that node first would leave the Pod Pending.
+    (domain_only,) = started_pod_patch(given, workload(admitted=True), place_pods=False)[
+        "spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert "matchFields" not in domain_only
 
 
 def test_a_pods_workload_is_the_job_translation_with_one_pod_owned_by_the_pod():
@@ -141,13 +146,12 @@ async def admitted_world():
     return api, controller, now, kube.PODS.path("ns", "nb")
 
 
-async def test_an_admitted_pod_is_ungated_and_left_to_kube_scheduler_within_its_domain():
+async def test_an_admitted_pod_is_ungated_and_pinned_to_the_node_it_was_counted_on():
     api, _, _, path = await admitted_world()
     started = api.objects[path]
     assert started["spec"]["schedulingGates"] == []
     assert started["metadata"]["annotations"][MARK].startswith("pod-nb-")
-    assert "matchFields" not in json.dumps(started["spec"].get("affinity") or {}), (
-        "not held to the hinted node, which a Job's pods may take first")
+    assert pinned_host(started) == "n0", "Jobs' pods are placed on their nodes too"
     told = [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
             for e in api.events()]
     assert ("Pod", "nb", Reason.ADMITTED) in told, "kubectl describe pod says it was admitted"

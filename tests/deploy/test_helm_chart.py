@@ -15,7 +15,7 @@ from admitter.api.settings import Settings
 from admitter.kube.names import SECRET, WEBHOOK_CONFIGURATION
 from admitter.kube.objects import Obj
 from admitter.testing.helm_chart import ChartError, comparable, render
-from admitter.webhook.registration import service_client_config, webhook_configurations
+from admitter.webhook.registration import service_client_config, settings_configurations
 
 OPT_IN = {"namespaceSelector": {"matchLabels": {"admitter.dev/quota": "enforced"}},
           "localQueue": "shared"}
@@ -49,9 +49,19 @@ def test_the_opt_in_renders_the_settings_and_the_webhooks_registration_makes_for
     settings = Settings.model_validate(yaml.safe_load(config["data"]["config.yaml"]))
     assert settings.unlabelled_work is not None
     assert settings.unlabelled_work.local_queue == "shared"
-    expected = webhook_configurations(service_client_config, settings.unlabelled_work)
+    expected = settings_configurations(service_client_config, settings)
     assert webhooks(docs) == list(expected)
-    assert len(expected[0]["webhooks"]) + len(expected[1]["webhooks"]) == 6
+    assert len(expected[0]["webhooks"]) + len(expected[1]["webhooks"]) == 7
+
+
+def test_domain_placement_registers_no_placement_webhook():
+    docs = render({"settings": {"podPlacement": "Domain"}})
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    settings = Settings.model_validate(yaml.safe_load(config["data"]["config.yaml"]))
+    assert settings.pod_placement == "Domain"
+    expected = settings_configurations(service_client_config, settings)
+    assert webhooks(docs) == list(expected)
+    assert "gate-pods.admitter.dev" not in {h["name"] for h in expected[0]["webhooks"]}
 
 
 def test_the_rules_policies_are_values_merged_over_their_defaults():

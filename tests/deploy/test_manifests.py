@@ -19,6 +19,7 @@ from admitter.api.topology import Topology
 from admitter.cli import build_parser
 from admitter.core.queue_tree import QueueTree
 from admitter.kube import names
+from admitter.kube.objects import POD_SET_LABEL
 from admitter.webhook.registration import (
     service_client_config,
     url_client_config,
@@ -165,7 +166,8 @@ def test_webhook_paths_are_routes_of_the_server_reached_through_the_service():
         assert "caBundle" not in hook["clientConfig"], "apply would reset the patched bundle"
         paths.append(service["path"])
     assert sorted(paths) == sorted(
-        [names.MUTATE_JOBS_PATH, names.VALIDATE_JOBS_PATH, names.VALIDATE_RESOURCES_PATH]
+        [names.MUTATE_JOBS_PATH, names.VALIDATE_JOBS_PATH, names.VALIDATE_RESOURCES_PATH,
+         names.GATE_PODS_PATH]
     )
     assert set(paths) <= routes
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -174,6 +176,8 @@ def test_webhook_paths_are_routes_of_the_server_reached_through_the_service():
 
 def test_job_webhooks_fail_closed_and_only_see_labelled_jobs():
     for hook in webhooks():
+        if hook["rules"][0]["resources"] == ["pods"]:
+            continue  # the placement webhook: below
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
@@ -181,6 +185,18 @@ def test_job_webhooks_fail_closed_and_only_see_labelled_jobs():
             assert hook["objectSelector"] == {
                 "matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]
             }
+
+
+def test_the_placement_webhook_fails_open_and_only_sees_pods_of_started_jobs():
+    """Placement is not quota: while admitter is down, pods start ungated rather than not at
+    all; and only pods whose template admitter labelled with their pod set reach it."""
+    (hook,) = [h for h in webhooks() if h["rules"][0]["resources"] == ["pods"]]
+    assert hook["clientConfig"]["service"]["path"] == names.GATE_PODS_PATH
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["rules"][0]["operations"] == ["CREATE"]
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": POD_SET_LABEL, "operator": "Exists"}]}
+    assert hook["timeoutSeconds"] < 5
 
 
 def test_the_resource_webhook_covers_exactly_the_validated_kinds():

@@ -119,9 +119,13 @@ async def test_the_url_webhooks_point_at_the_controller_with_its_ca(
         mutating = await api.request(
             "GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
             f"{WEBHOOK_CONFIGURATION}")
-        [hook] = mutating["webhooks"]
+        hook, placement = mutating["webhooks"]
         assert hook["clientConfig"]["url"] == f"https://127.0.0.1:{port}/mutate-jobs"
-        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == (certs / CA_FILE).read_bytes()
+        assert placement["clientConfig"]["url"] == (
+            f"https://127.0.0.1:{port}/mutate-pod-placement")
+        for each in (hook, placement):
+            assert base64.b64decode(each["clientConfig"]["caBundle"]) == (
+                certs / CA_FILE).read_bytes()
         created = await api.create(kube.JOBS, JobWrapper("unsuspended", namespace)
                                    .queue("hooked").suspend(False).obj())
         assert created["spec"]["suspend"] is True, "the mutating webhook suspended it"

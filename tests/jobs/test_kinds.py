@@ -19,7 +19,7 @@ from admitter.jobs.interface import ClearsStartTime
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.registry import job_of, reader_of
 from admitter.jobs.workloads import JOB_NAME_LABEL, workload_for
-from admitter.kube.objects import pod_requests
+from admitter.kube.objects import POD_SET_LABEL, pod_requests
 
 
 def with_selector(template: dict, selector: dict) -> dict:
@@ -148,3 +148,46 @@ def test_a_jobsets_ready_pods_are_its_ready_or_done_jobs_times_their_pods():
     ]}
     assert JobSet().pods_ready(js) == 1 + 2 * 4
     assert BatchJob().pods_ready({"status": {"ready": 2, "succeeded": 1}}) == 3
+
+
+def templates_of(obj: dict) -> list[dict]:
+    """Every pod template of a Job, JobSet or RayJob."""
+    spec = obj["spec"]
+    if "replicatedJobs" in spec:
+        return [r["template"]["spec"]["template"] for r in spec["replicatedJobs"]]
+    if "rayClusterSpec" in spec:
+        cluster = spec["rayClusterSpec"]
+        return [cluster["headGroupSpec"]["template"],
+                *(group["template"] for group in cluster["workerGroupSpecs"])]
+    return [spec["template"]]
+
+
+def rayjob_of_two_groups() -> dict:
+    worker = {"groupName": "gpu", "replicas": 2,
+              "template": {"metadata": {"labels": {"team": "a"}}, **pod_template(8)}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "tune", "namespace": "ns", "uid": "u", "resourceVersion": "3"},
+            "spec": {"suspend": True, "shutdownAfterJobFinishes": True, "rayClusterSpec": {
+                "headGroupSpec": {"template": pod_template(0)}, "workerGroupSpecs": [worker]}}}
+
+
+@pytest.mark.parametrize("job", [
+    jobset(),
+    {"kind": "Job", "metadata": {"name": "j", "resourceVersion": "1"},
+     "spec": {"suspend": True, "parallelism": 2, "template": pod_template(1)}},
+    rayjob_of_two_groups(),
+], ids=["jobset", "job", "rayjob"])
+def test_placing_pods_labels_each_template_with_its_pod_set_and_restoring_takes_it_off(job):
+    """The placement webhook gates the pods whose template names their pod set; the user's
+    own labels stay, and a restored job's templates are the user's again."""
+    kind = job_of(job)
+    started = apply(job, kind.run_patch(job, "w", RACK, place_pods=True))
+    names = [pod_set.name for pod_set in kind.pod_sets(job)]
+    labels = [t["metadata"]["labels"] for t in templates_of(started)]
+    assert [label[POD_SET_LABEL] for label in labels] == names
+    unplaced = apply(job, kind.run_patch(job, "w", RACK))
+    assert all(POD_SET_LABEL not in (t.get("metadata") or {}).get("labels", {})
+               for t in templates_of(unplaced))
+    suspended = apply(started, [{"op": "add", "path": "/spec/suspend", "value": True}])
+    restored = apply(suspended, kind.restore_patch(suspended))
+    assert restored["spec"] == job["spec"]

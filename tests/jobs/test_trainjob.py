@@ -11,7 +11,7 @@ from kind_objects import GPU, RACK, apply, pod_template
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, ORIGINAL_AFFINITY_ANNOTATION
 from admitter.jobs.trainjob import ANCESTOR_LABEL, MissingRuntime, TrainJob
-from admitter.kube.objects import pod_requests
+from admitter.kube.objects import PLACEMENT_GATE, pod_requests
 
 
 def replicated(name: str, ancestor: str | None, container: str, **job_spec: int) -> dict:
@@ -196,3 +196,19 @@ def test_a_runtime_job_that_asks_for_a_rack_of_its_own_is_pinned_there_alone():
     started = apply(job, kind.run_patch(job, "trainjob-llm-abcde", {}, {"node": RACK}))
     assert started["spec"]["podSpecOverrides"] == [
         {"targetJobs": [{"name": "node"}], "nodeSelector": RACK}]
+
+
+def test_placing_pods_gates_each_job_through_its_override():
+    """Trainer cannot label a TrainJob's pods for the placement webhook: each replicated
+    job's override carries the placement gate, with the domain's pin or alone."""
+    kind = kind_for(TORCH)
+    job = trainjob()
+    started = apply(job, kind.run_patch(job, "trainjob-llm-abcde", RACK, place_pods=True))
+    gate = [{"name": PLACEMENT_GATE}]
+    assert started["spec"]["podSpecOverrides"] == [
+        {"targetJobs": [{"name": name}], "nodeSelector": RACK, "schedulingGates": gate}
+        for name in ("dataset-initializer", "node")]
+    anywhere = apply(job, kind.run_patch(job, "trainjob-llm-abcde", {}, place_pods=True))
+    assert [o.get("nodeSelector") for o in anywhere["spec"]["podSpecOverrides"]] == [None] * 2
+    restored = apply(started, kind.restore_patch(started))
+    assert restored["spec"] == {**job["spec"], "suspend": False}

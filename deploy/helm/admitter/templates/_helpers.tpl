@@ -9,7 +9,8 @@ system:serviceaccount:{{ .Release.Namespace }}:admitter
 {{- end }}
 
 {{/* One webhook of admitter/webhook/registration.py (`_hook`): dict with name, path, rules
-and optional selectors, plus the root context as "root" and the CA bundle as "ca". */}}
+and optional selectors, failurePolicy (Fail unless given) and timeoutSeconds (5 unless given),
+plus the root context as "root" and the CA bundle as "ca". */}}
 {{- define "admitter.webhook" -}}
 - name: {{ .name }}
   clientConfig:
@@ -33,12 +34,12 @@ and optional selectors, plus the root context as "root" and the CA bundle as "ca
   {{- end }}
   admissionReviewVersions: [v1]
   sideEffects: None
-  failurePolicy: Fail
+  failurePolicy: {{ .failurePolicy | default "Fail" }}
   matchPolicy: Equivalent
   {{- if hasPrefix "/mutate" .path }}
   reinvocationPolicy: Never
   {{- end }}
-  timeoutSeconds: 5
+  timeoutSeconds: {{ .timeoutSeconds | default 5 }}
 {{- end }}
 
 {{/* The opt-in webhooks' namespaceSelector: the settings' selector, never matching the
