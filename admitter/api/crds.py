@@ -16,6 +16,7 @@ from admitter.api.base import GROUP, VERSION, Resource
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
+from admitter.api.workercluster import CONDITION_REACHABLE, WorkerCluster
 from admitter.api.workload import (
     CONDITION_ADMITTED,
     CONDITION_FINISHED,
@@ -23,7 +24,8 @@ from admitter.api.workload import (
     Workload,
 )
 
-KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topology)
+KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topology,
+                                     WorkerCluster)
 
 _DROPPED_KEYS = {"title", "default", "propertyNames"}
 
@@ -73,6 +75,21 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         # The API server prints only the first match of a path (`levels[*].nodeLabel` showed
         # the coarsest level alone); the whole list prints as JSON.
         {"name": "Levels", "type": "string", "jsonPath": ".spec.levels"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
+    "WorkerCluster": [
+        {
+            "name": "Reachable",
+            "type": "string",
+            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_REACHABLE}")].status',
+        },
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_REACHABLE}")].reason',
+        },
+        {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes"},
+        {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
 }
