@@ -9,8 +9,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from admitter.api.base import ApiModel, Condition, LabelKey, ObjectName, Resource
-from admitter.api.settings import LabelValue
+from admitter.api.base import ApiModel, Condition, ObjectName, Resource, check_label_key
+from admitter.api.settings import check_label_value
 
 CONDITION_REACHABLE = "Reachable"
 """Whether the manager reads the worker's nodes and pods and can create jobs there."""
@@ -34,14 +34,20 @@ class WorkerClusterSpec(ApiModel):
 
     kubeconfig: SecretKeyReference
     """The Secret key holding the kubeconfig the manager uses to reach the worker."""
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
     """Labels every node of the worker carries in the manager's model (e.g.
     `topology.kubernetes.io/region: us-west`, `example.com/cost: on-demand`), beside
     `admitter.dev/cluster: <name>`, which they may not set."""
 
     @field_validator("labels")
     @classmethod
-    def _not_the_cluster_label(cls, labels: dict[str, str]) -> dict[str, str]:
+    def _node_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            try:
+                check_label_key(key)
+                check_label_value(value)
+            except ValueError as error:
+                raise ValueError(f"{key[:80]!r}: {error}") from None
         if "admitter.dev/cluster" in labels:
             raise ValueError("admitter.dev/cluster is the WorkerCluster's name; do not set it "
                              f"(got {labels['admitter.dev/cluster']!r})")
