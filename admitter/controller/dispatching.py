@@ -50,7 +50,8 @@ class Dispatch:
         (it was moved), create or adopt it in its worker, show its progress, finish the
         Workload when it ends. Safe to repeat on every pass."""
         worker = self.fleet.worker_of(wl)
-        assert worker is not None, "only Workloads admitted onto a worker are dispatched"
+        if worker is None:
+            return  # not connected (yet): the Workload keeps its quota meanwhile
         moved = [(w, c) for w, c in self.fleet.copies(wl) if w is not worker]
         if moved:
             # One copy at a time: the new one is created once the old ones are gone.

@@ -159,6 +159,7 @@ class Reconciler:
     async def run(self) -> None:
         """Reconcile forever (the leader's loop)."""
         await self.caches.wait_synced()
+        await self.fleet.synced()
         # What an earlier leader wrote may not have reached this replica's watch yet (a
         # watch broken by the fault that ended it lags): read the Workloads afresh.
         await self.caches.workloads.refresh()
@@ -315,7 +316,7 @@ class Reconciler:
         match step:
             case Step.FINISH:
                 return self._finish(wl, job, *finish_reason(job), now)
-            case Step.START if self.fleet.worker_of(wl) is not None:
+            case Step.START if self.fleet.runs_elsewhere(wl, self.caches.nodes):
                 return self.dispatch.run(job, wl, now, self._finish)
             case Step.START:
                 return self._observe_job(self.actions.start_job(job, wl))
@@ -519,7 +520,7 @@ class Reconciler:
                                        (meta["namespace"], wl["spec"]["queueName"]))
         self._record(wl, job, Reason.ADMITTED, admission.message, now)
         await self.plain_pods.start_owner(updated, self._isolated)
-        if job is not None and self.fleet.worker_of(updated) is not None:
+        if job is not None and self.fleet.runs_elsewhere(updated, self.caches.nodes):
             self._touch(job_key(job))  # created in its worker by the pass this wakes
         elif job is not None and not await self._isolated(
                 Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):

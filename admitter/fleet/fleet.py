@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from admitter.api.errors import InputError
 from admitter.api.workercluster import CONDITION_REACHABLE, WorkerCluster
 from admitter.core.model import GPU
+from admitter.core.topology import CLUSTER
 from admitter.fleet.worker import Health, KubeconfigError, Worker, client_from_kubeconfig
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
@@ -56,6 +57,10 @@ class Fleet:
         """Whether any WorkerCluster exists: only then do the manager's own nodes yield to
         the workers' (`own_nodes`)."""
         return bool(self.clusters.store)
+
+    async def synced(self) -> None:
+        """Until the WorkerClusters are listed: no pass decides before it knows the fleet."""
+        await self.clusters.synced.wait()
 
     def _cluster_changed(self, event: str, obj: Obj) -> None:
         self._wake.set()
@@ -186,7 +191,7 @@ class Fleet:
         only those that name a cluster (the manager counted as a worker of its own)."""
         if not self.active:
             return nodes
-        return [n for n in nodes if "admitter.dev/cluster" in (n["metadata"].get("labels") or {})]
+        return [n for n in nodes if CLUSTER in (n["metadata"].get("labels") or {})]
 
     def nodes(self) -> list[Obj]:
         """The nodes of every worker that answers, labelled with their cluster."""
@@ -199,10 +204,23 @@ class Fleet:
             merged.update(worker.foreign_usage())
         return merged
 
+    def runs_elsewhere(self, wl: Obj, own_nodes: Informer) -> bool:
+        """Whether the Workload's admission places it outside the manager's own nodes: then
+        it runs as a copy in a worker, never here, even while that worker is not connected
+        (a manager just started: its job must not be started in place meanwhile)."""
+        if not self.active:
+            return False
+        admission = (wl.get("status") or {}).get("admission") or {}
+        cluster = (admission.get("topologyDomain") or {}).get(CLUSTER)
+        if cluster is not None and self.clusters.get("", cluster) is not None:
+            return True
+        return any(own_nodes.get("", hint.get("node", "")) is None
+                   for hint in admission.get("nodeHints") or ())
+
     def worker_of(self, wl: Obj) -> Worker | None:
         """The worker whose nodes the Workload's admission names, if any."""
         admission = (wl.get("status") or {}).get("admission") or {}
-        cluster = (admission.get("topologyDomain") or {}).get("admitter.dev/cluster")
+        cluster = (admission.get("topologyDomain") or {}).get(CLUSTER)
         if cluster in self.workers:
             return self.workers[cluster]
         hinted = {hint.get("node") for hint in admission.get("nodeHints") or ()}

@@ -5,6 +5,7 @@ kubeconfig (read from a Secret, never from a file)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -112,6 +113,10 @@ class Worker:
         except READ_ERRORS as error:
             self.health = Health(False, "Unreachable", _short(repr(error)))
         else:
+            with contextlib.suppress(TimeoutError):  # a worker just connected lists first
+                async with asyncio.timeout(PROBE_TIMEOUT):
+                    await asyncio.gather(*(i.synced.wait()
+                                           for i in (self.nodes, self.pods, self.copies)))
             synced = all(i.synced.is_set() for i in (self.nodes, self.pods, self.copies))
             self.health = (Health(True, "Connected", "nodes, pods and copies are read")
                            if synced else Health(False, "Syncing", "nodes, pods and jobs not "

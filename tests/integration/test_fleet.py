@@ -223,9 +223,9 @@ async def test_a_worker_with_a_wrong_kubeconfig_is_told_and_the_rest_keep_admitt
 
 async def test_a_manager_killed_mid_dispatch_leaves_one_copy_per_admission(
         api, namespace, team, fleet, kubeconfig, tmp_path):
-    names = [f"j{i}" for i in range(6)]
-    for name in names:  # 6 x 1 pod x 8 GPUs: all fit in the fleet's 48
-        await api.create(kube.JOBS, JobWrapper(name, namespace).obj())
+    names = [f"j{i}" for i in range(12)]
+    for name in names:  # 12 x 4 GPUs: all fit in the fleet's 48
+        await api.create(kube.JOBS, JobWrapper(name, namespace).gpus(4).obj())
     seen_twice: list[str] = []
 
     async def sample() -> None:
@@ -238,6 +238,8 @@ async def test_a_manager_killed_mid_dispatch_leaves_one_copy_per_admission(
     try:
         for _ in range(3):  # killed as soon as its first new copies appear, mid-batch
             before = len(await _copies(fleet, namespace))
+            if before == len(names):
+                break
             controller = ControllerProcess(kubeconfig, tmp_path / "controller.log",
                                            "--no-leader-elect")
             try:
