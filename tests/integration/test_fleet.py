@@ -12,16 +12,26 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import yaml
-from admitter_world import ControllerProcess, apply_all, in_process_controller, workloads
+from admitter_world import (
+    ControllerProcess,
+    apply_all,
+    in_process_controller,
+    priority_class,
+    workloads,
+)
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.workercluster import CONDITION_REACHABLE
-from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED
+from admitter.api.workload import (
+    CONDITION_EVICTED,
+    CONDITION_FINISHED,
+    CONDITION_QUOTA_RESERVED,
+)
 from admitter.controller.dispatching import CONDITION_DISPATCHED
 from admitter.fleet.worker import COPY_LABEL
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
-from admitter.kube.objects import Obj, condition
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
 from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
 from admitter.testing.waiting import eventually
 
@@ -268,3 +278,45 @@ async def test_a_manager_killed_mid_dispatch_leaves_one_copy_per_admission(
         wl = by_uid[copy["metadata"]["labels"][COPY_LABEL]]  # never a copy without a Workload
         assert (wl.get("status") or {}).get("admission"), name  # ... that holds an admission
 
+
+
+async def test_a_preempted_copy_is_deleted_before_its_room_is_given_again(
+        api, namespace, team, fleet, kubeconfig):
+    for client in (api, *fleet.values()):  # a copy's pods name it in their worker too
+        await priority_class(client, "fleet-low", 100)
+        await priority_class(client, "fleet-high", 1000)
+    # low fills east (4 x 8): only east holds it; high (3 x 8) fits east alone, by preemption
+    await api.create(kube.JOBS, JobWrapper("low", namespace).pods(4).min_runtime(None)
+                     .priority_class("fleet-low").obj())
+    east_gpus: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            listed = await fleet["east"].request("GET", kube.PODS.path(namespace))
+            east_gpus.append(8 * sum(1 for p in listed["items"] if p["spec"].get("nodeName")
+                                     and p["status"].get("phase") not in TERMINAL_POD_PHASES))
+            await asyncio.sleep(0.5)
+
+    async with in_process_controller(kubeconfig):
+        await eventually(lambda: _running(fleet["east"], namespace, "low", 4),
+                         "low's 4 pods running in east", 90)
+        sampler = asyncio.create_task(sample())
+        try:
+            await api.create(kube.JOBS, JobWrapper("high", namespace).pods(3)
+                             .priority_class("fleet-high").obj())
+            await eventually(lambda: _running(fleet["east"], namespace, "high", 3),
+                             "high's 3 pods running in east", 120)
+        finally:
+            sampler.cancel()
+        copies = await _copies(fleet, namespace)
+        assert [worker for worker, _ in copies["high"]] == ["east"]
+        assert "low" not in copies  # its copy deleted
+        low = next(wl for wl in await workloads(api, namespace)
+                   if wl["metadata"]["name"].endswith("-low") or "low" in wl["metadata"]["name"])
+        assert (condition(low, CONDITION_EVICTED) or {}).get("reason") == "Preempted"
+        assert not (low.get("status") or {}).get("admission")
+    assert east_gpus and max(east_gpus) <= 32, east_gpus  # never both copies at once
+
+
+async def _running(client: Kube, namespace: str, job: str, count: int) -> bool:
+    return len(await _pods_on(client, namespace, job)) == count
