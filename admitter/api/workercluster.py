@@ -7,9 +7,16 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from admitter.api.base import ApiModel, Condition, ObjectName, Resource, check_label_key
+from admitter.api.base import (
+    ApiModel,
+    Condition,
+    ObjectMeta,
+    ObjectName,
+    Resource,
+    check_label_key,
+)
 from admitter.api.settings import check_label_value
 
 CONDITION_REACHABLE = "Reachable"
@@ -43,8 +50,8 @@ class WorkerClusterSpec(ApiModel):
     @classmethod
     def _node_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         for key, value in labels.items():
+            check_label_key(key)
             try:
-                check_label_key(key)
                 check_label_value(value)
             except ValueError as error:
                 raise ValueError(f"{key[:80]!r}: {error}") from None
@@ -83,17 +90,18 @@ class WorkerCluster(Resource):
     status: WorkerClusterStatus | None = None
     """Observed state, written by the controller."""
 
-    @model_validator(mode="after")
-    def _name_is_a_cluster_label_value(self) -> WorkerCluster:
-        check_cluster_name(self.metadata.name)
-        return self
+    @field_validator("metadata")
+    @classmethod
+    def _name_is_a_cluster_label_value(cls, metadata: ObjectMeta) -> ObjectMeta:
+        check_cluster_name(metadata.name)
+        return metadata
 
 
 def check_cluster_name(name: str) -> str:
     """A WorkerCluster's name becomes a node label value: at most 63 lowercase letters,
     digits and '-'."""
     if not _CLUSTER_NAME.fullmatch(name):
-        raise ValueError(f"metadata.name {name[:80]!r} is not a cluster name: at most 63 "
+        raise ValueError(f"name {name[:80]!r} is not a cluster name: at most 63 "
                          "lowercase letters, digits and '-', starting and ending with a "
                          "letter or digit (it becomes the admitter.dev/cluster node label)")
     return name
