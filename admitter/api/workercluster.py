@@ -17,6 +17,7 @@ from admitter.api.base import (
     Resource,
     check_label_key,
 )
+from admitter.api.duration import Duration
 from admitter.api.settings import check_label_value
 
 CONDITION_REACHABLE = "Reachable"
@@ -36,6 +37,11 @@ class SecretKeyReference(ApiModel):
     """The key whose value is a kubeconfig for the worker (one context, credentials inline)."""
 
 
+DEFAULT_LOST_GRACE_PERIOD = 300.0
+"""Five minutes: a worker API server's restart or a short network cut passes well within it,
+and the jobs it ran keep their quota meanwhile."""
+
+
 class WorkerClusterSpec(ApiModel):
     """Where the worker is and how it is described."""
 
@@ -45,6 +51,12 @@ class WorkerClusterSpec(ApiModel):
     """Labels every node of the worker carries in the manager's model (e.g.
     `topology.kubernetes.io/region: us-west`, `example.com/cost: on-demand`), beside
     `admitter.dev/cluster: <name>`, which they may not set."""
+
+    lost_grace_period: Duration = DEFAULT_LOST_GRACE_PERIOD
+    """How long the worker may not answer before the Workloads admitted onto it are requeued
+    (and may be placed in another worker), e.g. `5m`, the default. Their copies in it may
+    still run meanwhile; they are deleted when it answers again, before anything new is
+    admitted there."""
 
     @field_validator("labels")
     @classmethod

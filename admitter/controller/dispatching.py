@@ -5,7 +5,7 @@ and its quota released only once the copy and its pods are gone."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -25,6 +25,8 @@ from admitter.kube import client as kube
 from admitter.kube.informer import Informer
 from admitter.kube.objects import Obj, condition
 
+WORKER_LOST = "WorkerLost"
+"""Evicted=True: the worker it was admitted onto did not answer for its grace period."""
 CONDITION_DISPATCHED = "Dispatched"
 """On a Workload admitted onto a worker: True while its copy runs there, with the cluster, the
 copy and its pods' counts; False with the reason it could not be created."""
@@ -86,6 +88,34 @@ class Dispatch:
                          f"{message} in {where}", now)
             return
         await self._show(wl, "True", "Running", f"running in {where}: {progress(copy)}", now)
+
+    async def settle_workers(self, workloads: Iterable[Obj],
+                             requeue: Callable[[Obj, str], Awaitable[object]]) -> None:
+        """Requeue the Workloads admitted onto a lost worker; in a worker returning after it
+        was lost, delete the copies of Workloads no longer admitted there, then offer its
+        nodes again."""
+        workers = self.fleet.workers.values()
+        if not any(worker.lost or worker.returning for worker in workers):
+            return
+        kept: dict[str, set[str]] = {}
+        for wl in workloads:
+            if not (wl.get("status") or {}).get("admission"):
+                continue
+            worker = self.fleet.worker_of(wl)
+            if worker is not None and worker.lost:
+                await requeue(wl, worker.name)
+            elif worker is not None:
+                kept.setdefault(worker.name, set()).add(wl["metadata"].get("uid", ""))
+        for worker in [w for w in workers if w.returning]:
+            moved = [uid for uid in {*worker.copy_index.keys, *worker.copy_pods.keys}
+                     if uid not in kept.get(worker.name, set())]
+            for uid in moved:
+                if (copy := worker.copy_of(uid)) is not None:
+                    await delete_copy(worker, copy)
+            if not moved:
+                worker.returning = False
+                self.fleet.on_change("MODIFIED", {"kind": "WorkerCluster",
+                                                  "metadata": {"name": worker.name}})
 
     async def recall(self, wl: Obj) -> None:
         """Delete every copy of the Workload; its pods go with them."""

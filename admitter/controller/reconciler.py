@@ -29,7 +29,7 @@ from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
-from admitter.controller.dispatching import Dispatch, copy_job_key
+from admitter.controller.dispatching import WORKER_LOST, Dispatch, copy_job_key
 from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.metrics import Metrics
 from admitter.controller.orphans import Orphans
@@ -207,6 +207,9 @@ class Reconciler:
         if self.ensure_workloads(now, jobs):
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
+        await self.dispatch.settle_workers(
+            self.caches.unfinished_workloads(),
+            lambda wl, worker: self._isolated("requeue", wl, self._requeue_lost(wl, worker, now)))
         view = build_view(self.caches, self.settings, now, self.translations,
                           self.admitting.overlay, self.unreadable, self.usage, self.fleet)
         await self.orphans.finish(view.orphans, now, self._isolated, self._finish)
@@ -489,6 +492,18 @@ class Reconciler:
         by = f" for {eviction.preemptor}" if eviction.preemptor else ""
         message = f"{eviction.reason.value}{by}: {eviction.message}"
         self._record(wl, job, eviction.reason.value, message, now)
+
+    async def _requeue_lost(self, wl: Obj, worker: str, now: float) -> None:
+        """Requeue a Workload admitted onto a worker that stopped answering: its quota is
+        released although its copy may still run there (deleted once the worker answers)."""
+        message = (f"cluster {worker} did not answer for its grace period; requeued, its copy "
+                   "there is deleted when it answers again")
+        job = self.caches.job_of(wl)
+        updated, suspended = await self.actions.evict(wl, job, WORKER_LOST, message, now)
+        self.caches.workloads.observe(updated)
+        if suspended is not None:
+            self.caches.observe_job(suspended)
+        self._record(wl, job, WORKER_LOST, message, now)
 
     async def _stop_elsewhere(self, wl: Obj) -> None:
         """Stop what runs for an evicted Workload outside its job: its plain Pod, or its copy

@@ -48,7 +48,7 @@ class Fleet:
         self.clusters = Informer(client, kube.WORKER_CLUSTERS, self._cluster_changed,
                                  optional=True)
         self.workers: dict[str, Worker] = {}
-        self._sources: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
+        self._sources: dict[str, tuple[str, tuple[tuple[str, str], ...], float]] = {}
         """Per worker, the kubeconfig text and labels it was connected with."""
         self._wake = asyncio.Event()
 
@@ -97,7 +97,13 @@ class Fleet:
             offered = before is not None and before.offered
             health = await self._connect(name, wc)
             if health is None:
-                health = await self.workers[name].probe()
+                worker = self.workers[name]
+                health = await worker.probe()
+                lost = worker.lost
+                worker.observed(health, self.clock())
+                if worker.lost != lost:
+                    log.warning("fleet: worker %s lost: silent for %.0fs", name, worker.grace)
+                    self.on_change("MODIFIED", wc)  # its Workloads are requeued
             if offered != health.reachable:
                 self.on_change("MODIFIED", wc)  # its nodes come or go: a pass decides again
             await self._report(wc, health)
@@ -127,7 +133,7 @@ class Fleet:
             await self._drop(name)
             return Health(False, "SecretKeyMissing",
                           f"Secret {self.namespace}/{ref.name} has no key {ref.key!r}")
-        source = (encoded, tuple(sorted(spec.labels.items())))
+        source = (encoded, tuple(sorted(spec.labels.items())), spec.lost_grace_period)
         if self._sources.get(name) == source and name in self.workers:
             return None
         await self._drop(name)
@@ -137,7 +143,7 @@ class Fleet:
         except KubeconfigError as error:
             return Health(False, "InvalidKubeconfig",
                           f"Secret {self.namespace}/{ref.name} key {ref.key!r}: {error}")
-        worker = Worker(name, client, spec.labels, self.on_change)
+        worker = Worker(name, client, spec.labels, self.on_change, spec.lost_grace_period)
         worker.start()
         self.workers[name], self._sources[name] = worker, source
         log.info("fleet: connecting to worker %s", name)
@@ -231,10 +237,10 @@ class Fleet:
 
     def copies(self, wl: Obj) -> list[tuple[Worker, Obj | None]]:
         """The workers still running a copy of the Workload (or its pods), each with the
-        copy if its job is still there."""
+        copy if its job is still there; a lost worker's are not waited for."""
         uid = wl["metadata"].get("uid", "")
         return [(worker, worker.copy_of(uid)) for worker in self.workers.values()
-                if worker.runs_copy(uid)]
+                if not worker.lost and worker.runs_copy(uid)]
 
 
 def _kubeconfig(encoded: str) -> Mapping[str, Any]:

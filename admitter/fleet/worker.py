@@ -16,6 +16,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.quantity import to_base_units
+from admitter.api.workercluster import DEFAULT_LOST_GRACE_PERIOD
 from admitter.core.topology import CLUSTER
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
@@ -70,8 +71,19 @@ class Worker:
     """One worker's client and informers, running until `stop`."""
 
     def __init__(self, name: str, kube_client: Kube, labels: Mapping[str, str],
-                 on_change: Callable[[str, Obj], None]) -> None:
+                 on_change: Callable[[str, Obj], None],
+                 grace: float = DEFAULT_LOST_GRACE_PERIOD) -> None:
         self.name = name
+        self.grace = grace
+        """Seconds it may not answer before it is lost (`lostGracePeriod`)."""
+        self.silent_since: float | None = None
+        """When the probes started failing, if they do."""
+        self.lost = False
+        """Silent for longer than `grace`: the Workloads admitted onto it are requeued, and
+        its copies are no longer waited for (they may still run there)."""
+        self.returning = False
+        """It answers again after it was lost: its nodes are offered once the copies of
+        Workloads moved meanwhile are deleted (`Dispatch.settle_workers`)."""
         self.kube = kube_client
         self.labels = {**labels, CLUSTER: name}
         """What every node of the worker carries in the manager's model."""
@@ -124,11 +136,23 @@ class Worker:
                                                  "this lasts: reads may be refused)"))
         return self.health
 
+    def observed(self, health: Health, now: float) -> None:
+        """Record a probe's outcome at `now`: silence that lasts `grace` makes it lost; an
+        answer after that makes it returning."""
+        if health.reachable:
+            self.returning = self.returning or self.lost
+            self.silent_since, self.lost = None, False
+            return
+        if self.silent_since is None:
+            self.silent_since = now
+        self.lost = now - self.silent_since >= self.grace
+
     @property
     def offered(self) -> bool:
         """Whether its nodes are offered to the core: only while it answers, so that nothing
-        is admitted onto a worker the manager cannot create jobs in."""
-        return self.health.reachable
+        is admitted onto a worker the manager cannot create jobs in, and not while copies
+        moved away from it are still being deleted."""
+        return self.health.reachable and not self.returning
 
     def model_nodes(self) -> list[Obj]:
         """Its nodes as the manager's model holds them: labelled with the cluster."""

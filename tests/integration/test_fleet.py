@@ -320,3 +320,35 @@ async def test_a_preempted_copy_is_deleted_before_its_room_is_given_again(
 
 async def _running(client: Kube, namespace: str, job: str, count: int) -> bool:
     return len(await _pods_on(client, namespace, job)) == count
+
+
+async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
+        api, namespace, team, fleet, kubeconfig, workers):
+    for name in WORKERS:
+        await api.patch(kube.WORKER_CLUSTERS, name, {"spec": {"lostGracePeriod": "5s"}})
+    await api.create(kube.JOBS, JobWrapper("roam", namespace).pods(2).obj())  # either holds it
+    async with in_process_controller(kubeconfig):
+        async def running_in() -> str | None:
+            for name, client in fleet.items():
+                if await _running(client, namespace, "roam", 2):
+                    return name
+            return None
+
+        first = await eventually(running_in, "roam's 2 pods running in a worker", 90)
+        (other,) = set(WORKERS) - {first}
+        workers[first].pause("kube-apiserver")
+        try:
+            await eventually(lambda: _running(fleet[other], namespace, "roam", 2),
+                             f"roam requeued and running in {other}", 120)
+            (wl,) = await workloads(api, namespace)
+            assert wl["status"]["evictionCount"] == 1  # requeued once, admitted again
+        finally:
+            workers[first].resume("kube-apiserver")
+
+        async def moved_copy_gone() -> bool:
+            return [w for w, _ in (await _copies(fleet, namespace)).get("roam", [])] == [other]
+
+        await eventually(moved_copy_gone, f"{first}'s copy of roam deleted once it answers",
+                         120)
+        await eventually(lambda: _reachable(api, first), f"{first} reachable again", 60)
+        assert await _running(fleet[other], namespace, "roam", 2)
