@@ -157,3 +157,28 @@ async def test_a_kubeconfig_that_points_at_files_or_programs_is_refused(field):
 def test_a_secret_that_holds_no_kubeconfig_says_so(text, why):
     with pytest.raises(KubeconfigError, match=why):
         _kubeconfig(text)
+
+
+async def test_a_worker_silent_for_its_grace_period_is_lost_then_returns_before_it_is_offered():
+    worker = _worker()
+    worker.grace = 60.0
+    silent, answers = Health(False, "Unreachable", "refused"), Health(True, "Connected", "")
+    worker.observed(silent, 1000.0)
+    worker.observed(silent, 1059.0)
+    assert not worker.lost
+    worker.observed(silent, 1060.0)
+    assert worker.lost and not worker.offered
+    worker.health = answers
+    worker.observed(answers, 1100.0)
+    assert not worker.lost and worker.returning and not worker.offered
+    worker.returning = False  # once its moved copies are gone (Dispatch.settle_workers)
+    assert worker.offered
+
+
+async def test_a_short_silence_is_forgotten_once_the_worker_answers():
+    worker = _worker()
+    worker.grace = 60.0
+    worker.observed(Health(False, "Unreachable", ""), 1000.0)
+    worker.observed(Health(True, "Connected", ""), 1030.0)
+    worker.observed(Health(False, "Unreachable", ""), 1070.0)
+    assert not worker.lost and not worker.returning
