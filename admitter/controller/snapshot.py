@@ -168,7 +168,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     foreign = caches.foreign_usage()
     listed = caches.nodes.items()
     if fleet is not None and fleet.active:
-        foreign = {**foreign, **fleet.foreign_usage()}
+        foreign = {**foreign, **fleet.foreign_usage(caches.unfinished_workloads(overlay))}
         listed = [*fleet.own_nodes(listed), *fleet.nodes()]
     nodes = []
     for n in listed:

@@ -12,7 +12,7 @@ import binascii
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -204,10 +204,14 @@ class Fleet:
         return [node for worker in self.workers.values() if worker.offered
                 for node in worker.model_nodes()]
 
-    def foreign_usage(self) -> dict[str, dict[str, int]]:
+    def foreign_usage(self, workloads: Iterable[Obj]) -> dict[str, dict[str, int]]:
+        """Per worker node, the requests of pods that no admission among `workloads`
+        counts."""
+        admitted = {wl["metadata"].get("uid") for wl in workloads
+                    if (wl.get("status") or {}).get("admission")}
         merged: dict[str, dict[str, int]] = {}
         for worker in self.workers.values():
-            merged.update(worker.foreign_usage())
+            merged.update(worker.foreign_usage(admitted))
         return merged
 
     def runs_elsewhere(self, wl: Obj, own_nodes: Informer) -> bool:

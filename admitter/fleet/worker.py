@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,14 +161,16 @@ class Worker:
                                                  **self.labels}}}
                 for node in self.nodes.items()]
 
-    def foreign_usage(self) -> dict[str, dict[str, int]]:
-        """Per node, the requests of the worker's running pods that are no copy (a copy's
-        pods are counted through its Workload's admission)."""
+    def foreign_usage(self, admitted: Container[str]) -> dict[str, dict[str, int]]:
+        """Per node, the requests of the worker's running pods but those of copies whose
+        Workload (uid) is `admitted`: those are counted through its admission. A copy whose
+        Workload holds no admission (its job deleted on the manager) counts as the worker's
+        own until it ends."""
         used: dict[str, dict[str, int]] = {}
         for pod in self.pods.items():
             node = (pod.get("spec") or {}).get("nodeName")
             if (not node or (pod.get("status") or {}).get("phase") in TERMINAL_POD_PHASES
-                    or COPY_LABEL in (pod["metadata"].get("labels") or {})):
+                    or (pod["metadata"].get("labels") or {}).get(COPY_LABEL) in admitted):
                 continue
             try:
                 requests = pod_requests(pod["spec"])

@@ -58,7 +58,13 @@ async def test_only_its_own_running_pods_count_as_foreign_usage():
     worker.pods.observe(_pod("done", "e-n1", 4, phase="Succeeded"))
     worker.pods.observe(_pod("copy-pod", "e-n1", 8, labels={COPY_LABEL: "uid-1"}))
     worker.pods.observe(_pod("pending", "", 8))
-    assert worker.foreign_usage() == {"e-n1": {"nvidia.com/gpu": 2}}
+    assert worker.foreign_usage({"uid-1"}) == {"e-n1": {"nvidia.com/gpu": 2}}
+
+
+async def test_a_copy_whose_workload_holds_no_admission_counts_as_the_workers_own():
+    worker = _worker()
+    worker.pods.observe(_pod("copy-pod", "e-n1", 8, labels={COPY_LABEL: "uid-1"}))
+    assert worker.foreign_usage(set()) == {"e-n1": {"nvidia.com/gpu": 8}}
 
 
 async def test_a_copy_is_found_by_its_workloads_uid_until_it_and_its_pods_are_gone():
