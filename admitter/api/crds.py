@@ -30,6 +30,14 @@ KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topolog
 _DROPPED_KEYS = {"title", "default", "propertyNames"}
 
 _GPU = r"nvidia\.com/gpu"
+
+
+def _condition_column(name: str, condition: str, field: str) -> dict[str, Any]:
+    """A printer column showing one field of one condition."""
+    return {"name": name, "type": "string",
+            "jsonPath": f'.status.conditions[?(@.type=="{condition}")].{field}'}
+
+
 PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "ClusterQueue": [
         {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
@@ -53,21 +61,9 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
             "type": "string",
             "jsonPath": ".status.admission.clusterQueue",
         },
-        {
-            "name": "Admitted",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_ADMITTED}")].status',
-        },
-        {
-            "name": "Finished",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_FINISHED}")].status',
-        },
-        {
-            "name": "Reason",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_QUOTA_RESERVED}")].reason',
-        },
+        _condition_column("Admitted", CONDITION_ADMITTED, "status"),
+        _condition_column("Finished", CONDITION_FINISHED, "status"),
+        _condition_column("Reason", CONDITION_QUOTA_RESERVED, "reason"),
         {"name": "Evictions", "type": "integer", "jsonPath": ".status.evictionCount"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
@@ -78,16 +74,8 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
     "WorkerCluster": [
-        {
-            "name": "Reachable",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_REACHABLE}")].status',
-        },
-        {
-            "name": "Reason",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_REACHABLE}")].reason',
-        },
+        _condition_column("Reachable", CONDITION_REACHABLE, "status"),
+        _condition_column("Reason", CONDITION_REACHABLE, "reason"),
         {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes"},
         {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
