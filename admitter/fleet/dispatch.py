@@ -9,12 +9,14 @@ an earlier Workload of a job of that name and is deleted before anything is crea
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.api.contract import QUEUE_LABEL
+from admitter.core.model import NodeSelectorRequirement, NodeSelectorTerm, Workload
 from admitter.core.topology import CLUSTER
 from admitter.fleet.worker import COPY_LABEL, Worker
 from admitter.jobs.batch_job import BatchJob
@@ -23,9 +25,9 @@ from admitter.kube import client as kube
 from admitter.kube.objects import Obj, narrower_domains
 
 DISPATCHED_KINDS = frozenset({BatchJob.kind})
-"""The kinds the manager creates in workers. A JobSet, RayJob or TrainJob admitted onto a
-worker waits with a reason: their operators must run in the worker, and their copies' status
-(replicated jobs, Ray clusters) is not mirrored yet."""
+"""The kinds the manager creates in workers. JobSets, RayJobs, TrainJobs and plain Pods are
+placed on the manager's own nodes only (`kept_off_workers`): their operators must run in the
+worker, and their copies' status (replicated jobs, Ray clusters) is not mirrored yet."""
 _CONTROLLER_LABELS = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid",
                       "batch.kubernetes.io/job-name")
 """What the manager's Job controller stamps on a Job's selector and template: the worker's
@@ -130,3 +132,17 @@ def _patched(obj: Obj, ops: Sequence[Mapping[str, Any]]) -> Obj:
 
 def _unescape(step: str) -> str:
     return step.replace("~1", "/").replace("~0", "~")
+
+
+def kept_off_workers(workload: Workload, workers: Iterable[str]) -> Workload:
+    """A pending Workload whose kind is not dispatched, as the core must place it: on no node
+    of `workers` (a node requirement like any other, so the core's one placement rule keeps
+    it on the manager's own nodes, and it never holds a worker's room it cannot use)."""
+    outside = NodeSelectorRequirement(CLUSTER, "NotIn", tuple(sorted(workers)))
+    pod_sets = []
+    for pod_set in workload.pod_sets:
+        selection = pod_set.selection
+        terms = tuple(replace(term, expressions=(*term.expressions, outside))
+                      for term in selection.terms) or (NodeSelectorTerm((outside,)),)
+        pod_sets.append(replace(pod_set, selection=replace(selection, terms=terms)))
+    return replace(workload, pod_sets=tuple(pod_sets))

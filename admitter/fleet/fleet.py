@@ -199,6 +199,10 @@ class Fleet:
             return nodes
         return [n for n in nodes if CLUSTER in (n["metadata"].get("labels") or {})]
 
+    def names(self) -> list[str]:
+        """The workers' names: the `admitter.dev/cluster` values of their nodes."""
+        return [wc["metadata"]["name"] for wc in self.clusters.items()]
+
     def nodes(self) -> list[Obj]:
         """The nodes of every worker that answers, labelled with their cluster."""
         return [node for worker in self.workers.values() if worker.offered

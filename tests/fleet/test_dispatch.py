@@ -4,9 +4,11 @@ without the manager's own marks."""
 import pytest
 
 from admitter.api.contract import QUEUE_LABEL
+from admitter.core.model import Node, Workload
 from admitter.core.topology import CLUSTER
-from admitter.fleet.dispatch import copy_manifest, progress
+from admitter.fleet.dispatch import copy_manifest, kept_off_workers, progress
 from admitter.fleet.worker import COPY_LABEL
+from admitter.kube.core_values import core_node, core_workload
 from admitter.testing import BLOCK_LABEL
 
 from builders.kube import JobWrapper
@@ -73,3 +75,34 @@ def test_a_job_of_a_kind_not_dispatched_is_refused_by_name():
 def test_progress_counts_the_copys_pods():
     assert progress({"status": {"active": 3, "ready": 2}}) == (
         "3 active, 2 ready, 0 succeeded, 0 failed")
+
+
+def _core(pod_set: dict) -> Workload:
+    return core_workload({"metadata": {"name": "js", "namespace": "ml"}, "spec": {
+        "queueName": "q", "podSets": [{"name": "main", "count": 2,
+                                       "requests": {"nvidia.com/gpu": "8"}, **pod_set}]}},
+        "team", True)
+
+
+def _node(name: str, labels: dict) -> Node:
+    return core_node({"metadata": {"name": name, "labels": labels},
+                      "status": {"allocatable": {"nvidia.com/gpu": "8"}}}, {})
+
+
+def test_a_kind_not_dispatched_is_placed_on_no_workers_node():
+    kept = kept_off_workers(_core({}), ["east", "west"])
+    (pod_set,) = kept.pod_sets
+    assert not pod_set.admits(_node("e-n1", {CLUSTER: "east"}))
+    assert pod_set.admits(_node("m-n1", {CLUSTER: "here"}))
+    assert pod_set.admits(_node("m-n2", {}))
+
+
+def test_its_own_node_affinity_still_holds_in_every_term():
+    terms = [{"matchExpressions": [{"key": "pool", "operator": "In", "values": [name]}]}
+             for name in ("a", "b")]
+    kept = kept_off_workers(_core({"nodeSelectorTerms": terms}), ["east"])
+    (pod_set,) = kept.pod_sets
+    assert pod_set.admits(_node("m-a", {"pool": "a"}))
+    assert pod_set.admits(_node("m-b", {"pool": "b"}))
+    assert not pod_set.admits(_node("m-c", {"pool": "c"}))
+    assert not pod_set.admits(_node("e-a", {"pool": "a", CLUSTER: "east"}))
