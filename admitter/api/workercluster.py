@@ -78,7 +78,8 @@ class WorkerClusterStatus(ApiModel):
 
     conditions: list[Condition] = Field(default_factory=list)
     """`Reachable`: True once the worker's nodes and pods are read; False with the reason
-    (SecretNotFound, InvalidKubeconfig, Unreachable, InvalidName) and the error."""
+    (InvalidSpec, SecretNotFound, SecretKeyMissing, SecretUnreadable, InvalidKubeconfig,
+    Unreachable, Forbidden, Syncing) and the error."""
     last_error: str = ""
     """The last error met reaching the worker, kept after it recovers."""
     nodes: int = 0

@@ -25,7 +25,7 @@ from admitter.core.model import GPU
 from admitter.core.topology import CLUSTER
 from admitter.fleet.worker import Health, KubeconfigError, Worker, client_from_kubeconfig
 from admitter.kube import client as kube
-from admitter.kube.client import Kube
+from admitter.kube.client import Kube, NotLeading
 from admitter.kube.informer import READ_ERRORS, Informer
 from admitter.kube.objects import Obj, format_time
 
@@ -123,11 +123,12 @@ class Fleet:
         try:
             secret = await self.kube.get(kube.SECRETS, ref.name, self.namespace)
         except ApiException as error:
-            if error.status != 404:
-                raise
             await self._drop(name)
-            return Health(False, "SecretNotFound",
-                          f"Secret {self.namespace}/{ref.name} not found")
+            if error.status == 404:
+                return Health(False, "SecretNotFound",
+                              f"Secret {self.namespace}/{ref.name} not found")
+            return Health(False, "SecretUnreadable", f"Secret {self.namespace}/{ref.name}: "
+                          f"{error.status} {' '.join(str(error.reason).split())[:300]}")
         encoded = (secret.get("data") or {}).get(ref.key)
         if encoded is None:
             await self._drop(name)
@@ -184,6 +185,8 @@ class Fleet:
         try:
             updated = await self.kube.patch(kube.WORKER_CLUSTERS, wc["metadata"]["name"],
                                             {"status": fresh}, subresource="status")
+        except NotLeading:
+            return  # a follower keeps its connections warm; the leader reports
         except READ_ERRORS as error:
             log.warning("WorkerCluster %s: status not written: %s", wc["metadata"]["name"],
                         error)

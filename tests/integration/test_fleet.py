@@ -206,6 +206,7 @@ async def test_a_worker_with_a_wrong_kubeconfig_is_told_and_the_rest_keep_admitt
     await _secret(api, "nowhere-kubeconfig", yaml.safe_dump(unreachable).encode())
     await api.create(kube.WORKER_CLUSTERS, _worker_cluster("garbage", "garbage-kubeconfig"))
     await api.create(kube.WORKER_CLUSTERS, _worker_cluster("nowhere", "nowhere-kubeconfig"))
+    await api.create(kube.WORKER_CLUSTERS, _worker_cluster("unnamed", "no-such-secret"))
     await api.create(kube.JOBS, JobWrapper("small", namespace).pods(2).obj())
     async with in_process_controller(kubeconfig):
         async def told(name: str, reason: str) -> Obj | None:
@@ -217,6 +218,9 @@ async def test_a_worker_with_a_wrong_kubeconfig_is_told_and_the_rest_keep_admitt
         garbage = await eventually(lambda: told("garbage", "InvalidKubeconfig"),
                                    "garbage told its kubeconfig is invalid", 60)
         assert "Secret admitter-system/garbage-kubeconfig key 'kubeconfig'" in garbage["message"]
+        unnamed = await eventually(lambda: told("unnamed", "SecretNotFound"),
+                                   "unnamed told its Secret is missing", 60)
+        assert unnamed["message"] == "Secret admitter-system/no-such-secret not found"
         nowhere = await eventually(lambda: told("nowhere", "Unreachable"),
                                    "nowhere told it is unreachable", 90)
         assert "127.0.0.1:9" in nowhere["message"] or "onnect" in nowhere["message"]
