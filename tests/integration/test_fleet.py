@@ -340,6 +340,17 @@ async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
 
         first = await eventually(running_in, "roam's 2 pods running in a worker", 90)
         (other,) = set(WORKERS) - {first}
+        over: list[dict[str, int]] = []
+
+        async def sample() -> None:  # every second: no worker admitted past its nodes
+            while True:
+                admitted = await _admitted_gpus(api, namespace)
+                if any(gpus > WORKERS[name].nodes * WORKERS[name].gpus_per_node
+                       for name, gpus in admitted.items()):
+                    over.append(admitted)
+                await asyncio.sleep(1.0)
+
+        sampler = asyncio.create_task(sample())
         workers[first].pause("kube-apiserver")
         try:
             await eventually(lambda: _running(fleet[other], namespace, "roam", 2),
@@ -352,7 +363,22 @@ async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
         async def moved_copy_gone() -> bool:
             return [w for w, _ in (await _copies(fleet, namespace)).get("roam", [])] == [other]
 
-        await eventually(moved_copy_gone, f"{first}'s copy of roam deleted once it answers",
-                         120)
+        try:
+            await eventually(moved_copy_gone, f"{first}'s copy of roam deleted once it answers",
+                             120)
+        finally:
+            sampler.cancel()
         await eventually(lambda: _reachable(api, first), f"{first} reachable again", 60)
         assert await _running(fleet[other], namespace, "roam", 2)
+        assert over == []
+
+
+async def _admitted_gpus(api: Kube, namespace: str) -> dict[str, int]:
+    """Per worker, the GPUs the manager's admissions hint onto its nodes."""
+    found: dict[str, int] = {}
+    for wl in await workloads(api, namespace):
+        gpus = int(wl["spec"]["podSets"][0]["requests"].get("nvidia.com/gpu", 0))
+        for hint in ((wl.get("status") or {}).get("admission") or {}).get("nodeHints", []):
+            worker = hint["node"].split("-node-")[0]
+            found[worker] = found.get(worker, 0) + gpus * hint["count"]
+    return found
