@@ -92,21 +92,29 @@ class Fleet:
         wanted = {wc["metadata"]["name"]: wc for wc in self.clusters.items()}
         for name in [n for n in self.workers if n not in wanted]:
             await self._drop(name)
-        for name, wc in wanted.items():
-            before = self.workers.get(name)
-            offered = before is not None and before.offered
-            health = await self._connect(name, wc)
-            if health is None:
-                worker = self.workers[name]
-                health = await worker.probe()
-                lost = worker.lost
-                worker.observed(health, self.clock())
-                if worker.lost != lost:
-                    log.warning("fleet: worker %s lost: silent for %.0fs", name, worker.grace)
-                    self.on_change("MODIFIED", wc)  # its Workloads are requeued
-            if offered != health.reachable:
-                self.on_change("MODIFIED", wc)  # its nodes come or go: a pass decides again
-            await self._report(wc, health)
+        # one at a time, a silent worker would hold up the others' probes
+        outcomes = await asyncio.gather(*(self._sync_one(name, wc)
+                                          for name, wc in wanted.items()),
+                                        return_exceptions=True)
+        for name, outcome in zip(wanted, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                log.warning("fleet: worker %s not synced, trying again: %r", name, outcome)
+
+    async def _sync_one(self, name: str, wc: Obj) -> None:
+        before = self.workers.get(name)
+        offered = before is not None and before.offered
+        health = await self._connect(name, wc)
+        if health is None:
+            worker = self.workers[name]
+            health = await worker.probe()
+            lost = worker.lost
+            worker.observed(health, self.clock())
+            if worker.lost != lost:
+                log.warning("fleet: worker %s lost: silent for %.0fs", name, worker.grace)
+                self.on_change("MODIFIED", wc)  # its Workloads are requeued
+        if offered != health.reachable:
+            self.on_change("MODIFIED", wc)  # its nodes come or go: a pass decides again
+        await self._report(wc, health)
 
     async def _connect(self, name: str, wc: Obj) -> Health | None:
         """(Re)connect the worker if its kubeconfig or labels changed; the reason it cannot
