@@ -233,12 +233,14 @@ class Fleet:
         """Whether the Workload's admission places it outside the manager's own nodes: then
         it runs as a copy in a worker, never here, even while that worker is not connected
         (a manager just started: its job must not be started in place meanwhile)."""
-        if not self.active:
-            return False
         admission = (wl.get("status") or {}).get("admission") or {}
         cluster = (admission.get("topologyDomain") or {}).get(CLUSTER)
-        if cluster is not None and self.clusters.get("", cluster) is not None:
-            return True
+        if cluster is not None and (self.clusters.get("", cluster) is not None or not any(
+                (node["metadata"].get("labels") or {}).get(CLUSTER) == cluster
+                for node in own_nodes.items())):
+            return True  # a worker's, registered or no longer: never started here
+        if not self.active:
+            return False
         return any(own_nodes.get("", hint.get("node", "")) is None
                    for hint in admission.get("nodeHints") or ())
 

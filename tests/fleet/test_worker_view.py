@@ -105,6 +105,14 @@ async def test_without_worker_clusters_the_managers_nodes_are_all_it_offers():
     assert not fleet.runs_elsewhere(_admitted({}, "anything"), own_nodes)
 
 
+async def test_an_admission_onto_a_worker_no_longer_registered_is_never_started_here():
+    fleet = _fleet()
+    own_nodes = Informer(fleet.kube, kube.NODES, lambda event, obj: None)
+    own_nodes.observe(_node("m-n1", labels={CLUSTER: "here"}))
+    assert fleet.runs_elsewhere(_admitted({CLUSTER: "east"}, "e-n1"), own_nodes)
+    assert not fleet.runs_elsewhere(_admitted({CLUSTER: "here"}, "m-n1"), own_nodes)
+
+
 async def test_in_a_fleet_the_manager_offers_only_its_nodes_that_name_a_cluster():
     fleet = _fleet("east")
     own = [_node("m-n1"), _node("m-n2", labels={CLUSTER: "here"})]
