@@ -52,14 +52,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "api": frozenset({"core"}),
     "kube": FOUNDATION,
     "jobs": FOUNDATION | {"kube"},
-    "controller": BELOW_EDGES,
+    "fleet": BELOW_EDGES,
+    "controller": BELOW_EDGES | {"fleet"},
     "webhook": BELOW_EDGES,
     "kubectl": BELOW_EDGES,
     "sim": FOUNDATION,
     "dashboard": BELOW_EDGES | {"kubectl", "sim"},
-    "commands": BELOW_EDGES | EDGES | {"pki"},
+    "commands": BELOW_EDGES | EDGES | {"pki", "fleet"},
     "cli": frozenset({"api", "commands"}),
-    "testing": BELOW_EDGES | EDGES | {"commands", "pki"},
+    "testing": BELOW_EDGES | EDGES | {"commands", "pki", "fleet"},
 }
 """Which of admitter's packages (or top-level modules) each one may import. The decision core
 imports nothing of admitter's; the API models only the core; the Kubernetes edge (`kube`) and

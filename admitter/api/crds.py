@@ -16,6 +16,7 @@ from admitter.api.base import GROUP, VERSION, Resource
 from admitter.api.clusterqueue import ClusterQueue
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
+from admitter.api.workercluster import CONDITION_REACHABLE, WorkerCluster
 from admitter.api.workload import (
     CONDITION_ADMITTED,
     CONDITION_FINISHED,
@@ -23,11 +24,20 @@ from admitter.api.workload import (
     Workload,
 )
 
-KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topology)
+KINDS: tuple[type[Resource], ...] = (ClusterQueue, LocalQueue, Workload, Topology,
+                                     WorkerCluster)
 
 _DROPPED_KEYS = {"title", "default", "propertyNames"}
 
 _GPU = r"nvidia\.com/gpu"
+
+
+def _condition_column(name: str, condition: str, field: str) -> dict[str, Any]:
+    """A printer column showing one field of one condition."""
+    return {"name": name, "type": "string",
+            "jsonPath": f'.status.conditions[?(@.type=="{condition}")].{field}'}
+
+
 PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "ClusterQueue": [
         {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
@@ -51,21 +61,9 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
             "type": "string",
             "jsonPath": ".status.admission.clusterQueue",
         },
-        {
-            "name": "Admitted",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_ADMITTED}")].status',
-        },
-        {
-            "name": "Finished",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_FINISHED}")].status',
-        },
-        {
-            "name": "Reason",
-            "type": "string",
-            "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_QUOTA_RESERVED}")].reason',
-        },
+        _condition_column("Admitted", CONDITION_ADMITTED, "status"),
+        _condition_column("Finished", CONDITION_FINISHED, "status"),
+        _condition_column("Reason", CONDITION_QUOTA_RESERVED, "reason"),
         {"name": "Evictions", "type": "integer", "jsonPath": ".status.evictionCount"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
@@ -73,6 +71,13 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         # The API server prints only the first match of a path (`levels[*].nodeLabel` showed
         # the coarsest level alone); the whole list prints as JSON.
         {"name": "Levels", "type": "string", "jsonPath": ".spec.levels"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
+    "WorkerCluster": [
+        _condition_column("Reachable", CONDITION_REACHABLE, "status"),
+        _condition_column("Reason", CONDITION_REACHABLE, "reason"),
+        {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes"},
+        {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
 }

@@ -101,14 +101,14 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace to its name."""
 
 
-def _check_label_value(value: str) -> str:
+def check_label_value(value: str) -> str:
     if not _LABEL_VALUE.fullmatch(value):
         raise ValueError(f"{value[:80]!r} is not a label value: at most 63 letters, digits, "
                          "'-', '_' or '.', starting and ending with a letter or digit")
     return value
 
 
-LabelValue = Annotated[str, AfterValidator(_check_label_value)]
+LabelValue = Annotated[str, AfterValidator(check_label_value)]
 
 
 class LabelSelectorRequirement(ApiModel):

@@ -53,7 +53,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         "admitter's service account)")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                         help="elect a leader on a Lease (default on)")
-    parser.add_argument("--lease-namespace", default="admitter-system")
+    parser.add_argument("--lease-namespace", default="admitter-system",
+                        help="admitter's own namespace: its Lease, and the Secrets holding "
+                        "the kubeconfigs of WorkerClusters")
     parser.add_argument("--lease-name", default="admitter")
     parser.add_argument("--lease-duration", type=int, default=15,
                         help="seconds a leader holds the Lease without renewing it")
@@ -94,7 +96,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> None:
     # Hazard: every controller write asks the fence first; only Lease writes go without it.
     leads = elector.leading if args.leader_elect else (lambda: True)
     reconciler = Reconciler(client.fenced(leads), settings, args.identity,
-                            fencing_token=elector.fencing_token if args.leader_elect else None)
+                            fencing_token=elector.fencing_token if args.leader_elect else None,
+                            namespace=args.lease_namespace)
     host, _, port = args.metrics_address.rpartition(":")
     runner = await serve(health_app(reconciler.metrics.registry, reconciler.caches.synced),
                          host or "0.0.0.0", int(port))

@@ -29,6 +29,7 @@ from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
+from admitter.controller.dispatching import WORKER_LOST, Dispatch, copy_job_key
 from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.metrics import Metrics
 from admitter.controller.orphans import Orphans
@@ -50,6 +51,7 @@ from admitter.core.decisions import (
 )
 from admitter.core.incremental import IncrementalCore
 from admitter.core.queue_tree import QueueTree
+from admitter.fleet.fleet import Fleet
 from admitter.jobs.plain_pod import PlainPod
 from admitter.jobs.registry import SUSPENDABLE, reader_of
 from admitter.jobs.workloads import (
@@ -72,7 +74,8 @@ class Reconciler:
     def __init__(self, client: Kube, settings: Settings, identity: str,
                  clock: Callable[[], float] = time.time,
                  decide: Callable[[Snapshot], CycleResult] | None = None,
-                 fencing_token: Callable[[], Obj] | None = None) -> None:
+                 fencing_token: Callable[[], Obj] | None = None,
+                 namespace: str = "admitter-system") -> None:
         self.kube = client
         self.fencing_token = fencing_token
         """The leader's term each admission records (None: the controller runs unelected)."""
@@ -96,6 +99,11 @@ class Reconciler:
         self.unreadable = self.caches.pod_index.unreadable
         """Objects skipped because they cannot be understood, reported after every pass."""
         self.orphans = Orphans(client)
+        self.fleet = Fleet(client, namespace, self._changed, clock)
+        """The worker clusters, if WorkerClusters name any; `namespace` (admitter's own) holds
+        their kubeconfig Secrets."""
+        self.dispatch = Dispatch(self.fleet, self.actions, self.caches.kinds,
+                                 self.caches.workloads)
         self.creations: asyncio.Task[None] | None = None
         """The batch of Workload creations in flight, if any."""
         self.reports: asyncio.Task[None] | None = None
@@ -111,9 +119,15 @@ class Reconciler:
         """Jobs whose job or Workload changed since a pass last checked them."""
         self._swept_at = -math.inf
 
+    def _touch(self, key: JobKey) -> None:
+        self.touched.add(key)
+        self.wakeup.set()
+
     def _changed(self, event: str, obj: Obj) -> None:
         kind = obj.get("kind")
-        if kind in SUSPENDABLE:
+        if (copied := copy_job_key(obj)) is not None:  # a worker's copy, or its pod
+            self.touched.add(copied)
+        elif kind in SUSPENDABLE:
             self.touched.add(job_key(obj))
         elif kind == "Workload" and (owner := job_owner(obj)) is not None:
             self.touched.add((owner["kind"], obj["metadata"]["namespace"], owner["name"]))
@@ -143,11 +157,13 @@ class Reconciler:
             return True
 
     async def run_informers(self) -> None:
-        await asyncio.gather(*(informer.run() for informer in self.caches.all()))
+        await asyncio.gather(*(informer.run() for informer in self.caches.all()),
+                             self.fleet.run())
 
     async def run(self) -> None:
         """Reconcile forever (the leader's loop)."""
         await self.caches.wait_synced()
+        await self.fleet.synced()
         # What an earlier leader wrote may not have reached this replica's watch yet (a
         # watch broken by the fault that ended it lags): read the Workloads afresh.
         await self.caches.workloads.refresh()
@@ -195,8 +211,11 @@ class Reconciler:
         if self.ensure_workloads(now, jobs):
             self.touched -= checked  # else those without a Workload wait for the next pass
         await self.converge_jobs(now, jobs)
+        await self.dispatch.settle_workers(
+            self.caches.unfinished_workloads(),
+            lambda wl, worker: self._isolated("requeue", wl, self._requeue_lost(wl, worker, now)))
         view = build_view(self.caches, self.settings, now, self.translations,
-                          self.admitting.overlay, self.unreadable, self.usage)
+                          self.admitting.overlay, self.unreadable, self.usage, self.fleet)
         await self.orphans.finish(view.orphans, now, self._isolated, self._finish)
         began = time.perf_counter()
         result = await asyncio.to_thread(decide_frozen, self.decide, view.snapshot)
@@ -305,8 +324,12 @@ class Reconciler:
         match step:
             case Step.FINISH:
                 return self._finish(wl, job, *finish_reason(job), now)
+            case Step.START if self.fleet.runs_elsewhere(wl, self.caches.nodes):
+                return self.dispatch.run(job, wl, now, self._finish)
             case Step.START:
                 return self._observe_job(self.actions.start_job(job, wl))
+            case Step.RELEASE if self.fleet.copies(wl):
+                return self.dispatch.recall(wl)
             case Step.SUSPEND:
                 return self._observe_job(self.actions.suspend_job(job))
             case Step.RELEASE:
@@ -489,7 +512,7 @@ class Reconciler:
         # a plain Pod cannot be suspended: deleted
         updated, suspended = await self.actions.evict(wl, job, eviction.reason.value,
                                                       eviction.message, now, backoff,
-                                                      stop=self.plain_pods.stop_owner)
+                                                      stop=self._stop_elsewhere)
         self.metrics.observe_eviction(eviction.queue, eviction.reason.value,
                                       self._cluster_queue_of(view, eviction.preemptor))
         self.caches.workloads.observe(updated)
@@ -498,6 +521,24 @@ class Reconciler:
         by = f" for {eviction.preemptor}" if eviction.preemptor else ""
         message = f"{eviction.reason.value}{by}: {eviction.message}"
         self._record(wl, job, eviction.reason.value, message, now)
+
+    async def _requeue_lost(self, wl: Obj, worker: str, now: float) -> None:
+        """Requeue a Workload admitted onto a worker that stopped answering: its quota is
+        released although its copy may still run there (deleted once the worker answers)."""
+        message = (f"cluster {worker} did not answer for its grace period; requeued, its copy "
+                   "there is deleted when it answers again")
+        job = self.caches.job_of(wl)
+        updated, suspended = await self.actions.evict(wl, job, WORKER_LOST, message, now)
+        self.caches.workloads.observe(updated)
+        if suspended is not None:
+            self.caches.observe_job(suspended)
+        self._record(wl, job, WORKER_LOST, message, now)
+
+    async def _stop_elsewhere(self, wl: Obj) -> None:
+        """Stop what runs for an evicted Workload outside its job: its plain Pod, or its copy
+        in a worker (its quota is released once the copy's pods are gone)."""
+        await self.plain_pods.stop_owner(wl)
+        await self.dispatch.stop(wl)
 
     def _cluster_queue_of(self, view: View, key: str | None) -> str | None:
         """The ClusterQueue of the Workload `key` (a preemptor), if it is known."""
@@ -523,7 +564,9 @@ class Reconciler:
                                        (meta["namespace"], wl["spec"]["queueName"]))
         self._record(wl, job, Reason.ADMITTED, admission.message, now)
         await self.plain_pods.start_owner(updated, self._isolated)
-        if job is not None and not await self._isolated(
+        if job is not None and self.fleet.runs_elsewhere(updated, self.caches.nodes):
+            self._touch(job_key(job))  # created in its worker by the pass this wakes
+        elif job is not None and not await self._isolated(
                 Step.START.value, job, self._observe_job(self.actions.start_job(job, updated))):
             self.touched.add(job_key(job))
 

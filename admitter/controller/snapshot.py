@@ -26,6 +26,8 @@ from admitter.core.model import (
 )
 from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
+from admitter.fleet.dispatch import DISPATCHED_KINDS, kept_off_workers
+from admitter.fleet.fleet import Fleet
 from admitter.jobs.interface import ReadyWhenBound
 from admitter.jobs.registry import KINDS, JobKinds, job_of
 from admitter.jobs.workloads import JOB_NAME_LABEL, job_owner
@@ -157,18 +159,24 @@ class Translations:
 
 def build_view(caches: Caches, settings: Settings, now: float, translations: Translations,
                overlay: Mapping[Key, Obj] | None = None,
-               unreadable: Unreadable | None = None, usage: QueueUsage | None = None) -> View:
+               unreadable: Unreadable | None = None, usage: QueueUsage | None = None,
+               fleet: Fleet | None = None) -> View:
     """`overlay` holds Workloads as decisions being written will make them. An object that
     cannot be translated is left out and recorded in `unreadable`: a Node's capacity is then
     not offered, a Workload waits. `usage` is the reconciler's, kept between passes; without
-    it, usage is read from the ClusterQueues' status alone."""
+    it, usage is read from the ClusterQueues' status alone. `fleet` adds the nodes of the
+    workers that answer, labelled with their cluster (`fleet.py`)."""
     unreadable = unreadable if unreadable is not None else Unreadable()
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
     queues = core_queues(cluster_queues, unreadable)
     devices, held = caches.node_devices()
     foreign = caches.foreign_usage(held)
+    listed = caches.nodes.items()
+    if fleet is not None and fleet.active:  # workers' devices claimed through DRA: not read
+        foreign = {**foreign, **fleet.foreign_usage(caches.unfinished_workloads(overlay))}
+        listed = [*fleet.own_nodes(listed), *fleet.nodes()]
     nodes = []
-    for n in caches.nodes.items():
+    for n in listed:
         try:
             name = n["metadata"]["name"]
             nodes.append(translations.node(n, foreign.get(name, {}),
@@ -209,10 +217,15 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
                     closed[key] = Pending(key, "", PendingReason.QUEUE_CLOSED, why, 0)
                     continue
             cq = queue_of.get(place, "")
-            ready = (_pods_ready(wl, job, translation.expected_pods, bound, caches.kinds)
+            copies = fleet.copies(wl) if fleet is not None and fleet.active else []
+            ready_job = next((c for _, c in copies if c is not None), job)
+            ready = (_pods_ready(wl, ready_job, translation.expected_pods, bound, caches.kinds)
                      if job is not None
                      else _plain_pod_ready(wl, caches.pod_of(wl)))
             core = translation.core_for(wl, cq, ready)
+            if (not admitted_now and fleet is not None and fleet.active
+                    and (translation.owner or {}).get("kind") not in DISPATCHED_KINDS):
+                core = kept_off_workers(core, fleet.names())
             pods = translation.admitted_pods(wl, job, core, bound) if core.placement else None
         except UNREADABLE_ERRORS as error:
             unreadable.add("Workload", wl, error)

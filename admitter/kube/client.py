@@ -109,6 +109,8 @@ CLUSTER_QUEUES = Kind(_ADMITTER, "clusterqueues", False)
 LOCAL_QUEUES = Kind(_ADMITTER, "localqueues", True)
 WORKLOADS = Kind(_ADMITTER, "workloads", True)
 TOPOLOGIES = Kind(_ADMITTER, "topologies", False)
+WORKER_CLUSTERS = Kind(_ADMITTER, "workerclusters", False)
+SECRETS = Kind("v1", "secrets", True)
 
 
 class NotLeading(ApiException):

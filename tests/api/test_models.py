@@ -12,12 +12,19 @@ from admitter.api.crds import KINDS
 from admitter.api.errors import InputError
 from admitter.api.localqueue import LocalQueue
 from admitter.api.topology import Topology
+from admitter.api.workercluster import WorkerCluster
 from admitter.api.workload import Workload
 from admitter.jobs.interface import ReadsRuntimes, RefusesSpecs
 from admitter.jobs.registry import SUSPENDABLE, job_of
 
 MANIFESTS = Path(__file__).parents[2] / "examples" / "manifests"
 BY_KIND = {kind.kind_name: kind for kind in KINDS}
+
+
+def _wc(name: str = "west", **spec: object) -> dict:
+    """A WorkerCluster document with `spec` over a valid one."""
+    return {"metadata": {"name": name}, "spec": {"kubeconfig": {"name": "west-kubeconfig"},
+                                                 **spec}}
 
 
 def _documents(ours: bool = True):
@@ -100,6 +107,17 @@ def _cq(**spec):
             "queueName": "q", "minRuntime": "-5m",
             "podSets": [{"name": "main", "count": 1}]}},
          "spec.minRuntime", "'-5m' is not a duration"),
+        (WorkerCluster, _wc("west.1"), "metadata", "name 'west.1' is not a cluster name"),
+        (WorkerCluster, _wc(labels={"bad key!": "x"}), "spec.labels",
+         "'bad key!' is not a label key"),
+        (WorkerCluster, _wc(labels={"region": "us west"}), "spec.labels",
+         "'region': 'us west' is not a label value"),
+        (WorkerCluster, _wc(labels={"admitter.dev/cluster": "east"}), "spec.labels",
+         "do not set it (got 'east')"),
+        (WorkerCluster, _wc(kubeconfig={"name": "s", "key": "../kubeconfig"}),
+         "spec.kubeconfig.key", "(got '../kubeconfig')"),
+        (WorkerCluster, {"metadata": {"name": "west"}, "spec": {"kubeconfigPath": "/etc/k"}},
+         "spec.kubeconfigPath", "unknown key"),
     ],
 )
 def test_bad_values_name_field_and_value(kind, document, path, fragment):

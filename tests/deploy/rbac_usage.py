@@ -55,6 +55,9 @@ TYPED_REQUESTS: dict[str, Triple] = {
 ADMIN_ONLY = {"admitter.webhook.registration"}
 """Modules whose requests run with an admin's credentials outside the cluster, not the
 ServiceAccount's."""
+WORKER_SIDE = {"admitter.fleet.worker", "admitter.fleet.dispatch"}
+"""Modules whose requests go to the worker clusters of a fleet, with the credentials of the
+kubeconfig each WorkerCluster names (deploy/fleet-worker/rbac.yaml), not the manager's."""
 KIND_CONSTANTS = {name: value for name, value in vars(kube).items()
                   if isinstance(value, kube.Kind)}
 RESOURCE_CLASSES: dict[str, type[Resource]] = {kind.__name__: kind for kind in KINDS.values()}
@@ -114,7 +117,7 @@ def run_modules() -> list[Module]:
         name = todo.pop()
         if name in seen:
             continue
-        if name in ADMIN_ONLY:
+        if name in ADMIN_ONLY or name in WORKER_SIDE:
             continue
         module = seen[name] = _load(name)
         for node in ast.walk(module.tree):
@@ -272,6 +275,12 @@ def _typed_request_methods() -> frozenset[str]:
 
 def used_requests() -> set[Triple]:
     return Reader(run_modules()).used()
+
+
+def worker_requests() -> set[Triple]:
+    """What the manager asks of each worker: its own requests, and its informers'."""
+    return Reader([_load(name) for name in (*sorted(WORKER_SIDE), "admitter.kube.informer")]
+                  ).used()
 
 
 def _tail(expr: ast.expr) -> str:

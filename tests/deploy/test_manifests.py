@@ -81,7 +81,7 @@ def container() -> dict[str, Any]:
 
 def test_every_yaml_file_is_listed_by_a_kustomization_and_every_kind_is_known():
     listed = set()
-    for directory in (DEPLOY, DEPLOY / "samples"):
+    for directory in (DEPLOY, DEPLOY / "samples", DEPLOY / "fleet-worker"):
         kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
         listed |= {(directory / r).resolve() for r in kustomization["resources"]}
         listed.add((directory / "kustomization.yaml").resolve())

@@ -3,8 +3,10 @@
 
 import ast
 import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 from rbac_usage import (
     KUBE_VERBS,
     Module,
@@ -12,10 +14,12 @@ from rbac_usage import (
     UnattributedRequest,
     kube_request_methods,
     used_requests,
+    worker_requests,
 )
 from test_manifests import only
 
 Triples = set[tuple[str, str, str]]
+WORKER_ROLE = Path(__file__).parents[2] / "deploy" / "fleet-worker" / "rbac.yaml"
 
 
 def granted(kind: str) -> Triples:
@@ -31,11 +35,11 @@ def granted(kind: str) -> Triples:
 
 def test_the_roles_grant_exactly_the_requests_the_code_makes():
     used = used_requests()
-    leases = {t for t in used if t[1] == "leases"}
-    cluster = used - leases
+    own_namespace = {t for t in used if t[1] in ("leases", "secrets")}
+    cluster = used - own_namespace
     assert sorted(granted("ClusterRole") - cluster) == [], "granted, never used"
     assert sorted(cluster - granted("ClusterRole")) == [], "used, not granted"
-    assert granted("Role") == leases  # in admitter's namespace only, by the RoleBinding
+    assert granted("Role") == own_namespace  # in admitter's namespace only, by the RoleBinding
 
 
 def test_every_kube_method_that_reaches_the_api_server_has_a_verb():
@@ -91,3 +95,11 @@ def test_a_new_request_is_seen_through_constants_parameters_and_attributes():
 def test_a_request_the_reader_cannot_attribute_fails_the_check(source, complaint):
     with pytest.raises(UnattributedRequest, match=complaint):
         read(source)
+
+
+def test_the_worker_role_grants_exactly_what_the_manager_asks_of_a_worker():
+    role = yaml.safe_load(WORKER_ROLE.read_text())
+    granted_there = {(group, resource, verb) for rule in role["rules"]
+                     for group in rule["apiGroups"] for resource in rule["resources"]
+                     for verb in rule["verbs"]}
+    assert granted_there == worker_requests()

@@ -1,0 +1,158 @@
+"""Carrying out an admission onto a worker cluster: the manager's job stays suspended, one
+copy runs in the worker (`fleet/dispatch.py`), its progress is shown on the Workload's
+`Dispatched` condition, and its end finishes the Workload. An evicted Workload's copy is deleted,
+and its quota released only once the copy and its pods are gone."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.api.workload import Reason
+from admitter.controller.actions import Actions, with_condition
+from admitter.fleet.dispatch import (
+    StaleCopy,
+    copy_manifest,
+    create_or_adopt,
+    delete_copy,
+    progress,
+)
+from admitter.fleet.fleet import Fleet
+from admitter.fleet.worker import COPY_LABEL
+from admitter.jobs.registry import JobKinds
+from admitter.kube import client as kube
+from admitter.kube.informer import Informer
+from admitter.kube.objects import Obj, condition
+
+WORKER_LOST = "WorkerLost"
+"""Evicted=True: the worker it was admitted onto did not answer for its grace period."""
+CONDITION_DISPATCHED = "Dispatched"
+"""On a Workload admitted onto a worker: True while its copy runs there, with the cluster, the
+copy and its pods' counts; False with the reason it could not be created."""
+Finish = Callable[[Obj, Obj | None, str, str, float], Awaitable[None]]
+JobKey = tuple[str, str, str]
+
+
+class CopyStillRunning(RuntimeError):
+    """An evicted Workload's copy (or its pods) still runs in a worker: its quota is held
+    until they are gone."""
+
+
+class Dispatch:
+    def __init__(self, fleet: Fleet, actions: Actions, kinds: JobKinds,
+                 workloads: Informer) -> None:
+        self.fleet = fleet
+        self.actions = actions
+        self.kinds = kinds
+        self.workloads = workloads
+
+    async def run(self, job: Obj, wl: Obj, now: float, finish: Finish) -> None:
+        """Bring the copy of an admitted Workload along: delete copies left in other workers
+        (it was moved), create or adopt it in its worker, show its progress, finish the
+        Workload when it ends. Safe to repeat on every pass."""
+        worker = self.fleet.worker_of(wl)
+        if worker is None:
+            return  # not connected (yet): the Workload keeps its quota meanwhile
+        moved = [(w, c) for w, c in self.fleet.copies(wl) if w is not worker]
+        if moved:
+            # One copy at a time: the new one is created once the old ones are gone.
+            for other, old in moved:
+                if old is not None:
+                    await delete_copy(other, old)
+            return
+        if not worker.offered:
+            return  # it does not answer; the Workload keeps its quota meanwhile
+        copy = worker.copy_of(wl["metadata"]["uid"])
+        if copy is None:
+            try:
+                manifest = copy_manifest(job, wl, self.kinds)
+            except ValueError as error:
+                await self._show(wl, "False", "NotDispatched", str(error), now)
+                return
+            try:
+                copy = await create_or_adopt(worker, manifest)
+            except StaleCopy:
+                return
+            except ApiException as error:
+                await self._show(wl, "False", "CreateRefused",
+                                 f"not created in cluster {worker.name}: {error.status} "
+                                 f"{' '.join(str(error.reason).split())[:300]}", now)
+                return
+        meta = copy["metadata"]
+        where = f"cluster {worker.name} as {meta['namespace']}/{meta['name']}"
+        ended = self.kinds.job_of(copy).finished(copy)
+        if ended is not None:
+            succeeded, message = ended
+            await finish(wl, job, Reason.SUCCEEDED if succeeded else Reason.FAILED,
+                         f"{message} in {where}", now)
+            return
+        await self._show(wl, "True", "Running", f"running in {where}: {progress(copy)}", now)
+
+    async def settle_workers(self, workloads: Iterable[Obj],
+                             requeue: Callable[[Obj, str], Awaitable[object]]) -> None:
+        """Requeue the Workloads admitted onto a lost worker; in a worker returning after it
+        was lost, delete the copies of Workloads no longer admitted there, then offer its
+        nodes again."""
+        workers = self.fleet.workers.values()
+        if not any(worker.lost or worker.returning for worker in workers):
+            return
+        kept: dict[str, set[str]] = {}
+        for wl in workloads:
+            if not (wl.get("status") or {}).get("admission"):
+                continue
+            worker = self.fleet.worker_of(wl)
+            if worker is not None and worker.lost:
+                await requeue(wl, worker.name)
+            elif worker is not None:
+                kept.setdefault(worker.name, set()).add(wl["metadata"].get("uid", ""))
+        for worker in [w for w in workers if w.returning]:
+            moved = [uid for uid in {*worker.copy_index.keys, *worker.copy_pods.keys}
+                     if uid not in kept.get(worker.name, set())]
+            for uid in moved:
+                if (copy := worker.copy_of(uid)) is not None:
+                    await delete_copy(worker, copy)
+            if not moved:
+                worker.returning = False
+                self.fleet.on_change("MODIFIED", {"kind": "WorkerCluster",
+                                                  "metadata": {"name": worker.name}})
+
+    async def recall(self, wl: Obj) -> None:
+        """Delete every copy of the Workload; its pods go with them."""
+        for worker, copy in self.fleet.copies(wl):
+            if copy is not None:
+                await delete_copy(worker, copy)
+
+    async def stop(self, wl: Obj) -> None:
+        """Delete the Workload's copies; raise while they or their pods remain, so its
+        quota stays held (the release is retried by later passes)."""
+        await self.recall(wl)
+        running = [worker.name for worker, _ in self.fleet.copies(wl)]
+        if running:
+            raise CopyStillRunning(f"its copy still runs in cluster {', '.join(running)}; "
+                                   "quota is released once its pods are gone")
+
+    async def _show(self, wl: Obj, status: str, reason: str, message: str, now: float) -> None:
+        shown = condition(wl, CONDITION_DISPATCHED) or {}
+        if (shown.get("status"), shown.get("reason"), shown.get("message")) == (
+                status, reason, message):
+            return
+        conditions = with_condition(list((wl.get("status") or {}).get("conditions") or []),
+                                    CONDITION_DISPATCHED, status, reason, message, now)
+        try:
+            self.workloads.observe(
+                await self.actions.patch_workload_status(wl, {"conditions": conditions}))
+        except ApiException as error:
+            if not kube.is_conflict(error):
+                raise  # changed meanwhile: the next pass looks again
+
+
+def copy_job_key(obj: Obj) -> JobKey | None:
+    """The manager's job a worker's copy (or a copy's pod) stands for: the same kind,
+    namespace and name."""
+    labels = obj["metadata"].get("labels") or {}
+    if COPY_LABEL not in labels:
+        return None
+    name = (labels.get("batch.kubernetes.io/job-name") if obj.get("kind") == "Pod"
+            else obj["metadata"].get("name"))
+    return None if not name else ("Job", obj["metadata"].get("namespace", ""), name)

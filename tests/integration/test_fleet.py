@@ -1,0 +1,384 @@
+"""A fleet on three real control planes: the session's is the manager, `west` (2 nodes of 8
+GPUs) and `east` (4 nodes of 8 GPUs) are workers, each with KWOK GPU nodes, its Job controller
+and kube-scheduler. Jobs are submitted to the manager; the manager's controller places each
+whole in one worker and creates one copy there."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import yaml
+from admitter_world import (
+    ControllerProcess,
+    apply_all,
+    in_process_controller,
+    priority_class,
+    workloads,
+)
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from admitter.api.workercluster import CONDITION_REACHABLE
+from admitter.api.workload import (
+    CONDITION_EVICTED,
+    CONDITION_FINISHED,
+    CONDITION_QUOTA_RESERVED,
+)
+from admitter.controller.dispatching import CONDITION_DISPATCHED
+from admitter.fleet.worker import COPY_LABEL
+from admitter.kube import client as kube
+from admitter.kube.client import Kube
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
+from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
+from admitter.testing.waiting import eventually
+
+from builders.kube import JobWrapper, leaf_queue
+
+pytestmark = pytest.mark.integration
+ADMITTER_NAMESPACE = "admitter-system"
+WORKERS = {"west": GpuNodeLayout(nodes=2, name_prefix="west-node"),
+           "east": GpuNodeLayout(nodes=4, name_prefix="east-node")}
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
+    """Two worker control planes, started one after the other (the machine is small)."""
+    binaries = Binaries.locate().require()
+    started: dict[str, LocalCluster] = {}
+    try:
+        for name, layout in WORKERS.items():
+            started[name] = LocalCluster.start(tmp_path_factory.mktemp(name), layout, binaries)
+        yield started
+    finally:
+        for cluster in started.values():
+            cluster.stop()
+
+
+async def _secret(api: Kube, name: str, kubeconfig: bytes) -> None:
+    body = {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": ADMITTER_NAMESPACE},
+            "data": {"kubeconfig": base64.b64encode(kubeconfig).decode()}}
+    try:
+        await api.create(kube.SECRETS, body)
+    except ApiException as error:
+        if not kube.is_conflict(error):
+            raise
+        await api.replace(kube.SECRETS, body)
+
+
+def _worker_cluster(name: str, secret: str) -> Obj:
+    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "WorkerCluster",
+            "metadata": {"name": name},
+            "spec": {"kubeconfig": {"name": secret}, "labels": {"example.com/cost": name}}}
+
+
+@pytest.fixture
+async def fleet(api: Kube, workers: dict[str, LocalCluster]) -> AsyncIterator[dict[str, Kube]]:
+    """The workers registered on the manager (Secret + WorkerCluster), and a client of each;
+    unregistered afterwards, so later tests see a single cluster again."""
+    try:
+        await api.create(kube.Kind("v1", "namespaces", False),
+                         {"metadata": {"name": ADMITTER_NAMESPACE}})
+    except ApiException as error:
+        if not kube.is_conflict(error):
+            raise
+    clients = {}
+    for name, cluster in workers.items():
+        await _secret(api, f"{name}-kubeconfig", cluster.kubeconfig_path.read_bytes())
+        await api.create(kube.WORKER_CLUSTERS, _worker_cluster(name, f"{name}-kubeconfig"))
+        clients[name] = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
+    try:
+        yield clients
+    finally:
+        for wc in (await api.list(kube.WORKER_CLUSTERS))["items"]:
+            await api.delete(kube.WORKER_CLUSTERS, wc["metadata"]["name"])
+        for client in clients.values():
+            await client.close()
+
+
+@pytest.fixture
+async def team(api: Kube, namespace: str, fleet: dict[str, Kube]) -> AsyncIterator[str]:
+    """A LocalQueue `default` in the test's namespace over 64 GPUs of quota, the namespace made
+    in every worker too (a copy lands in its job's namespace); its jobs deleted afterwards."""
+    name = f"fleet-{secrets.token_hex(3)}"
+    await apply_all(api, *leaf_queue(name, 64, namespace=namespace))
+    for client in fleet.values():
+        await client.create(kube.Kind("v1", "namespaces", False), {"metadata": {"name": namespace}})
+    yield name
+    for client in (api, *fleet.values()):
+        for job in (await client.list(kube.JOBS, {"fieldSelector":
+                                                  f"metadata.namespace={namespace}"}))["items"]:
+            await client.delete(kube.JOBS, job["metadata"]["name"], namespace,
+                                {"propagationPolicy": "Background"})
+
+
+async def _reachable(api: Kube, name: str) -> Obj | None:
+    wc = await api.get(kube.WORKER_CLUSTERS, name)
+    found = condition(wc, CONDITION_REACHABLE) or {}
+    return wc if found.get("status") == "True" else None
+
+
+async def _copies(clients: dict[str, Kube], namespace: str) -> dict[str, list[tuple[str, Obj]]]:
+    """Job name → the workers running a copy of it, with the copy."""
+    found: dict[str, list[tuple[str, Obj]]] = {}
+    for worker, client in clients.items():
+        listed = await client.request("GET", kube.JOBS.path(namespace),
+                                      query={"labelSelector": COPY_LABEL})
+        for job in listed["items"]:
+            found.setdefault(job["metadata"]["name"], []).append((worker, job))
+    return found
+
+
+async def _pods_on(client: Kube, namespace: str, job: str) -> list[Obj]:
+    listed = await client.request("GET", kube.PODS.path(namespace), query={
+        "labelSelector": f"batch.kubernetes.io/job-name={job}"})
+    return [p for p in listed["items"] if (p.get("status") or {}).get("phase") == "Running"]
+
+
+async def test_workers_report_their_nodes_and_gpus(api, fleet, kubeconfig):
+    async with in_process_controller(kubeconfig):
+        for name, layout in WORKERS.items():
+            wc = await eventually(lambda n=name: _reachable(api, n), f"{name} reachable", 60)
+            assert (wc["status"]["nodes"], wc["status"]["gpus"]) == (
+                layout.nodes, layout.nodes * layout.gpus_per_node)
+
+
+async def test_a_gang_lands_whole_in_the_one_worker_that_holds_it(api, namespace, team, fleet,
+                                                                   kubeconfig):
+    # 3 pods x 8 GPUs: west (16 GPUs) cannot hold it, east (32) can.
+    job = JobWrapper("gang", namespace).pods(3).runtime("20s").obj()
+    await api.create(kube.JOBS, job)
+    async with in_process_controller(kubeconfig):
+        async def running_in_east() -> list[Obj] | None:
+            pods = await _pods_on(fleet["east"], namespace, "gang")
+            return pods if len(pods) == 3 else None
+
+        pods = await eventually(running_in_east, "the gang's 3 pods running in east", 90)
+        assert {p["spec"]["nodeName"] for p in pods} <= {
+            WORKERS["east"].node_name(i) for i in range(WORKERS["east"].nodes)}
+        copies = await _copies(fleet, namespace)
+        assert [worker for worker, _ in copies["gang"]] == ["east"]
+        (wl,) = await workloads(api, namespace)
+        assert copies["gang"][0][1]["metadata"]["labels"][COPY_LABEL] == wl["metadata"]["uid"]
+        manager_job = await api.get(kube.JOBS, "gang", namespace)
+        assert manager_job["spec"]["suspend"] is True  # the manager's own copy never runs
+        assert "admitter.dev/cluster=east" in condition(wl, "Admitted")["message"]
+
+        async def progress_shown() -> Obj | None:
+            (current,) = await workloads(api, namespace)
+            shown = condition(current, CONDITION_DISPATCHED) or {}
+            return current if "3 active" in shown.get("message", "") else None
+
+        await eventually(progress_shown, "the copy's progress on the Workload", 60)
+
+        async def finished() -> Obj | None:
+            (current,) = await workloads(api, namespace)
+            done = condition(current, CONDITION_FINISHED) or {}
+            return current if done.get("status") == "True" else None
+
+        done = await eventually(finished, "the Workload finished with its copy", 120)
+        assert "in cluster east" in condition(done, CONDITION_FINISHED)["message"]
+
+
+async def test_a_gang_larger_than_every_worker_waits_naming_the_largest(api, namespace, team,
+                                                                        fleet, kubeconfig):
+    await api.create(kube.JOBS, JobWrapper("huge", namespace).pods(5).obj())  # 40 GPUs
+    async with in_process_controller(kubeconfig):
+        async def waiting() -> str | None:
+            wls = await workloads(api, namespace)
+            reserved = condition(wls[0], CONDITION_QUOTA_RESERVED) if wls else None
+            message = (reserved or {}).get("message", "")
+            return message if "cluster east" in message else None
+
+        message = await eventually(waiting, "a reason naming the largest cluster", 90)
+        assert "the largest room is 32, in cluster east" in message, message
+        assert await _copies(fleet, namespace) == {}
+
+
+async def test_a_worker_with_a_wrong_kubeconfig_is_told_and_the_rest_keep_admitting(
+        api, namespace, team, fleet, kubeconfig, workers):
+    unreachable = yaml.safe_load(workers["west"].kubeconfig_path.read_text())
+    unreachable["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # nothing listens
+    await _secret(api, "garbage-kubeconfig", b"{this is: [not a kubeconfig")
+    await _secret(api, "nowhere-kubeconfig", yaml.safe_dump(unreachable).encode())
+    await api.create(kube.WORKER_CLUSTERS, _worker_cluster("garbage", "garbage-kubeconfig"))
+    await api.create(kube.WORKER_CLUSTERS, _worker_cluster("nowhere", "nowhere-kubeconfig"))
+    await api.create(kube.WORKER_CLUSTERS, _worker_cluster("unnamed", "no-such-secret"))
+    await api.create(kube.JOBS, JobWrapper("small", namespace).pods(2).obj())
+    async with in_process_controller(kubeconfig):
+        async def told(name: str, reason: str) -> Obj | None:
+            wc = await api.get(kube.WORKER_CLUSTERS, name)
+            found = condition(wc, CONDITION_REACHABLE) or {}
+            return found if (found.get("status"), found.get("reason")) == ("False",
+                                                                          reason) else None
+
+        garbage = await eventually(lambda: told("garbage", "InvalidKubeconfig"),
+                                   "garbage told its kubeconfig is invalid", 60)
+        assert "Secret admitter-system/garbage-kubeconfig key 'kubeconfig'" in garbage["message"]
+        unnamed = await eventually(lambda: told("unnamed", "SecretNotFound"),
+                                   "unnamed told its Secret is missing", 60)
+        assert unnamed["message"] == "Secret admitter-system/no-such-secret not found"
+        nowhere = await eventually(lambda: told("nowhere", "Unreachable"),
+                                   "nowhere told it is unreachable", 90)
+        assert "127.0.0.1:9" in nowhere["message"] or "onnect" in nowhere["message"]
+
+        async def running_somewhere() -> list | None:
+            copies = (await _copies(fleet, namespace)).get("small", [])
+            if len(copies) != 1:
+                return None
+            worker, _ = copies[0]
+            return copies if len(await _pods_on(fleet[worker], namespace, "small")) == 2 else None
+
+        await eventually(running_somewhere, "the job running in one good worker", 90)
+
+
+async def test_a_manager_killed_mid_dispatch_leaves_one_copy_per_admission(
+        api, namespace, team, fleet, kubeconfig, tmp_path):
+    names = [f"j{i}" for i in range(12)]
+    for name in names:  # 12 x 4 GPUs: all fit in the fleet's 48
+        await api.create(kube.JOBS, JobWrapper(name, namespace).gpus(4).obj())
+    seen_twice: list[str] = []
+
+    async def sample() -> None:
+        while True:
+            seen_twice.extend(n for n, found in (await _copies(fleet, namespace)).items()
+                              if len(found) > 1)
+            await asyncio.sleep(0.5)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        for _ in range(3):  # killed as soon as its first new copies appear, mid-batch
+            before = len(await _copies(fleet, namespace))
+            if before == len(names):
+                break
+            controller = ControllerProcess(kubeconfig, tmp_path / "controller.log",
+                                           "--no-leader-elect")
+            try:
+                async def more(before: int = before) -> bool:
+                    return len(await _copies(fleet, namespace)) > before
+
+                await eventually(more, "the controller to create copies", 90, interval=0.05)
+            finally:
+                controller.kill()
+        final = ControllerProcess(kubeconfig, tmp_path / "controller.log", "--no-leader-elect")
+        try:
+            async def all_dispatched() -> dict | None:
+                copies = await _copies(fleet, namespace)
+                return copies if set(copies) == set(names) else None
+
+            copies = await eventually(all_dispatched, "a copy of every job", 120)
+        finally:
+            final.kill()
+    finally:
+        sampler.cancel()
+    assert seen_twice == []
+    by_uid = {wl["metadata"]["uid"]: wl for wl in await workloads(api, namespace)}
+    for name, found in copies.items():
+        assert len(found) == 1, name
+        (_, copy), = found
+        wl = by_uid[copy["metadata"]["labels"][COPY_LABEL]]  # never a copy without a Workload
+        assert (wl.get("status") or {}).get("admission"), name  # ... that holds an admission
+
+
+
+async def test_a_preempted_copy_is_deleted_before_its_room_is_given_again(
+        api, namespace, team, fleet, kubeconfig):
+    for client in (api, *fleet.values()):  # a copy's pods name it in their worker too
+        await priority_class(client, "fleet-low", 100)
+        await priority_class(client, "fleet-high", 1000)
+    # low fills east (4 x 8): only east holds it; high (3 x 8) fits east alone, by preemption
+    await api.create(kube.JOBS, JobWrapper("low", namespace).pods(4).min_runtime(None)
+                     .priority_class("fleet-low").obj())
+    east_gpus: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            listed = await fleet["east"].request("GET", kube.PODS.path(namespace))
+            east_gpus.append(8 * sum(1 for p in listed["items"] if p["spec"].get("nodeName")
+                                     and p["status"].get("phase") not in TERMINAL_POD_PHASES))
+            await asyncio.sleep(0.5)
+
+    async with in_process_controller(kubeconfig):
+        await eventually(lambda: _running(fleet["east"], namespace, "low", 4),
+                         "low's 4 pods running in east", 90)
+        sampler = asyncio.create_task(sample())
+        try:
+            await api.create(kube.JOBS, JobWrapper("high", namespace).pods(3)
+                             .priority_class("fleet-high").obj())
+            await eventually(lambda: _running(fleet["east"], namespace, "high", 3),
+                             "high's 3 pods running in east", 120)
+        finally:
+            sampler.cancel()
+        copies = await _copies(fleet, namespace)
+        assert [worker for worker, _ in copies["high"]] == ["east"]
+        assert "low" not in copies  # its copy deleted
+        low = next(wl for wl in await workloads(api, namespace)
+                   if wl["metadata"]["name"].endswith("-low") or "low" in wl["metadata"]["name"])
+        assert (condition(low, CONDITION_EVICTED) or {}).get("reason") == "Preempted"
+        assert not (low.get("status") or {}).get("admission")
+    assert east_gpus and max(east_gpus) <= 32, east_gpus  # never both copies at once
+
+
+async def _running(client: Kube, namespace: str, job: str, count: int) -> bool:
+    return len(await _pods_on(client, namespace, job)) == count
+
+
+async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
+        api, namespace, team, fleet, kubeconfig, workers):
+    for name in WORKERS:
+        await api.patch(kube.WORKER_CLUSTERS, name, {"spec": {"lostGracePeriod": "5s"}})
+    await api.create(kube.JOBS, JobWrapper("roam", namespace).pods(2).obj())  # either holds it
+    async with in_process_controller(kubeconfig):
+        async def running_in() -> str | None:
+            for name, client in fleet.items():
+                if await _running(client, namespace, "roam", 2):
+                    return name
+            return None
+
+        first = await eventually(running_in, "roam's 2 pods running in a worker", 90)
+        (other,) = set(WORKERS) - {first}
+        over: list[dict[str, int]] = []
+
+        async def sample() -> None:  # every second: no worker admitted past its nodes
+            while True:
+                admitted = await _admitted_gpus(api, namespace)
+                if any(gpus > WORKERS[name].nodes * WORKERS[name].gpus_per_node
+                       for name, gpus in admitted.items()):
+                    over.append(admitted)
+                await asyncio.sleep(1.0)
+
+        sampler = asyncio.create_task(sample())
+        workers[first].pause("kube-apiserver")
+        try:
+            await eventually(lambda: _running(fleet[other], namespace, "roam", 2),
+                             f"roam requeued and running in {other}", 120)
+            (wl,) = await workloads(api, namespace)
+            assert wl["status"]["evictionCount"] == 1  # requeued once, admitted again
+        finally:
+            workers[first].resume("kube-apiserver")
+
+        async def moved_copy_gone() -> bool:
+            return [w for w, _ in (await _copies(fleet, namespace)).get("roam", [])] == [other]
+
+        try:
+            await eventually(moved_copy_gone, f"{first}'s copy of roam deleted once it answers",
+                             120)
+        finally:
+            sampler.cancel()
+        await eventually(lambda: _reachable(api, first), f"{first} reachable again", 60)
+        assert await _running(fleet[other], namespace, "roam", 2)
+        assert over == []
+
+
+async def _admitted_gpus(api: Kube, namespace: str) -> dict[str, int]:
+    """Per worker, the GPUs the manager's admissions hint onto its nodes."""
+    found: dict[str, int] = {}
+    for wl in await workloads(api, namespace):
+        gpus = int(wl["spec"]["podSets"][0]["requests"].get("nvidia.com/gpu", 0))
+        for hint in ((wl.get("status") or {}).get("admission") or {}).get("nodeHints", []):
+            worker = hint["node"].split("-node-")[0]
+            found[worker] = found.get(worker, 0) + gpus * hint["count"]
+    return found
