@@ -45,7 +45,15 @@ from pathlib import Path
 
 import yaml
 from bench_kueue_shape import BASELINE, SHAPES, Shape, capacity_bound, run_mode
-from common import ROOT, control_plane, machine, node_layout, waits_cell
+from common import (
+    ROOT,
+    control_plane,
+    control_plane_cpu,
+    machine,
+    node_layout,
+    process_cpu,
+    waits_cell,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -112,6 +120,7 @@ def run_kueue(shape: Shape, cohorts: int, timeout: float) -> Row:
                 raise RuntimeError(f"minimalkueue exited: {(out / 'minimalkueue.log').read_text()}")
             print(f"kueue: runner, {shape.name} config with {cohorts} cohort(s)", flush=True)
             began = time.monotonic()
+            before = control_plane_cpu(cluster)[0]
             runner = subprocess.Popen(
                 [str(binaries / "runner"), "-o", str(out), "-crds", str(crds),
                  "-generatorConfig", str(generator_config(source, shape, cohorts, out)),
@@ -131,6 +140,8 @@ def run_kueue(shape: Shape, cohorts: int, timeout: float) -> Row:
                 raise RuntimeError(f"runner failed ({runner.returncode}): {tail}")
             wall = timeout if timed_out else _summary_written(out) - began
             counts = _scrape(port)
+            counts["controller cpu"] = process_cpu(kueue.pid)
+            counts["apiserver cpu"] = control_plane_cpu(cluster)[0] - before
         finally:
             kueue.terminate()
             try:
@@ -158,11 +169,15 @@ def _kueue_row(states: Path, shape: Shape, cohorts: int, wall: float, timed_out:
                 waits[row["class name"]].append(int(row["ms to admitted"]) / 1000)
             finished += int(row["ms to finish"]) > 0
     return _row("Kueue v0.17.0 (minimalkueue)", shape, cohorts, finished, wall, timed_out,
-                waits, counts["writes"] / max(counts["admitted"], 1.0))
+                waits, counts["writes"] / max(counts["admitted"], 1.0),
+                (counts["controller cpu"], counts["apiserver cpu"]))
 
 
 def _row(system: str, shape: Shape, cohorts: int, finished: int, wall: float, timed_out: bool,
-         waits: dict[str, list[float]], writes_per_admission: float) -> Row:
+         waits: dict[str, list[float]], writes_per_admission: float,
+         cpu: tuple[float, float]) -> Row:
+    """One system's line; `cpu`: CPU seconds of its controller, and of the API server with
+    etcd, over the run."""
     bound, _ = capacity_bound(shape, cohorts)
     total = shape.workloads(cohorts)
     row = {"system": system, "finished": f"{finished:,} of {total:,}",
@@ -171,6 +186,8 @@ def _row(system: str, shape: Shape, cohorts: int, finished: int, wall: float, ti
     for name, values in waits.items():
         row[f"{name} mean/p90 s (admitted)"] = waits_cell(values)
     row["writes/admission"] = f"{writes_per_admission:.2f}"
+    row["controller cpu s"] = f"{cpu[0]:.0f}"
+    row["apiserver+etcd cpu s"] = f"{cpu[1]:.0f}"
     return row
 
 
@@ -180,7 +197,8 @@ def run_admitter(shape: Shape, cohorts: int, timeout: float) -> Row:
     waits = {c.name: run.waits(c.name) for c in shape.classes}
     wall = run.timeout if run.timed_out else run.wall()
     return _row("admitter (Workload mode)", shape, cohorts, run.finished(), wall,
-                run.timed_out, waits, stats.writes / max(stats.admissions, 1))
+                run.timed_out, waits, stats.writes / max(stats.admissions, 1),
+                (stats.cpu_seconds, run.control_plane_cpu[0]))
 
 
 def main() -> None:

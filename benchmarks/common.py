@@ -62,14 +62,16 @@ def api_writes(cluster: LocalCluster) -> int:
     return int(total)
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far, from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def component_cpu(cluster: LocalCluster) -> dict[str, float]:
     """CPU seconds each control-plane process has used so far (from /proc): on this machine
     they, not the benchmark's clients, are what saturates first."""
-    used: dict[str, float] = {}
-    for component in cluster.components:
-        stat = Path(f"/proc/{component.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        used[component.name] = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-    return used
+    return {component.name: process_cpu(component.pid) for component in cluster.components}
 
 
 def control_plane_cpu(cluster: LocalCluster) -> tuple[float, float]:
