@@ -22,7 +22,7 @@ from admitter.core.decisions import CycleResult, EvictionReason, Snapshot
 from admitter.core.model import GPU, UNLIMITED, Phase
 from admitter.core.topology import CLUSTER
 from admitter.core.usage import HOUR
-from admitter.fleet.fleet import admitted_cluster
+from admitter.kube.core_values import admitted_cluster
 from admitter.kube.informer import Key
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)

@@ -26,6 +26,7 @@ from admitter.core.topology import CLUSTER
 from admitter.fleet.worker import Health, KubeconfigError, Worker, client_from_kubeconfig
 from admitter.kube import client as kube
 from admitter.kube.client import Kube, NotLeading
+from admitter.kube.core_values import admitted_cluster
 from admitter.kube.informer import READ_ERRORS, Informer
 from admitter.kube.objects import Obj, format_time
 
@@ -267,14 +268,6 @@ class Fleet:
         uid = wl["metadata"].get("uid", "")
         return [(worker, worker.copy_of(uid)) for worker in self.workers.values()
                 if not worker.lost and worker.runs_copy(uid)]
-
-
-def admitted_cluster(wl: Obj) -> str | None:
-    """The cluster a Workload's admission placed it in: the cluster label of the domain it is
-    pinned to, which every admission over a fleet carries; None outside a fleet."""
-    admission = (wl.get("status") or {}).get("admission") or {}
-    cluster = (admission.get("topologyDomain") or {}).get(CLUSTER)
-    return None if cluster is None else str(cluster)
 
 
 def _kubeconfig(encoded: str) -> Mapping[str, Any]:

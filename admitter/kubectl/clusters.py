@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from admitter.api.workercluster import CONDITION_REACHABLE
-from admitter.fleet.fleet import admitted_cluster
+from admitter.kube.core_values import admitted_cluster
 from admitter.kube.objects import condition
 from admitter.kubectl.state import QueueReading, gpus
 

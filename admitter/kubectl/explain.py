@@ -13,15 +13,14 @@ from rich.text import Text
 
 from admitter.api.duration import parse_duration
 from admitter.api.workercluster import CONDITION_REACHABLE
-from admitter.api.workload import CONDITION_FINISHED
-from admitter.controller.dispatching import CONDITION_DISPATCHED
+from admitter.api.workload import CONDITION_DISPATCHED, CONDITION_FINISHED
 from admitter.core.decisions import PendingReason
 from admitter.core.quota import QuotaBlock
-from admitter.fleet.fleet import admitted_cluster
 from admitter.jobs.registry import POD_LABELS
 from admitter.jobs.workloads import job_owner
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
+from admitter.kube.core_values import admitted_cluster
 from admitter.kube.events import COMPONENT
 from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition, parse_time
 from admitter.kubectl.queues import ranked_behind
