@@ -227,8 +227,19 @@ def in_fleet(state: QueueReading, wl: Obj) -> dict[str, Any]:
         return {}
     wc = state.worker_clusters.get(cluster or "")
     reachable = condition(wc, CONDITION_REACHABLE) if wc is not None else None
+    if wc is not None and reachable is None:
+        what = "a worker the manager has not reported on yet"
+    elif reachable is not None:
+        what = ("a worker the manager reaches" if reachable.get("status") == "True" else
+                f"a worker the manager does not reach: {reachable.get('reason')}: "
+                f"{reachable.get('message')}")
+    elif copy is not None:
+        what = "a worker no longer registered as a WorkerCluster"
+    else:
+        what = "the manager's own nodes" if state.worker_clusters else "named by no WorkerCluster"
     return {"cluster": cluster, "worker": wc is not None or copy is not None,
-            "reachable": _condition(reachable), "dispatched": _condition(copy)}
+            "clusterIs": what, "reachable": _condition(reachable),
+            "dispatched": _condition(copy)}
 
 
 def _condition(found: Obj | None) -> dict[str, str] | None:
@@ -237,18 +248,11 @@ def _condition(found: Obj | None) -> dict[str, str] | None:
 
 
 def where_in_fleet(found: dict[str, Any]) -> list[str]:
-    """The cluster it runs in and, in a worker, whether the manager reaches it and how its
-    copy does."""
+    """The cluster it runs in, what that cluster is, and, in a worker, how its copy does."""
     if "cluster" not in found:
         return []
-    lines = [f"Cluster: {found['cluster'] or 'not named by its admission'}"]
-    reachable = found["reachable"]
-    if found["worker"] and reachable is not None:
-        lines[0] += (" (a worker the manager reaches)" if reachable["status"] == "True" else
-                     f" (a worker the manager does not reach: {reachable['reason']}: "
-                     f"{reachable['message']})")
-    elif not found["worker"]:
-        lines[0] += " (the manager's own nodes)"
+    lines = [f"Cluster: {found['cluster'] or 'not named by its admission'} "
+             f"({found['clusterIs']})"]
     copy = found["dispatched"]
     if copy is not None:
         lines.append(f"Copy: {copy['reason']}: {copy['message']}")

@@ -10,8 +10,11 @@ from typing import Any
 from admitter.core.topology import CLUSTER
 from admitter.dashboard.live import board
 from admitter.dashboard.render import overview, sections
+from admitter.dashboard.workload_page import explained, section
 from admitter.kube.objects import format_time
 from admitter.kubectl.state import QueueReading
+
+from builders.plugin_api import FakeKube
 
 NOW = 1_796_000_000.0
 HISTORY = {"leaves": [], "points": []}
@@ -56,3 +59,21 @@ def test_without_worker_clusters_the_page_has_no_clusters_section() -> None:
     assert page["clusters"] == []
     assert set(sections(page)) == {"queues", "gpus", "pending", "running"}
     assert 'id="clusters"' not in overview(page)
+
+
+async def test_a_workloads_page_names_its_cluster_and_its_copy() -> None:
+    state = reading(worker("east", False, 32, "Unreachable"))
+    state.workloads[0]["status"]["conditions"] = [
+        {"type": "Dispatched", "status": "True", "reason": "Running",
+         "message": "running in cluster east as ml/a: 1 active, 1 ready, 0 succeeded, 0 failed"}]
+    found = await explained(FakeKube(), state, "ml", "a")  # type: ignore[arg-type]
+    assert found is not None
+    facts = dict(re.findall(r'data-fact="(\w+)">(.*?)</td>', section(found, NOW)))
+    assert facts["cluster"] == ("east (a worker the manager does not reach: Unreachable: "
+                                "connection refused)")
+    assert facts["copy"].startswith("Running: running in cluster east as ml/a: 1 active")
+    alone = await explained(FakeKube(), reading(), "ml", "a")  # type: ignore[arg-type]
+    assert alone is not None
+    facts = dict(re.findall(r'data-fact="(\w+)">(.*?)</td>', section(alone, NOW)))
+    assert facts["cluster"] == "east (named by no WorkerCluster)", "its worker was deleted"
+    assert "copy" not in facts

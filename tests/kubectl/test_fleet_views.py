@@ -192,3 +192,17 @@ def test_queues_shows_the_clusters_only_over_a_fleet(
         ("east", 24), ("west", 0)]
     assert "Clusters (GPUs; admitted: held by admitted Workloads)" in shown
     assert "ClusterQueues" in shown
+
+
+async def test_explain_says_what_the_cluster_is_when_no_status_or_no_workercluster_tells() -> None:
+    unreported = {"metadata": {"name": "north"}, "spec": {}}
+    wl = workload("train", cluster="north")
+    found = await explain_workload(FakeKube(), fleet(wl, workers=[unreported]),
+                                   wl)  # type: ignore[arg-type]
+    assert "Cluster: north (a worker the manager has not reported on yet)" in text(
+        render(found, NOW))
+    moved = workload("train", cluster="gone", conditions=[RUNNING])
+    found = await explain_workload(FakeKube(), fleet(moved), moved)  # type: ignore[arg-type]
+    assert found["worker"] and found["nodesFrom"] == "worker"
+    assert "Cluster: gone (a worker no longer registered as a WorkerCluster)" in text(
+        render(found, NOW))
