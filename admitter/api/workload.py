@@ -24,6 +24,9 @@ CONDITION_QUOTA_RESERVED = "QuotaReserved"
 CONDITION_ADMITTED = "Admitted"
 CONDITION_EVICTED = "Evicted"
 CONDITION_FINISHED = "Finished"
+CONDITION_DISPATCHED = "Dispatched"
+"""On a Workload admitted onto a worker: True while its copy runs there, with the cluster, the
+copy and its pods' counts; False with the reason it could not be created."""
 CONDITION_ACTIVE = "Active"
 """A queue's condition: whether it can admit (ClusterQueue and LocalQueue status)."""
 

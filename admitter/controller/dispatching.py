@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.workload import Reason
+from admitter.api.workload import CONDITION_DISPATCHED, Reason
 from admitter.controller.actions import Actions, with_condition
 from admitter.fleet.dispatch import (
     StaleCopy,
@@ -27,9 +27,6 @@ from admitter.kube.objects import Obj, condition
 
 WORKER_LOST = "WorkerLost"
 """Evicted=True: the worker it was admitted onto did not answer for its grace period."""
-CONDITION_DISPATCHED = "Dispatched"
-"""On a Workload admitted onto a worker: True while its copy runs there, with the cluster, the
-copy and its pods' counts; False with the reason it could not be created."""
 Finish = Callable[[Obj, Obj | None, str, str, float], Awaitable[None]]
 JobKey = tuple[str, str, str]
 

@@ -6,6 +6,7 @@ exist at 0 from the start (for each label value it can take, and each queue once
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -18,8 +19,10 @@ from admitter.controller.queue_holds import Holdings, closed_reason, terminating
 from admitter.controller.snapshot import View
 from admitter.controller.status import QueueUsage
 from admitter.core.decisions import CycleResult, EvictionReason, Snapshot
-from admitter.core.model import UNLIMITED, Phase
+from admitter.core.model import GPU, UNLIMITED, Phase
+from admitter.core.topology import CLUSTER
 from admitter.core.usage import HOUR
+from admitter.kube.core_values import admitted_cluster
 from admitter.kube.informer import Key
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -157,6 +160,20 @@ class Metrics:
             "admitter_local_queue_admitted_until_ready_wait_time_seconds",
             "Time from admission until the pods are all ready", local, buckets=READY_BUCKETS,
             registry=r)
+        self.cluster_nodes = Gauge("admitter_cluster_nodes",
+                                   "Over a fleet, the nodes each cluster offers the model (a "
+                                   "worker that does not answer offers none)", ["cluster"],
+                                   registry=r)
+        self.cluster_gpus = Gauge("admitter_cluster_gpus",
+                                  "Over a fleet, the GPUs allocatable on the nodes each cluster "
+                                  "offers", ["cluster"], registry=r)
+        self.cluster_admitted_gpus = Gauge("admitter_cluster_admitted_gpus",
+                                           "Over a fleet, the GPUs of the Workloads admitted "
+                                           "into each cluster", ["cluster"], registry=r)
+        self.worker_reachable = Gauge("admitter_worker_reachable",
+                                      "1 while the manager reaches the WorkerCluster (its "
+                                      "Reachable condition is True), else 0", ["cluster"],
+                                      registry=r)
         self.awaiting_ready: dict[str, AwaitingReady] = {}
         """Admissions made here whose pods are not ready yet (a new leader times only its
         own: it cannot know when an earlier one's became ready)."""
@@ -225,6 +242,35 @@ class Metrics:
         self._queues(result, view)
         self._local_queues(view, holds)
         self._ready(view)
+
+    def observe_fleet(self, view: View, reachable: Mapping[str, bool]) -> None:
+        """Per cluster, its nodes and GPUs in the model and the GPUs admitted into it (by
+        the cluster each admission names); per WorkerCluster, whether it answers (`reachable`,
+        by name). No series without WorkerClusters."""
+        for gauge in (self.cluster_nodes, self.cluster_gpus, self.cluster_admitted_gpus,
+                      self.worker_reachable):
+            gauge.clear()
+        if not reachable:
+            return
+        nodes: dict[str, int] = dict.fromkeys(reachable, 0)
+        gpus: dict[str, int] = dict.fromkeys(reachable, 0)
+        for node in view.snapshot.nodes:
+            cluster = node.labels.get(CLUSTER)
+            if cluster is not None:
+                nodes[cluster] = nodes.get(cluster, 0) + 1
+                gpus[cluster] = gpus.get(cluster, 0) + node.allocatable.get(GPU, 0)
+        admitted: dict[str, int] = dict.fromkeys(nodes, 0)
+        for workload in view.snapshot.workloads:
+            wl = view.workloads.get(workload.key)
+            cluster = admitted_cluster(wl) if wl is not None else None
+            if workload.phase is Phase.ADMITTED and cluster is not None:
+                admitted[cluster] = admitted.get(cluster, 0) + workload.requests().get(GPU, 0)
+        for cluster, count in admitted.items():
+            self.cluster_nodes.labels(cluster).set(nodes.get(cluster, 0))
+            self.cluster_gpus.labels(cluster).set(gpus.get(cluster, 0))
+            self.cluster_admitted_gpus.labels(cluster).set(count)
+        for cluster, answers in reachable.items():
+            self.worker_reachable.labels(cluster).set(int(answers))
 
     def _queues(self, result: CycleResult, view: View) -> None:
         """Quota, limit, workloads held and status of every ClusterQueue; the counters of one

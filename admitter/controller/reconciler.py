@@ -223,6 +223,7 @@ class Reconciler:
         self.metrics.observe_cycle(result, elapsed, view,
                                    holdings(view.cluster_queues, view.workloads.values()),
                                    self.usage)
+        self.metrics.observe_fleet(view, self.fleet.reachable())
         await self.apply(view, result, now)
         await self.place_pods(now)
         self.report_unreadable(now)

@@ -23,6 +23,7 @@ from admitter.kube import client as kube
 from admitter.kube.client import CONNECTION_ERRORS, Kube
 from admitter.kube.core_values import core_node
 from admitter.kube.objects import parse_time
+from admitter.kubectl.clusters import cluster_rows
 from admitter.kubectl.explain import would_start
 from admitter.kubectl.queues import queue_rows
 from admitter.kubectl.state import QueueReading, gpus, job_name, read_state, waiting_reason
@@ -77,7 +78,7 @@ def board(state: QueueReading, capacity: int, history: Any, title: str) -> rende
                for row in top_rows(state, None)]
     return {"title": title, "live": True, "now": state.now, "capacity": capacity,
             "queues": queue_rows(state), "history": history, "pending": pending,
-            "running": running}
+            "running": running, "clusters": cluster_rows(state)}
 
 
 def hourly_use(state: QueueReading, leaves: list[str],

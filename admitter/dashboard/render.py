@@ -9,13 +9,14 @@ from typing import Any
 from admitter.kubectl.times import span
 
 Board = dict[str, Any]
-"""queues, history, capacity, pending, running, now, title, live (see `live.board` and
-`simulated.board`)."""
+"""queues, history, capacity, pending, running, now, title, live, and over a fleet clusters
+(see `live.board` and `simulated.board`)."""
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac")
 CHART_WIDTH, CHART_HEIGHT = 720, 200
-SECTIONS = ("queues", "gpus", "pending", "running")
+SECTIONS = ("queues", "clusters", "gpus", "pending", "running")
+"""In page order; `clusters` only over a fleet."""
 
 
 def _bar(value: float, whole: float, label: str, kind: str) -> str:
@@ -116,9 +117,39 @@ def running_section(board: Board) -> str:
             f'<th>resumable</th></tr>{rows}</table>' if rows else "<p>Nothing runs.</p>")
 
 
+def clusters_section(board: Board) -> str:
+    """Over a fleet, one row per cluster: whether the manager reaches it, its nodes, and the
+    GPUs admitted there against those it has."""
+    rows = []
+    for c in board.get("clusters") or ():
+        if not c["worker"]:
+            reach = "the manager's own nodes"
+        elif c["reachable"]:
+            reach = "reachable"
+        else:
+            reach = f"not reachable: {c['reason']}" + (f" ({c['message']})" if c["message"]
+                                                        else "")
+        nodes = "?" if c["nodes"] is None else str(c["nodes"])
+        whole = c["gpus"] or 0
+        held = (f"{c['admittedGpus']} of {'?' if c['gpus'] is None else c['gpus']} GPUs "
+                f"admitted ({c['admittedWorkloads']} workloads)")
+        rows.append(
+            f'<tr data-cluster="{escape(c["name"])}" data-reachable="{c["reachable"]}" '
+            f'data-gpus="{c["gpus"]}" data-admitted="{c["admittedGpus"]}">'
+            f'<td>{escape(c["name"])}</td><td>{escape(reach)}</td>'
+            f'<td class="num">{nodes}</td>'
+            f'<td>{_bar(c["admittedGpus"], whole, held, "now")}</td></tr>')
+    return ('<table><tr><th>cluster</th><th>manager reaches it</th><th>nodes</th>'
+            '<th>GPUs admitted / its GPUs</th></tr>' + "".join(rows) + "</table>")
+
+
 def sections(board: Board) -> dict[str, str]:
-    return {"queues": queues_section(board), "gpus": gpus_section(board),
-            "pending": pending_section(board), "running": running_section(board)}
+    """Every section of the overview; the clusters' only over a fleet."""
+    parts = {"queues": queues_section(board), "gpus": gpus_section(board),
+             "pending": pending_section(board), "running": running_section(board)}
+    if board.get("clusters"):
+        parts["clusters"] = clusters_section(board)
+    return parts
 
 
 STYLE = """
@@ -162,8 +193,9 @@ def page(title: str, body: str, live: bool) -> str:
 def overview(board: Board) -> str:
     parts = sections(board)
     titles = {"queues": "Queues: budget and fair share now, owed and delivered over the window",
+              "clusters": "Clusters of the fleet: GPUs admitted in each",
               "gpus": "GPUs per leaf queue over time", "pending": "Waiting, in queue order",
               "running": "Running, most GPUs first"}
     body = "".join(f'<h2>{titles[name]}</h2><section id="{name}">{parts[name]}</section>'
-                   for name in SECTIONS)
+                   for name in SECTIONS if name in parts)
     return page(board["title"], body, board["live"])

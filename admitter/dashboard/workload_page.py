@@ -8,7 +8,7 @@ from typing import Any
 from admitter.dashboard.render import page as html_page
 from admitter.kube.client import Kube
 from admitter.kube.objects import parse_time
-from admitter.kubectl.explain import explain_workload, where_it_runs
+from admitter.kubectl.explain import explain_workload, where_in_fleet, where_it_runs
 from admitter.kubectl.state import QueueReading
 from admitter.kubectl.times import moment, span
 
@@ -46,6 +46,8 @@ def section(found: dict[str, Any], now: float) -> str:
         facts += [("admitted", moment(parse_time(found["admittedAt"]) or now, now)),
                   ("where", where_it_runs(found)),
                   ("protection", f"{span(left)} left" if left else "none left")]
+        facts += [(label.lower(), text) for label, _, text in  # over a fleet: cluster, copy
+                  (line.partition(": ") for line in where_in_fleet(found))]
     rows = "".join(f"<tr><th>{escape(k)}</th><td data-fact=\"{escape(k)}\">{escape(v)}</td>"
                    "</tr>" for k, v in facts)
     history = "".join(f"<tr><td>{escape(moment(e['time'], now))}</td><td>{escape(e['reason'])}"

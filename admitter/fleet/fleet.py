@@ -26,6 +26,7 @@ from admitter.core.topology import CLUSTER
 from admitter.fleet.worker import Health, KubeconfigError, Worker, client_from_kubeconfig
 from admitter.kube import client as kube
 from admitter.kube.client import Kube, NotLeading
+from admitter.kube.core_values import admitted_cluster
 from admitter.kube.informer import READ_ERRORS, Informer
 from admitter.kube.objects import Obj, format_time
 
@@ -214,6 +215,11 @@ class Fleet:
         """The workers' names: the `admitter.dev/cluster` values of their nodes."""
         return [wc["metadata"]["name"] for wc in self.clusters.items()]
 
+    def reachable(self) -> dict[str, bool]:
+        """Per WorkerCluster, whether the manager reaches it (its Reachable condition)."""
+        return {name: name in self.workers and self.workers[name].health.reachable
+                for name in self.names()}
+
     def nodes(self) -> list[Obj]:
         """The nodes of every worker that answers, labelled with their cluster."""
         return [node for worker in self.workers.values() if worker.offered
@@ -234,7 +240,7 @@ class Fleet:
         it runs as a copy in a worker, never here, even while that worker is not connected
         (a manager just started: its job must not be started in place meanwhile)."""
         admission = (wl.get("status") or {}).get("admission") or {}
-        cluster = (admission.get("topologyDomain") or {}).get(CLUSTER)
+        cluster = admitted_cluster(wl)
         if cluster is not None and (self.clusters.get("", cluster) is not None or not any(
                 (node["metadata"].get("labels") or {}).get(CLUSTER) == cluster
                 for node in own_nodes.items())):
@@ -247,7 +253,7 @@ class Fleet:
     def worker_of(self, wl: Obj) -> Worker | None:
         """The worker whose nodes the Workload's admission names, if any."""
         admission = (wl.get("status") or {}).get("admission") or {}
-        cluster = (admission.get("topologyDomain") or {}).get(CLUSTER)
+        cluster = admitted_cluster(wl)
         if cluster in self.workers:
             return self.workers[cluster]
         hinted = {hint.get("node") for hint in admission.get("nodeHints") or ()}

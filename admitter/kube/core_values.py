@@ -22,6 +22,7 @@ from admitter.core.model import (
     TopologyRequest,
     Workload,
 )
+from admitter.core.topology import CLUSTER
 from admitter.kube.devices import NO_DEVICES, DevicesOnNode
 from admitter.kube.objects import Obj, narrower_domains, parse_time
 
@@ -122,3 +123,11 @@ def core_node(node: Obj, used: Mapping[str, int], devices: DevicesOnNode = NO_DE
         labels = {**labels, **devices.labels()}
     return Node(node["metadata"]["name"], allocatable, labels,
                 bool(spec.get("unschedulable")), taints, dict(used))
+
+
+def admitted_cluster(wl: Obj) -> str | None:
+    """The cluster a Workload's admission placed it in: the cluster label (`CLUSTER`) of the
+    domain it is pinned to, which every admission over a fleet carries; None outside one."""
+    admission = (wl.get("status") or {}).get("admission") or {}
+    cluster = (admission.get("topologyDomain") or {}).get(CLUSTER)
+    return None if cluster is None else str(cluster)

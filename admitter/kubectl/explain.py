@@ -12,13 +12,15 @@ from rich.table import Table
 from rich.text import Text
 
 from admitter.api.duration import parse_duration
-from admitter.api.workload import CONDITION_FINISHED
+from admitter.api.workercluster import CONDITION_REACHABLE
+from admitter.api.workload import CONDITION_DISPATCHED, CONDITION_FINISHED
 from admitter.core.decisions import PendingReason
 from admitter.core.quota import QuotaBlock
 from admitter.jobs.registry import POD_LABELS
 from admitter.jobs.workloads import job_owner
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
+from admitter.kube.core_values import admitted_cluster
 from admitter.kube.events import COMPONENT
 from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition, parse_time
 from admitter.kubectl.queues import ranked_behind
@@ -76,8 +78,9 @@ def would_start(state: QueueReading, wl: Obj) -> str:
     if reason in (PendingReason.QUEUE_CLOSED, PendingReason.INVALID_QUEUE):
         return "when its LocalQueue points at a leaf ClusterQueue that is not being deleted"
     if reason:
-        return (f"when running work ends or is preempted so that its {gpus(wl)} GPUs fit "
-                f"(checked again at every change and at least every cycle)")
+        where = " in one cluster" if state.worker_clusters else ""
+        return (f"when running work ends or is preempted so that its {gpus(wl)} GPUs fit"
+                f"{where} (checked again at every change and at least every cycle)")
     return "it has not been explained yet: the controller explains a Workload after 1 s"
 
 
@@ -192,15 +195,19 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
     elif found["phase"] == "Admitted":
         admission = status["admission"]
         end = protected_until(wl)
-        running = await pod_nodes(client, wl)
+        fleet = in_fleet(state, wl)
+        # a worker's pods are not the manager's to list: its nodes are those admitted
+        running = None if fleet.get("worker") else await pod_nodes(client, wl)
         found.update({"admittedAt": admission.get("admittedAt"),
                       "topologyDomain": admission.get("topologyDomain") or {},
                       "podSetDomains": {d["podSet"]: d["domain"]
                                         for d in admission.get("podSetDomains") or []},
                       "nodes": running if running is not None else assumed_nodes(admission),
-                      "nodesFrom": "pods" if running is not None else "admission",
+                      "nodesFrom": ("pods" if running is not None else
+                                    "worker" if fleet.get("worker") else "admission"),
                       "protectedUntil": end,
-                      "protectionLeftSeconds": max(0.0, end - state.now) if end else 0.0})
+                      "protectionLeftSeconds": max(0.0, end - state.now) if end else 0.0,
+                      **fleet})
     else:
         finished = condition(wl, CONDITION_FINISHED) or {}
         found.update({"finishedReason": finished.get("reason"),
@@ -208,6 +215,50 @@ async def explain_workload(client: Kube, state: QueueReading, wl: Obj) -> dict[s
     found["unread"] = [str(unread) for unread in state.unread]
     found["history"] = await history(client, wl)
     return found
+
+
+def in_fleet(state: QueueReading, wl: Obj) -> dict[str, Any]:
+    """Over a fleet, the cluster an admitted Workload runs in, whether that is a worker
+    (its copy there, shown by the `Dispatched` condition) and whether the manager reaches
+    it; nothing outside a fleet."""
+    cluster = admitted_cluster(wl)
+    copy = condition(wl, CONDITION_DISPATCHED)
+    if cluster is None and copy is None:
+        return {}
+    wc = state.worker_clusters.get(cluster or "")
+    reachable = condition(wc, CONDITION_REACHABLE) if wc is not None else None
+    if wc is not None and reachable is None:
+        what = "a worker the manager has not reported on yet"
+    elif reachable is not None:
+        what = ("a worker the manager reaches" if reachable.get("status") == "True" else
+                f"a worker the manager does not reach: {reachable.get('reason')}: "
+                f"{reachable.get('message')}")
+    elif copy is not None:
+        what = "a worker no longer registered as a WorkerCluster"
+    else:
+        what = "the manager's own nodes" if state.worker_clusters else "named by no WorkerCluster"
+    return {"cluster": cluster, "worker": wc is not None or copy is not None,
+            "clusterIs": what, "reachable": _condition(reachable),
+            "dispatched": _condition(copy)}
+
+
+def _condition(found: Obj | None) -> dict[str, str] | None:
+    return None if found is None else {key: str(found.get(key) or "")
+                                       for key in ("status", "reason", "message")}
+
+
+def where_in_fleet(found: dict[str, Any]) -> list[str]:
+    """The cluster it runs in, what that cluster is, and, in a worker, how its copy does."""
+    if "cluster" not in found:
+        return []
+    lines = [f"Cluster: {found['cluster'] or 'not named by its admission'} "
+             f"({found['clusterIs']})"]
+    copy = found["dispatched"]
+    if copy is not None:
+        lines.append(f"Copy: {copy['reason']}: {copy['message']}")
+    elif found["worker"]:
+        lines.append("Copy: not created yet (the manager creates it at its next pass)")
+    return lines
 
 
 def _evictions(count: int) -> str:
@@ -221,6 +272,9 @@ def where_it_runs(found: dict[str, Any]) -> str:
                    for node, count in sorted(nodes.items()))
     if found["nodesFrom"] == "admission":
         on = f"on {on or 'no node'}, as assumed at admission (its pods could not be read)"
+    elif found["nodesFrom"] == "worker":
+        on = (f"on {on or 'no node'}, as placed at admission (its pods run in cluster "
+              f"{found.get('cluster') or '?'})")
     else:
         on = f"on {on}" if on else "no pod on a node yet"
     domain = _domain(found["topologyDomain"])
@@ -273,6 +327,7 @@ def render(found: dict[str, Any], now: float) -> RenderableType:
             f"protected for {span(left)} more" if left else "not protected from preemption"),
             style="green"))
         lines.append(Text(f"Where: {where_it_runs(found)}"))
+        lines += [Text(line) for line in where_in_fleet(found)]
         if found["maxRuntimeSeconds"] is not None:
             stops = admitted + found["maxRuntimeSeconds"] - found["pastRunSeconds"]
             lines.append(Text(f"Stops {moment(stops, now)}, at its maximum run time, for "

@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 
 from admitter.kube.client import CONNECTION_ERRORS
-from admitter.kubectl import explain, queues, top
+from admitter.kubectl import clusters, explain, queues, top
 from admitter.kubectl.state import (
     CLUSTER_QUEUES_UNREAD,
     Ambiguous,
@@ -73,7 +73,12 @@ async def _collect(args: argparse.Namespace) -> tuple[Any, RenderableType, Queue
                 raise NotFound(f"Error: {CLUSTER_QUEUES_UNREAD}")
             rows = queues.queue_rows(state)
             view = queues.render_table(rows) if wide else queues.render_tree(rows)
-            return {"queues": rows}, view, state
+            fleet = clusters.cluster_rows(state)
+            if not fleet:
+                return {"queues": rows}, view, state
+            partial = any(u.what.startswith("Workloads") for u in state.unread)
+            return ({"queues": rows, "clusters": fleet},
+                    Group(view, clusters.render_clusters(fleet, partial)), state)
         if args.command == "top":
             found = top.top_rows(state, scope)
             return {"running": found}, top.render_top(found, state.now, wide), state

@@ -46,6 +46,10 @@ CLUSTER_QUEUES_UNREAD = Unread(
     "ClusterQueues at cluster scope",
     f"a ClusterRoleBinding to the ClusterRole {CLUSTER_QUEUE_VIEWER} grants it")
 
+WORKER_CLUSTERS_UNREAD = Unread(
+    "WorkerClusters (the fleet's clusters)",
+    f"a ClusterRoleBinding to the ClusterRole {CLUSTER_QUEUE_VIEWER} grants it")
+
 
 async def connect(kubeconfig: str | None, context: str | None) -> tuple[Kube, str]:
     """A client from the caller's kubeconfig ($KUBECONFIG or ~/.kube/config unless given) and
@@ -70,6 +74,8 @@ class QueueReading:
     workloads: list[Obj]
     unread: list[Unread] = field(default_factory=list)
     """What the caller may not read: answers leave it out and say so."""
+    worker_clusters: dict[str, Obj] = field(default_factory=dict)
+    """The fleet's WorkerClusters by name; none outside a fleet."""
     children: dict[str | None, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -137,7 +143,24 @@ async def read_state(client: Kube, namespace: str | None = None) -> QueueReading
     local_queues = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): lq
                     for lq in await _readable(client, kube.LOCAL_QUEUES, namespace, unread)}
     workloads = await _readable(client, kube.WORKLOADS, namespace, unread)
-    return QueueReading(time.time(), cluster_queues, local_queues, workloads, unread)
+    workers = {wc["metadata"]["name"]: wc for wc in await _worker_clusters(client, unread)}
+    return QueueReading(time.time(), cluster_queues, local_queues, workloads, unread, workers)
+
+
+async def _worker_clusters(client: Kube, unread: list[Unread]) -> list[Obj]:
+    """The WorkerClusters; none where their CRD is not installed, or where the caller may not
+    read them (noted in `unread` unless ClusterQueues are, which the same role grants)."""
+    try:
+        items: list[Obj] = (await client.list(kube.WORKER_CLUSTERS))["items"]
+        return items
+    except ApiException as error:
+        if error.status == FORBIDDEN:
+            if CLUSTER_QUEUES_UNREAD not in unread:
+                unread.append(WORKER_CLUSTERS_UNREAD)
+            return []
+        if kube.is_not_found(error):
+            return []
+        raise
 
 
 async def _readable(client: Kube, kind: kube.Kind, namespace: str | None,

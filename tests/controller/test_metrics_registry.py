@@ -20,10 +20,14 @@ from admitter.controller.metrics import (
     kueue_buckets,
 )
 from admitter.controller.reconciler import Reconciler
-from admitter.core.decisions import EvictionReason
+from admitter.controller.snapshot import View
+from admitter.core.decisions import EvictionReason, Snapshot
 from admitter.core.model import GPU
+from admitter.core.topology import CLUSTER
 from admitter.kube import client as kube
 
+from builders.core import node as core_node
+from builders.core import running_on
 from builders.kube import JobWrapper, cluster_queue, local_queue
 
 
@@ -183,3 +187,55 @@ async def test_a_deleted_queues_gauges_go_with_it() -> None:
     assert value(controller, "admitter_pending_workloads", cluster_queue="other") is None
     assert value(controller, "admitter_cluster_queue_status", cluster_queue="other",
                  status="active") is None
+
+
+def fleet_view(*admitted: tuple[str, str | None, int]) -> View:
+    """Two workers' nodes (east 2 × 8 GPUs, west 1 × 8) and Workloads admitted as (key,
+    cluster their admission names, GPUs)."""
+    nodes = [core_node("e-0", cluster="east"), core_node("e-1", cluster="east"),
+             core_node("w-0", cluster="west")]
+    workloads = [running_on(key, "team", "e-0", gpus=gpus) for key, _, gpus in admitted]
+    objects = {key: {"metadata": {"name": key}, "status": {"admission": {
+        "topologyDomain": {} if cluster is None else {CLUSTER: cluster}}}}
+        for key, cluster, _ in admitted}
+    return View(Snapshot(CLOCK, nodes, (), (), workloads), objects, {}, {}, {})
+
+
+def test_per_cluster_gpus_admitted_gpus_and_reachability_over_a_fleet() -> None:
+    metrics = Metrics()
+    metrics.observe_fleet(fleet_view(("ns/a", "east", 8), ("ns/b", "east", 4),
+                                     ("ns/c", "gone", 8)),
+                          {"east": True, "west": True, "south": False})
+    assert value(metrics, "admitter_cluster_nodes", cluster="east") == 2
+    assert value(metrics, "admitter_cluster_gpus", cluster="east") == 16
+    assert value(metrics, "admitter_cluster_admitted_gpus", cluster="east") == 12
+    assert value(metrics, "admitter_cluster_gpus", cluster="west") == 8
+    assert value(metrics, "admitter_cluster_admitted_gpus", cluster="west") == 0
+    # a worker that does not answer offers no nodes; its admissions still count there
+    assert value(metrics, "admitter_cluster_gpus", cluster="south") == 0
+    assert value(metrics, "admitter_cluster_admitted_gpus", cluster="gone") == 8
+    assert value(metrics, "admitter_worker_reachable", cluster="east") == 1
+    assert value(metrics, "admitter_worker_reachable", cluster="south") == 0
+    assert value(metrics, "admitter_worker_reachable", cluster="gone") is None, (
+        "a cluster named by no WorkerCluster is not a worker")
+
+
+def test_without_worker_clusters_there_is_no_cluster_series() -> None:
+    metrics = Metrics()
+    metrics.observe_fleet(fleet_view(("ns/a", "east", 8)), {"east": True})
+    metrics.observe_fleet(fleet_view(("ns/a", "east", 8)), {})  # the last one deleted
+    for series in ("admitter_cluster_nodes", "admitter_cluster_gpus",
+                   "admitter_cluster_admitted_gpus", "admitter_worker_reachable"):
+        assert value(metrics, series, cluster="east") is None, series
+
+
+async def test_a_single_cluster_pass_exports_no_cluster_series() -> None:
+    api = FakeApi()
+    controller = reconciler(api)
+    await submitted_jobs(api, controller, 1, 2, node_a=8)
+    await settled_pass(controller)
+    families = {family.name for family in controller.metrics.registry.collect()
+                if family.samples}
+    assert "admitter_cluster_queue_nominal_quota" in families
+    assert not families & {"admitter_cluster_nodes", "admitter_cluster_gpus",
+                           "admitter_cluster_admitted_gpus", "admitter_worker_reachable"}

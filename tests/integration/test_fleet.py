@@ -28,10 +28,14 @@ from admitter.api.workload import (
     CONDITION_QUOTA_RESERVED,
 )
 from admitter.controller.dispatching import CONDITION_DISPATCHED
+from admitter.controller.reconciler import Reconciler
 from admitter.fleet.worker import COPY_LABEL
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
+from admitter.kubectl.clusters import cluster_rows
+from admitter.kubectl.explain import explain_workload
+from admitter.kubectl.state import QueueReading, read_state
 from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
 from admitter.testing.waiting import eventually
 
@@ -149,9 +153,9 @@ async def test_workers_report_their_nodes_and_gpus(api, fleet, kubeconfig):
 async def test_a_gang_lands_whole_in_the_one_worker_that_holds_it(api, namespace, team, fleet,
                                                                    kubeconfig):
     # 3 pods x 8 GPUs: west (16 GPUs) cannot hold it, east (32) can.
-    job = JobWrapper("gang", namespace).pods(3).runtime("20s").obj()
+    job = JobWrapper("gang", namespace).pods(3).runtime("30s").obj()
     await api.create(kube.JOBS, job)
-    async with in_process_controller(kubeconfig):
+    async with in_process_controller(kubeconfig) as controller:
         async def running_in_east() -> list[Obj] | None:
             pods = await _pods_on(fleet["east"], namespace, "gang")
             return pods if len(pods) == 3 else None
@@ -173,6 +177,7 @@ async def test_a_gang_lands_whole_in_the_one_worker_that_holds_it(api, namespace
             return current if "3 active" in shown.get("message", "") else None
 
         await eventually(progress_shown, "the copy's progress on the Workload", 60)
+        await _the_user_sees_the_gang_in_east(api, namespace, controller)
 
         async def finished() -> Obj | None:
             (current,) = await workloads(api, namespace)
@@ -181,6 +186,26 @@ async def test_a_gang_lands_whole_in_the_one_worker_that_holds_it(api, namespace
 
         done = await eventually(finished, "the Workload finished with its copy", 120)
         assert "in cluster east" in condition(done, CONDITION_FINISHED)["message"]
+
+
+async def _the_user_sees_the_gang_in_east(api: Kube, namespace: str,
+                                          controller: Reconciler) -> None:
+    """`explain` names east and the copy's progress, `queues` east's GPUs and the gang's 24
+    admitted there, and so do the metrics."""
+    state = await read_state(api)
+    ours = [w for w in state.workloads if w["metadata"]["namespace"] == namespace]
+    found = await explain_workload(api, state, ours[0])
+    assert (found["cluster"], found["worker"], found["nodesFrom"]) == ("east", True, "worker")
+    assert "3 active" in found["dispatched"]["message"]
+    rows = {row["name"]: row for row in cluster_rows(QueueReading(
+        state.now, state.cluster_queues, state.local_queues, ours,
+        worker_clusters=state.worker_clusters))}
+    assert [(r["reachable"], r["nodes"], r["gpus"], r["admittedGpus"]) for r in rows.values()
+            ] == [(True, 4, 32, 24), (True, 2, 16, 0)]  # east, west
+    sample = controller.metrics.registry.get_sample_value
+    assert sample("admitter_cluster_gpus", {"cluster": "east"}) == 32
+    assert sample("admitter_cluster_admitted_gpus", {"cluster": "east"}) == 24
+    assert sample("admitter_worker_reachable", {"cluster": "west"}) == 1
 
 
 async def test_a_gang_larger_than_every_worker_waits_naming_the_largest(api, namespace, team,
@@ -195,6 +220,11 @@ async def test_a_gang_larger_than_every_worker_waits_naming_the_largest(api, nam
 
         message = await eventually(waiting, "a reason naming the largest cluster", 90)
         assert "the largest room is 32, in cluster east" in message, message
+        state = await read_state(api)
+        (wl,) = [w for w in state.workloads if w["metadata"]["namespace"] == namespace]
+        found = await explain_workload(api, state, wl)
+        assert "the largest room is 32, in cluster east" in found["message"]
+        assert found["wouldStart"].startswith("never: no cluster has 40 free nvidia.com/gpu")
         assert await _copies(fleet, namespace) == {}
 
 
