@@ -41,7 +41,8 @@ def control_plane(layout: GpuNodeLayout, crd_dirs: tuple[Path, ...] = (ROOT / "c
         with LocalCluster.start(state / "cluster", layout, timeout=600) as cluster:
             for directory in crd_dirs:
                 cluster.kubectl("apply", "--server-side", "-f", str(directory))
-            cluster.wait_established()
+            if crd_dirs:
+                cluster.wait_established()
             yield cluster
     finally:
         if not keep:

@@ -22,6 +22,9 @@ from admitter.api.settings import check_label_value
 
 CONDITION_REACHABLE = "Reachable"
 """Whether the manager reads the worker's nodes and pods and can create jobs there."""
+CONDITION_KINDS_SERVED = "KindsServed"
+"""On a reachable worker: whether it serves every kind the manager copies there (the JobSet
+CRD); False names the kinds it lacks, whose jobs are not placed there."""
 DEFAULT_SECRET_KEY = "kubeconfig"
 _CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -79,7 +82,9 @@ class WorkerClusterStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     """`Reachable`: True once the worker's nodes and pods are read; False with the reason
     (InvalidSpec, SecretNotFound, SecretKeyMissing, SecretUnreadable, InvalidKubeconfig,
-    Unreachable, Forbidden, Syncing) and the error."""
+    Unreachable, Forbidden, Syncing) and the error. `KindsServed` (while reachable): True
+    when every kind the manager copies is served; False, `CRDMissing`, naming the kinds whose
+    CRD the worker lacks: their jobs are not placed there."""
     last_error: str = ""
     """The last error met reaching the worker, kept after it recovers."""
     nodes: int = 0

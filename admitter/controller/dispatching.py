@@ -20,6 +20,8 @@ from admitter.fleet.dispatch import (
 )
 from admitter.fleet.fleet import Fleet
 from admitter.fleet.worker import COPY_LABEL
+from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.jobset import JobSet
 from admitter.jobs.registry import JobKinds
 from admitter.kube import client as kube
 from admitter.kube.informer import Informer
@@ -84,7 +86,8 @@ class Dispatch:
             await finish(wl, job, Reason.SUCCEEDED if succeeded else Reason.FAILED,
                          f"{message} in {where}", now)
             return
-        await self._show(wl, "True", "Running", f"running in {where}: {progress(copy)}", now)
+        await self._show(wl, "True", "Running",
+                         f"running in {where}: {progress(copy, self.kinds)}", now)
 
     async def settle_workers(self, workloads: Iterable[Obj],
                              requeue: Callable[[Obj, str], Awaitable[object]]) -> None:
@@ -104,8 +107,7 @@ class Dispatch:
             elif worker is not None:
                 kept.setdefault(worker.name, set()).add(wl["metadata"].get("uid", ""))
         for worker in [w for w in workers if w.returning]:
-            moved = [uid for uid in {*worker.copy_index.keys, *worker.copy_pods.keys}
-                     if uid not in kept.get(worker.name, set())]
+            moved = [uid for uid in worker.copy_uids() if uid not in kept.get(worker.name, set())]
             for uid in moved:
                 if (copy := worker.copy_of(uid)) is not None:
                     await delete_copy(worker, copy)
@@ -144,12 +146,20 @@ class Dispatch:
                 raise  # changed meanwhile: the next pass looks again
 
 
+_COPY_POD_LABELS = ((JobSet.kind, JobSet.pod_label),
+                    (BatchJob.kind, "batch.kubernetes.io/job-name"))
+"""(kind, label naming the job) on a copy's pods, the outermost kind first: a JobSet's pods
+carry its child Job's name too."""
+
+
 def copy_job_key(obj: Obj) -> JobKey | None:
     """The manager's job a worker's copy (or a copy's pod) stands for: the same kind,
     namespace and name."""
     labels = obj["metadata"].get("labels") or {}
     if COPY_LABEL not in labels:
         return None
-    name = (labels.get("batch.kubernetes.io/job-name") if obj.get("kind") == "Pod"
-            else obj["metadata"].get("name"))
-    return None if not name else ("Job", obj["metadata"].get("namespace", ""), name)
+    namespace = obj["metadata"].get("namespace", "")
+    if obj.get("kind") != "Pod":
+        return (obj.get("kind", ""), namespace, obj["metadata"].get("name", ""))
+    return next(((kind, namespace, labels[label]) for kind, label in _COPY_POD_LABELS
+                 if labels.get(label)), None)

@@ -26,7 +26,7 @@ from admitter.core.model import (
 )
 from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
-from admitter.fleet.dispatch import DISPATCHED_KINDS, kept_off_workers
+from admitter.fleet.dispatch import kept_off_workers
 from admitter.fleet.fleet import Fleet
 from admitter.jobs.interface import ReadyWhenBound
 from admitter.jobs.registry import KINDS, JobKinds, job_of
@@ -223,9 +223,9 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
                      if job is not None
                      else _plain_pod_ready(wl, caches.pod_of(wl)))
             core = translation.core_for(wl, cq, ready)
-            if (not admitted_now and fleet is not None and fleet.active
-                    and (translation.owner or {}).get("kind") not in DISPATCHED_KINDS):
-                core = kept_off_workers(core, fleet.names())
+            if not admitted_now and fleet is not None and fleet.active and (
+                    refusing := fleet.refusing((translation.owner or {}).get("kind", ""))):
+                core = kept_off_workers(core, refusing)
             pods = translation.admitted_pods(wl, job, core, bound) if core.placement else None
         except UNREADABLE_ERRORS as error:
             unreadable.add("Workload", wl, error)

@@ -1,6 +1,7 @@
-"""One copy of an admitted job in the worker the core chose: created unsuspended with the
-admission's placement, through the job interface (`run_patch`, as a job started in place is
-pinned), under the manager job's namespace and name, labelled with the Workload's uid.
+"""One copy of an admitted job (a batch Job or a JobSet) in the worker the core chose: created
+unsuspended with the admission's placement, through the job interface (`run_patch`, as a job
+started in place is pinned), under the manager job's namespace and name, labelled (with its
+pod templates) with the Workload's uid.
 
 Creation is idempotent: a copy found under that name with the same uid is adopted, so a
 manager that restarts mid-dispatch never makes a second one; a copy with another uid belongs to
@@ -18,16 +19,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.contract import QUEUE_LABEL
 from admitter.core.model import NodeSelectorRequirement, NodeSelectorTerm, Workload
 from admitter.core.topology import CLUSTER
-from admitter.fleet.worker import COPY_LABEL, Worker
-from admitter.jobs.batch_job import BatchJob
+from admitter.fleet.worker import COPIED_KINDS, COPY_LABEL, Worker
+from admitter.jobs.interface import ShowsProgress
+from admitter.jobs.jobset import JobSet
 from admitter.jobs.registry import KINDS, JobKinds
 from admitter.kube import client as kube
 from admitter.kube.objects import Obj, narrower_domains
 
-DISPATCHED_KINDS = frozenset({BatchJob.kind})
-"""The kinds the manager creates in workers. JobSets, RayJobs, TrainJobs and plain Pods are
-placed on the manager's own nodes only (`kept_off_workers`): their operators must run in the
-worker, and their copies' status (replicated jobs, Ray clusters) is not mirrored yet."""
 _CONTROLLER_LABELS = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid",
                       "batch.kubernetes.io/job-name")
 """What the manager's Job controller stamps on a Job's selector and template: the worker's
@@ -47,11 +45,12 @@ def without_cluster(domain: Mapping[str, str]) -> dict[str, str]:
 def copy_manifest(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> Obj:
     """The job to create in the worker: the manager's job as its kind starts it in place
     (pinned to the admitted domain, unsuspended), without the manager's Job controller's
-    marks, the queue label or status, and labelled (with its pods) with the Workload's uid."""
+    marks, the queue label or status, and labelled (with its pod templates) with the
+    Workload's uid."""
     kind = kinds.job_of(job)
-    if kind.kind not in DISPATCHED_KINDS:
+    if kind.kind not in COPIED_KINDS:
         raise ValueError(f"a {kind.kind} is not created in worker clusters; only "
-                         f"{', '.join(sorted(DISPATCHED_KINDS))}")
+                         f"{', '.join(COPIED_KINDS)}")
     admission = wl["status"]["admission"]
     narrower = {name: without_cluster(domain)
                 for name, domain in narrower_domains(admission).items()}
@@ -65,10 +64,11 @@ def copy_manifest(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> Obj:
     spec = made["spec"]
     spec.pop("selector", None)
     spec.pop("manualSelector", None)
-    template = spec.setdefault("template", {}).setdefault("metadata", {})
-    template["labels"] = {**{k: v for k, v in (template.get("labels") or {}).items()
-                             if k not in _CONTROLLER_LABELS}, COPY_LABEL: uid}
-    return {"apiVersion": made.get("apiVersion", "batch/v1"), "kind": kind.kind,
+    for pod_set in kind.pod_sets(made):
+        template = _at(made, pod_set.path[:-1]).setdefault("metadata", {})
+        template["labels"] = {**{k: v for k, v in (template.get("labels") or {}).items()
+                                 if k not in _CONTROLLER_LABELS}, COPY_LABEL: uid}
+    return {"apiVersion": made.get("apiVersion", kind.api_version), "kind": kind.kind,
             "metadata": {"name": meta["name"], "namespace": meta["namespace"],
                          "labels": {**labels, COPY_LABEL: uid},
                          "annotations": dict(meta.get("annotations") or {})},
@@ -78,49 +78,55 @@ def copy_manifest(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> Obj:
 async def create_or_adopt(worker: Worker, manifest: Obj) -> Obj:
     """The copy in the worker: created, or the one already there for this Workload."""
     meta = manifest["metadata"]
+    resource = kube.JOBSETS if manifest["kind"] == JobSet.kind else kube.JOBS
+    copies = worker.copies[manifest["kind"]]
     try:
-        created = await worker.kube.create(kube.JOBS, manifest)
+        created = await worker.kube.create(resource, manifest)
     except ApiException as error:
         if not kube.is_conflict(error):
             raise
-        found = await worker.kube.get(kube.JOBS, meta["name"], meta["namespace"])
+        found = await worker.kube.get(resource, meta["name"], meta["namespace"])
         if (found["metadata"].get("labels") or {}).get(COPY_LABEL) == meta["labels"][COPY_LABEL]:
-            worker.copies.observe(found)
+            copies.observe(found)
             return found
         await delete_copy(worker, found)
         raise StaleCopy(f"job {meta['namespace']}/{meta['name']} in cluster {worker.name} "
                         "belongs to another Workload; deleted, to be created again") from None
-    worker.copies.observe(created)
+    copies.observe(created)
     return created
 
 
 async def delete_copy(worker: Worker, job: Obj) -> None:
     """Delete this very copy (its uid as read), its pods with it."""
     meta = job["metadata"]
+    resource = kube.JOBSETS if job["kind"] == JobSet.kind else kube.JOBS
     try:
-        await worker.kube.delete(kube.JOBS, meta["name"], meta["namespace"], {
+        await worker.kube.delete(resource, meta["name"], meta["namespace"], {
             "propagationPolicy": "Background", "preconditions": {"uid": meta.get("uid")}})
     except ApiException as error:
         if not (kube.is_not_found(error) or kube.is_conflict(error)):
             raise
-    worker.copies.forget(job)
+    worker.copies[job["kind"]].forget(job)
 
 
-def progress(job: Obj) -> str:
-    """A copy's progress as a sentence: its pods active, ready, succeeded and failed."""
-    status = job.get("status") or {}
-    counts = [f"{status.get(field, 0)} {field}" for field in
-              ("active", "ready", "succeeded", "failed")]
-    return ", ".join(counts)
+def progress(job: Obj, kinds: JobKinds = KINDS) -> str:
+    """A copy's progress, as its kind reads it from its status."""
+    kind = kinds.job_of(job)
+    return kind.progress(job) if isinstance(kind, ShowsProgress) else "running"
+
+
+def _at(obj: Obj, path: Sequence[str]) -> Any:
+    """The part of `obj` at `path` (keys, and list indices as digits)."""
+    for step in path:
+        obj = obj[int(step)] if isinstance(obj, list) else obj[step]
+    return obj
 
 
 def _patched(obj: Obj, ops: Sequence[Mapping[str, Any]]) -> Obj:
     """`obj` with JSON patch `add` and `remove` operations applied (all `run_patch` makes)."""
     for op in ops:
         *parents, last = [_unescape(p) for p in op["path"].split("/")[1:]]
-        target: Any = obj
-        for step in parents:
-            target = target[int(step)] if isinstance(target, list) else target[step]
+        target = _at(obj, parents)
         if op["op"] == "add":
             target[last] = copy.deepcopy(op["value"])
         elif op["op"] == "remove":

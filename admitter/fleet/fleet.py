@@ -20,10 +20,20 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from admitter.api.errors import InputError
-from admitter.api.workercluster import CONDITION_REACHABLE, WorkerCluster
+from admitter.api.workercluster import (
+    CONDITION_KINDS_SERVED,
+    CONDITION_REACHABLE,
+    WorkerCluster,
+)
 from admitter.core.model import GPU
 from admitter.core.topology import CLUSTER
-from admitter.fleet.worker import Health, KubeconfigError, Worker, client_from_kubeconfig
+from admitter.fleet.worker import (
+    COPIED_KINDS,
+    Health,
+    KubeconfigError,
+    Worker,
+    client_from_kubeconfig,
+)
 from admitter.kube import client as kube
 from admitter.kube.client import Kube, NotLeading
 from admitter.kube.core_values import admitted_cluster
@@ -172,25 +182,29 @@ class Fleet:
         worker = self.workers.get(wc["metadata"]["name"])
         nodes = worker.nodes.items() if worker is not None and health.reachable else []
         status = wc.get("status") or {}
-        shown: Obj = next((c for c in status.get("conditions") or ()
-                      if c.get("type") == CONDITION_REACHABLE), {})
-        wanted_status = "True" if health.reachable else "False"
+        wanted = [(CONDITION_REACHABLE, health.reachable, health.reason, health.message)]
+        if worker is not None and health.reachable:
+            wanted.append(_kinds_served(worker))
         fresh: dict[str, Any] = {
             "nodes": len(nodes),
             "gpus": sum(_gpus(node) for node in nodes),
             "lastError": status.get("lastError", "") if health.reachable else health.message,
         }
-        same = (shown.get("status") == wanted_status and shown.get("reason") == health.reason
-                and shown.get("message") == health.message
+        shown = {c.get("type"): c for c in status.get("conditions") or ()}
+        conditions = []
+        for kind, true, reason, message in wanted:
+            before = shown.get(kind) or {}
+            flag = "True" if true else "False"
+            since = (before.get("lastTransitionTime") if before.get("status") == flag
+                     else None) or format_time(self.clock())
+            conditions.append({"type": kind, "status": flag, "reason": reason,
+                               "message": message, "lastTransitionTime": since})
+        same = (conditions == list(status.get("conditions") or ())
                 and all(status.get(k, 0 if k != "lastError" else "") == v
                         for k, v in fresh.items()))
         if same:
             return
-        since = (shown.get("lastTransitionTime") if shown.get("status") == wanted_status
-                 else None) or format_time(self.clock())
-        fresh["conditions"] = [{"type": CONDITION_REACHABLE, "status": wanted_status,
-                                "reason": health.reason, "message": health.message,
-                                "lastTransitionTime": since}]
+        fresh["conditions"] = conditions
         try:
             updated = await self.kube.patch(kube.WORKER_CLUSTERS, wc["metadata"]["name"],
                                             {"status": fresh}, subresource="status")
@@ -219,6 +233,13 @@ class Fleet:
         """Per WorkerCluster, whether the manager reaches it (its Reachable condition)."""
         return {name: name in self.workers and self.workers[name].health.reachable
                 for name in self.names()}
+
+    def refusing(self, kind: str) -> list[str]:
+        """The workers a job of `kind` may not be placed in: all for a kind never copied,
+        and those that do not serve its CRD."""
+        return [name for name in self.names()
+                if kind not in COPIED_KINDS or ((worker := self.workers.get(name)) is not None
+                                                and not worker.serves(kind))]
 
     def nodes(self) -> list[Obj]:
         """The nodes of every worker that answers, labelled with their cluster."""
@@ -268,6 +289,17 @@ class Fleet:
         uid = wl["metadata"].get("uid", "")
         return [(worker, worker.copy_of(uid)) for worker in self.workers.values()
                 if not worker.lost and worker.runs_copy(uid)]
+
+
+def _kinds_served(worker: Worker) -> tuple[str, bool, str, str]:
+    """The `KindsServed` condition: which copied kinds the worker lacks the CRD of."""
+    missing = worker.unserved()
+    if not missing:
+        return (CONDITION_KINDS_SERVED, True, "AllServed",
+                f"copies of {', '.join(COPIED_KINDS)} are created here")
+    return (CONDITION_KINDS_SERVED, False, "CRDMissing",
+            f"the worker does not serve {', '.join(missing)} (its CRD is not installed): "
+            f"no {', '.join(missing)} is placed here; its operator and CRD are needed")
 
 
 def _kubeconfig(encoded: str) -> Mapping[str, Any]:

@@ -18,6 +18,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.quantity import to_base_units
 from admitter.api.workercluster import DEFAULT_LOST_GRACE_PERIOD
 from admitter.core.topology import CLUSTER
+from admitter.jobs.batch_job import BatchJob
+from admitter.jobs.jobset import JobSet
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.informer import READ_ERRORS, Informer, Key, StoreWatcher, key_of
@@ -30,7 +32,13 @@ COPY_LABEL = "admitter.dev/workload-uid"
 """On a job the manager created in a worker (and its pods' template): the uid of the
 manager's Workload it runs for. It makes creation idempotent (a copy found under the job's name
 with this uid is adopted, with another uid it is stale) and tells the copy's pods, counted
-through the Workload's admission, from the worker's own."""
+through the Workload's admission, from the worker's own. A JobSet's copy carries it on the
+JobSet and its pod templates, not on its child Jobs."""
+COPIED_KINDS = (BatchJob.kind, JobSet.kind)
+"""The kinds the manager creates copies of in workers; a worker that does not serve one (its
+CRD is missing) takes no job of that kind (`Worker.serves`). RayJobs, TrainJobs and plain Pods
+are placed on the manager's own nodes only (`dispatch.kept_off_workers`): their copies' status
+(Ray clusters, trainer jobs) is not mirrored yet, and a plain Pod has no suspended form."""
 
 
 class KubeconfigError(ValueError):
@@ -89,17 +97,25 @@ class Worker:
         """What every node of the worker carries in the manager's model."""
         self.nodes = Informer(kube_client, kube.NODES, on_change)
         self.pods = Informer(kube_client, kube.PODS, on_change)
-        self.copies = Informer(kube_client, kube.JOBS, on_change, {"labelSelector": COPY_LABEL})
-        self.copy_index = LabelIndex(COPY_LABEL)
-        self.copies.watchers.append(self.copy_index.watcher)
+        copies = {"labelSelector": COPY_LABEL}
+        self.copies = {
+            BatchJob.kind: Informer(kube_client, kube.JOBS, on_change, copies),
+            JobSet.kind: Informer(kube_client, kube.JOBSETS, on_change, copies, optional=True)}
+        """Per copied kind, the copies in the worker; JobSets only where its CRD is served."""
+        self.copy_index = {kind: LabelIndex(COPY_LABEL) for kind in self.copies}
+        for kind, informer in self.copies.items():
+            informer.watchers.append(self.copy_index[kind].watcher)
         self.copy_pods = LabelIndex(COPY_LABEL)
         self.pods.watchers.append(self.copy_pods.watcher)
         self.health = Health(False, "Connecting", "not answered yet")
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.nodes, self.pods, *self.copies.values())
+
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(i.run())
-                       for i in (self.nodes, self.pods, self.copies)]
+        self._tasks = [asyncio.create_task(i.run()) for i in self.informers]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -127,9 +143,8 @@ class Worker:
         else:
             with contextlib.suppress(TimeoutError):  # a worker just connected lists first
                 async with asyncio.timeout(PROBE_TIMEOUT):
-                    await asyncio.gather(*(i.synced.wait()
-                                           for i in (self.nodes, self.pods, self.copies)))
-            synced = all(i.synced.is_set() for i in (self.nodes, self.pods, self.copies))
+                    await asyncio.gather(*(i.synced.wait() for i in self.informers))
+            synced = all(i.synced.is_set() for i in self.informers)
             self.health = (Health(True, "Connected", "nodes, pods and copies are read")
                            if synced else Health(False, "Syncing", "nodes, pods and jobs not "
                                                  "listed yet (see the controller's log if "
@@ -184,13 +199,29 @@ class Worker:
                             self.name, error)
         return used
 
+    def serves(self, kind: str) -> bool:
+        """Whether copies of `kind` can be made here: a copied kind whose CRD it serves."""
+        return kind in self.copies and self.copies[kind].served
+
+    def unserved(self) -> list[str]:
+        """The copied kinds whose CRD it does not serve."""
+        return [kind for kind in self.copies if not self.serves(kind)]
+
     def copy_of(self, uid: str) -> Obj | None:
-        keys = self.copy_index.keys.get(uid)
-        return None if not keys else self.copies.store.get(next(iter(keys)))
+        for kind, index in self.copy_index.items():
+            if keys := index.keys.get(uid):
+                return self.copies[kind].store.get(next(iter(keys)))
+        return None
+
+    def copy_uids(self) -> set[str]:
+        """The Workloads (uids) it holds a copy, or a copy's pods, of."""
+        return {uid for index in (*self.copy_index.values(), self.copy_pods)
+                for uid in index.keys}
 
     def runs_copy(self, uid: str) -> bool:
         """Whether a copy for the Workload `uid`, or any of its pods, is still here."""
-        return bool(self.copy_index.keys.get(uid) or self.copy_pods.keys.get(uid))
+        return (any(index.keys.get(uid) for index in self.copy_index.values())
+                or bool(self.copy_pods.keys.get(uid)))
 
 
 class LabelIndex:

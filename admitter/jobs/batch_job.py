@@ -21,6 +21,13 @@ def pod_count(job_spec: Mapping[str, Any]) -> int:
     return max(int(count), 1)
 
 
+def pod_counts(status: Mapping[str, Any]) -> str:
+    """`3 active, 3 ready, 0 succeeded, 0 failed`: a Job's pods (or a JobSet's Jobs), as its
+    status counts them."""
+    return ", ".join(f"{status.get(field, 0)} {field}"
+                     for field in ("active", "ready", "succeeded", "failed"))
+
+
 def _is_true(obj: Obj, kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True"
                for c in (obj.get("status") or {}).get("conditions") or ())
@@ -42,6 +49,9 @@ class BatchJob(TemplatedJob):
     def pods_ready(self, obj: Obj) -> int:
         status = obj.get("status") or {}
         return int(status.get("ready", 0)) + int(status.get("succeeded", 0))
+
+    def progress(self, obj: Obj) -> str:
+        return pod_counts(obj.get("status") or {})
 
     def encode_affinities(self, affinities: list[Any]) -> str:
         """The one template's affinity itself (the annotation's format since Jobs came first)."""

@@ -109,6 +109,16 @@ class LabelsPods(Protocol):
 
 
 @runtime_checkable
+class ShowsProgress(Protocol):
+    """A kind whose status counts its pods or child Jobs: what a copy of it in a worker
+    cluster shows on its Workload (`fleet/dispatch.py`)."""
+
+    def progress(self, obj: Obj) -> str:
+        """Its progress as a short phrase, from its status."""
+        ...
+
+
+@runtime_checkable
 class RefusesSpecs(Protocol):
     """A kind some valid specs of which admitter cannot account for (a RayJob keeping its
     cluster, and the GPUs, after its job ends): the webhooks refuse those specs."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from admitter.jobs.batch_job import pod_count
+from admitter.jobs.batch_job import pod_count, pod_counts
 from admitter.jobs.templated import TemplatedJob
 from admitter.kube.objects import Obj
 
@@ -42,6 +42,12 @@ class JobSet(TemplatedJob):
         return sum((int(status.get("ready", 0)) + int(status.get("succeeded", 0)))
                    * per_job.get(status.get("name"), 0)
                    for status in (obj.get("status") or {}).get("replicatedJobsStatus") or ())
+
+    def progress(self, obj: Obj) -> str:
+        """Per replicated job, its child Jobs active, ready, succeeded and failed."""
+        return "; ".join(f"{status.get('name')}: {pod_counts(status)} Jobs" for status in
+                         (obj.get("status") or {}).get("replicatedJobsStatus") or ()
+                         ) or "no Jobs yet"
 
     def finished(self, obj: Obj) -> tuple[bool, str] | None:
         conditions = {c.get("type"): c.get("status")

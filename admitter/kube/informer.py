@@ -98,6 +98,11 @@ class Informer:
         self._reads: list[set[Key]] = []
         """For each read of the API under way (`reading`), the objects changed meanwhile."""
 
+    @property
+    def served(self) -> bool:
+        """False while the API server does not serve an optional kind (its CRD is missing)."""
+        return not self._absent
+
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.store.get((namespace, name))
 

@@ -1,9 +1,10 @@
-"""The copy of an admitted Job a worker runs: the manager's Job as it would start in place,
-without the manager's own marks."""
+"""The copy of an admitted Job or JobSet a worker runs: the manager's job as it would start in
+place, without the manager's own marks."""
 
 import pytest
 
 from admitter.api.contract import QUEUE_LABEL
+from admitter.controller.dispatching import copy_job_key
 from admitter.core.model import Node, Workload
 from admitter.core.topology import CLUSTER
 from admitter.fleet.dispatch import copy_manifest, kept_off_workers, progress
@@ -62,19 +63,64 @@ def test_a_gang_placed_only_by_cluster_may_go_anywhere_in_its_worker():
     assert "affinity" not in copy["spec"]["template"]["spec"]
 
 
+def _jobset() -> dict:
+    """A JobSet of two replicated jobs as the manager's API server stores it."""
+    def replicated(name: str, gpus: str) -> dict:
+        return {"name": name, "replicas": 2, "template": {
+            "metadata": {"labels": {"role": name}},
+            "spec": {"parallelism": 1, "completions": 1, "template": {
+                "metadata": {"labels": {"team": "vision"}},
+                "spec": {"containers": [{"name": "c", "image": "x",
+                                         "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+                         "nodeSelector": {"pool": "a100"}}}}}}
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "js-uid",
+                         "resourceVersion": "7", "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"suspend": True, "replicatedJobs": [replicated("workers", "8"),
+                                                          replicated("driver", "1")]},
+            "status": {"conditions": [{"type": "Suspended", "status": "True"}]}}
+
+
+def test_a_jobsets_copy_is_unsuspended_pinned_and_labelled_on_its_pods_not_its_child_jobs():
+    copy = copy_manifest(_jobset(), _admitted({CLUSTER: "east", BLOCK_LABEL: "block-1"}))
+
+    assert copy["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and copy["kind"] == "JobSet"
+    assert copy["metadata"]["labels"] == {COPY_LABEL: UID}
+    assert "status" not in copy and "uid" not in copy["metadata"]
+    assert copy["spec"]["suspend"] is False
+    for replicated in copy["spec"]["replicatedJobs"]:
+        # the child Jobs carry the replicated job's labels: no copy label, or they would
+        # count as copies of their own
+        assert COPY_LABEL not in replicated["template"]["metadata"]["labels"]
+        pod = replicated["template"]["spec"]["template"]
+        assert pod["metadata"]["labels"] == {"team": "vision", COPY_LABEL: UID}
+        # pinned through the nodeSelector (JobSet's webhook), beside the user's own
+        assert pod["spec"]["nodeSelector"] == {"pool": "a100", BLOCK_LABEL: "block-1"}
+
+
 def test_a_job_of_a_kind_not_dispatched_is_refused_by_name():
-    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-              "metadata": {"name": "js", "namespace": "ml", "resourceVersion": "1"},
-              "spec": {"suspend": True, "replicatedJobs": [{"name": "w", "replicas": 1,
-                       "template": {"spec": {"parallelism": 1, "template": {"spec": {
-                           "containers": [{"name": "c", "image": "x"}]}}}}}]}}
-    with pytest.raises(ValueError, match="a JobSet is not created in worker clusters"):
-        copy_manifest(jobset, _admitted({CLUSTER: "east"}))
+    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+              "metadata": {"name": "r", "namespace": "ml", "resourceVersion": "1"},
+              "spec": {"suspend": True}}
+    with pytest.raises(ValueError, match="a RayJob is not created in worker clusters; only "
+                                         "Job, JobSet"):
+        copy_manifest(rayjob, _admitted({CLUSTER: "east"}))
 
 
 def test_progress_counts_the_copys_pods():
-    assert progress({"status": {"active": 3, "ready": 2}}) == (
+    assert progress({"kind": "Job", "apiVersion": "batch/v1",
+                     "status": {"active": 3, "ready": 2}}) == (
         "3 active, 2 ready, 0 succeeded, 0 failed")
+
+
+def test_a_jobsets_progress_counts_its_jobs_per_replicated_job():
+    jobset = {**_jobset(), "status": {"replicatedJobsStatus": [
+        {"name": "workers", "active": 2, "ready": 2},
+        {"name": "driver", "ready": 0, "succeeded": 1}]}}
+    assert progress(jobset) == ("workers: 2 active, 2 ready, 0 succeeded, 0 failed Jobs; "
+                                "driver: 0 active, 0 ready, 1 succeeded, 0 failed Jobs")
+    assert progress({**_jobset(), "status": {}}) == "no Jobs yet"
 
 
 def _core(pod_set: dict) -> Workload:
@@ -106,3 +152,19 @@ def test_its_own_node_affinity_still_holds_in_every_term():
     assert pod_set.admits(_node("m-b", {"pool": "b"}))
     assert not pod_set.admits(_node("m-c", {"pool": "c"}))
     assert not pod_set.admits(_node("e-a", {"pool": "a", CLUSTER: "east"}))
+
+
+def test_a_copys_pods_and_the_copy_lead_to_the_managers_job_of_their_kind():
+    def pod(labels: dict) -> dict:
+        return {"kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+                                            "labels": {COPY_LABEL: UID, **labels}}}
+
+    jobset_pod = pod({"jobset.sigs.k8s.io/jobset-name": "train",
+                      "batch.kubernetes.io/job-name": "train-workers-0"})
+    assert copy_job_key(jobset_pod) == ("JobSet", "ml", "train")
+    assert copy_job_key(pod({"batch.kubernetes.io/job-name": "train"})) == ("Job", "ml", "train")
+    assert copy_job_key({**_jobset(), "metadata": {"name": "train", "namespace": "ml",
+                                                   "labels": {COPY_LABEL: UID}}}) == (
+        "JobSet", "ml", "train")
+    assert copy_job_key(pod({})) is None
+    assert copy_job_key({"kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}) is None

@@ -1,10 +1,12 @@
 """The manager's view of a worker: its nodes labelled with the cluster, the usage of its own
 pods, its copies found by Workload uid, and which admissions run outside the manager."""
 
+import asyncio
 import base64
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.core.topology import CLUSTER
 from admitter.fleet.fleet import Fleet, _kubeconfig
@@ -72,11 +74,11 @@ async def test_a_copy_is_found_by_its_workloads_uid_until_it_and_its_pods_are_go
     copy = {"kind": "Job", "metadata": {"name": "train", "namespace": "ml", "uid": "c1",
                                         "resourceVersion": "5", "labels": {COPY_LABEL: "w1"}}}
     pod = _pod("train-x", "e-n1", 8, labels={COPY_LABEL: "w1"})
-    worker.copies.observe(copy)
+    worker.copies["Job"].observe(copy)
     worker.pods.observe(pod)
     assert worker.copy_of("w1") is copy and worker.runs_copy("w1")
     assert worker.copy_of("w2") is None and not worker.runs_copy("w2")
-    worker.copies.forget(copy)
+    worker.copies["Job"].forget(copy)
     assert worker.copy_of("w1") is None and worker.runs_copy("w1")  # its pod still runs
     worker.pods.forget(pod)
     assert not worker.runs_copy("w1")
@@ -196,3 +198,41 @@ async def test_a_short_silence_is_forgotten_once_the_worker_answers():
     worker.observed(Health(True, "Connected", ""), 1030.0)
     worker.observed(Health(False, "Unreachable", ""), 1070.0)
     assert not worker.lost and not worker.returning
+
+
+async def test_a_jobsets_copy_is_found_by_its_workloads_uid_beside_the_jobs():
+    worker = _worker()
+    jobset = {"kind": "JobSet", "metadata": {"name": "train", "namespace": "ml", "uid": "c2",
+                                             "resourceVersion": "5", "labels": {COPY_LABEL: "w2"}}}
+    job = {"kind": "Job", "metadata": {"name": "train", "namespace": "ml", "uid": "c1",
+                                       "resourceVersion": "5", "labels": {COPY_LABEL: "w1"}}}
+    worker.copies["JobSet"].observe(jobset)
+    worker.copies["Job"].observe(job)
+    assert worker.copy_of("w2") is jobset and worker.copy_of("w1") is job
+    assert worker.copy_uids() == {"w1", "w2"}
+
+
+async def _without_the_jobset_crd(worker: Worker) -> None:
+    """Run the worker's JobSet informer against an API server that serves no JobSets."""
+    async def absent(kind: kube.Kind, query: dict | None = None) -> dict:
+        if kind == kube.JOBSETS:
+            raise ApiException(status=404, reason="Not Found")
+        return {"items": [], "metadata": {"resourceVersion": "1"}}
+
+    worker.kube.list = absent  # type: ignore[method-assign]
+    informer = worker.copies["JobSet"]
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(informer.synced.wait(), 5)
+    task.cancel()
+
+
+async def test_a_worker_without_the_jobset_crd_takes_no_jobset_and_every_job():
+    fleet = _fleet("east", "west", "south")
+    east, west = _worker("east"), _worker("west")
+    fleet.workers.update(east=east, west=west)  # south is not connected: it offers no nodes
+    await _without_the_jobset_crd(west)
+    assert east.serves("JobSet") and not west.serves("JobSet") and west.serves("Job")
+    assert west.unserved() == ["JobSet"]
+    assert fleet.refusing("JobSet") == ["west"]
+    assert fleet.refusing("Job") == []
+    assert sorted(fleet.refusing("RayJob")) == ["east", "south", "west"]

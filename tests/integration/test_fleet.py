@@ -21,7 +21,8 @@ from admitter_world import (
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admitter.api.workercluster import CONDITION_REACHABLE
+from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL
+from admitter.api.workercluster import CONDITION_KINDS_SERVED, CONDITION_REACHABLE
 from admitter.api.workload import (
     CONDITION_EVICTED,
     CONDITION_FINISHED,
@@ -37,6 +38,7 @@ from admitter.kubectl.clusters import cluster_rows
 from admitter.kubectl.explain import explain_workload
 from admitter.kubectl.state import QueueReading, read_state
 from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
+from admitter.testing.jobset_operator import JOBSET, running_jobset_operator
 from admitter.testing.waiting import eventually
 
 from builders.kube import JobWrapper, leaf_queue
@@ -316,25 +318,16 @@ async def test_a_manager_killed_mid_dispatch_leaves_one_copy_per_admission(
 
 async def test_a_preempted_copy_is_deleted_before_its_room_is_given_again(
         api, namespace, team, fleet, kubeconfig):
-    for client in (api, *fleet.values()):  # a copy's pods name it in their worker too
-        await priority_class(client, "fleet-low", 100)
-        await priority_class(client, "fleet-high", 1000)
+    await _priorities(api, *fleet.values())
     # low fills east (4 x 8): only east holds it; high (3 x 8) fits east alone, by preemption
     await api.create(kube.JOBS, JobWrapper("low", namespace).pods(4).min_runtime(None)
                      .priority_class("fleet-low").obj())
     east_gpus: list[int] = []
 
-    async def sample() -> None:
-        while True:
-            listed = await fleet["east"].request("GET", kube.PODS.path(namespace))
-            east_gpus.append(8 * sum(1 for p in listed["items"] if p["spec"].get("nodeName")
-                                     and p["status"].get("phase") not in TERMINAL_POD_PHASES))
-            await asyncio.sleep(0.5)
-
     async with in_process_controller(kubeconfig):
         await eventually(lambda: _running(fleet["east"], namespace, "low", 4),
                          "low's 4 pods running in east", 90)
-        sampler = asyncio.create_task(sample())
+        sampler = asyncio.create_task(_sample_gpus(fleet["east"], namespace, east_gpus))
         try:
             await api.create(kube.JOBS, JobWrapper("high", namespace).pods(3)
                              .priority_class("fleet-high").obj())
@@ -350,6 +343,23 @@ async def test_a_preempted_copy_is_deleted_before_its_room_is_given_again(
         assert (condition(low, CONDITION_EVICTED) or {}).get("reason") == "Preempted"
         assert not (low.get("status") or {}).get("admission")
     assert east_gpus and max(east_gpus) <= 32, east_gpus  # never both copies at once
+
+
+async def _priorities(*clients: Kube) -> None:
+    """fleet-low and fleet-high, on the manager and in the workers: a copy's pods name them
+    in their worker too."""
+    for client in clients:
+        await priority_class(client, "fleet-low", 100)
+        await priority_class(client, "fleet-high", 1000)
+
+
+async def _sample_gpus(client: Kube, namespace: str, into: list[int]) -> None:
+    """Every half second, the GPUs of the namespace's pods bound and not ended, into `into`."""
+    while True:
+        listed = await client.request("GET", kube.PODS.path(namespace))
+        into.append(8 * sum(1 for p in listed["items"] if p["spec"].get("nodeName")
+                            and p["status"].get("phase") not in TERMINAL_POD_PHASES))
+        await asyncio.sleep(0.5)
 
 
 async def _running(client: Kube, namespace: str, job: str, count: int) -> bool:
@@ -412,3 +422,109 @@ async def _admitted_gpus(api: Kube, namespace: str) -> dict[str, int]:
             worker = hint["node"].split("-node-")[0]
             found[worker] = found.get(worker, 0) + gpus * hint["count"]
     return found
+
+
+@pytest.fixture(scope="module")
+def jobsets_in_east(local_cluster: LocalCluster, workers: dict[str, LocalCluster],
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """JobSet's CRD on the manager (users' JobSets wait there, suspended; no JobSet controller
+    runs there), and JobSet's CRD, webhooks and controller in east only: west lacks them."""
+    JOBSET.install(local_cluster)
+    with running_jobset_operator(workers["east"], tmp_path_factory.mktemp("jobset-east")):
+        yield
+
+
+def _jobset(name: str, namespace: str, pods: int, priority: str,
+            min_runtime: str | None = None) -> Obj:
+    """One replicated job of `pods` Jobs of one 8-GPU pod each, queued and suspended; funded
+    (it may preempt) with a min runtime."""
+    pod = {"spec": {"restartPolicy": "Never", "priorityClassName": priority, "containers": [
+        {"name": "main", "image": "registry.invalid/train",
+         "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {QUEUE_LABEL: "default"},
+                         "annotations": {MIN_RUNTIME_ANNOTATION: min_runtime}
+                         if min_runtime else {}},
+            "spec": {"suspend": True, "replicatedJobs": [
+                {"name": "workers", "replicas": pods,
+                 "template": {"spec": {"parallelism": 1, "completions": 1,
+                                       "template": pod}}}]}}
+
+
+async def _jobset_copies(client: Kube, namespace: str) -> list[str]:
+    listed = await client.request("GET", kube.JOBSETS.path(namespace),
+                                  query={"labelSelector": COPY_LABEL})
+    return sorted(js["metadata"]["name"] for js in listed["items"])
+
+
+async def _jobset_pods(client: Kube, namespace: str, name: str) -> int:
+    listed = await client.request("GET", kube.PODS.path(namespace), query={
+        "labelSelector": f"jobset.sigs.k8s.io/jobset-name={name}"})
+    return sum(1 for p in listed["items"] if (p.get("status") or {}).get("phase") == "Running"
+               and COPY_LABEL in p["metadata"]["labels"])
+
+
+async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_on_preemption(
+        jobsets_in_east, api, namespace, team, fleet, kubeconfig):
+    await _priorities(api, *fleet.values())
+    east_gpus: list[int] = []
+
+    # low (2 x 8) would fit west exactly, the tighter fit; west serves no JobSets
+    await api.create(kube.JOBSETS, _jobset("low", namespace, 2, "fleet-low"))
+    try:
+        async with in_process_controller(kubeconfig):
+            async def kinds_served(name: str, status: str) -> Obj | None:
+                wc = await api.get(kube.WORKER_CLUSTERS, name)
+                found = condition(wc, CONDITION_KINDS_SERVED) or {}
+                return found if found.get("status") == status else None
+
+            west = await eventually(lambda: kinds_served("west", "False"),
+                                    "west told it lacks JobSet's CRD", 60)
+            assert west["reason"] == "CRDMissing" and "JobSet" in west["message"]
+            await eventually(lambda: kinds_served("east", "True"), "east serves JobSets", 60)
+
+            async def low_running() -> bool:
+                return await _jobset_pods(fleet["east"], namespace, "low") == 2
+
+            await eventually(low_running, "low's 2 pods running in east", 120)
+            assert await _jobset_copies(fleet["east"], namespace) == ["low"]
+            manager_low = await api.get(kube.JOBSETS, "low", namespace)
+            assert manager_low["spec"]["suspend"] is True  # the manager's own never runs
+
+            async def progress_shown() -> Obj | None:
+                (current,) = await workloads(api, namespace)
+                shown = condition(current, CONDITION_DISPATCHED) or {}
+                return shown if "workers: " in shown.get("message", "") else None
+
+            shown = await eventually(progress_shown, "the copy's progress per replicated job",
+                                     60)
+            assert f"running in cluster east as {namespace}/low" in shown["message"]
+
+            sampler = asyncio.create_task(_sample_gpus(fleet["east"], namespace, east_gpus))
+            try:  # high (3 x 8) fits east only by preempting low: west serves no JobSets
+                await api.create(kube.JOBSETS, _jobset("high", namespace, 3, "fleet-high",
+                                                              "1h"))
+
+                async def high_running() -> bool:
+                    return await _jobset_pods(fleet["east"], namespace, "high") == 3
+
+                await eventually(high_running, "high's 3 pods running in east", 150)
+            finally:
+                sampler.cancel()
+            assert await _jobset_copies(fleet["east"], namespace) == ["high"]  # low's deleted
+            low = next(wl for wl in await workloads(api, namespace)
+                       if "low" in wl["metadata"]["name"])
+            assert (condition(low, CONDITION_EVICTED) or {}).get("reason") == "Preempted"
+            assert not (low.get("status") or {}).get("admission")
+        assert east_gpus and max(east_gpus) <= 32, east_gpus  # never both copies at once
+    finally:
+        for client in (api, fleet["east"]):
+            for name in await _jobset_names(client, namespace):
+                await client.delete(kube.JOBSETS, name, namespace,
+                                    {"propagationPolicy": "Background"})
+
+
+async def _jobset_names(client: Kube, namespace: str) -> list[str]:
+    listed = await client.request("GET", kube.JOBSETS.path(namespace))
+    return [js["metadata"]["name"] for js in listed["items"]]
