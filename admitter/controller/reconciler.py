@@ -490,13 +490,17 @@ class Reconciler:
         explain = self.status.pending_due(view.workloads, decisions, now)
         pending = [view.workloads[p.key] for p in decisions if p.key in view.workloads]
         held = holdings(view.cluster_queues, view.workloads.values())
-        self.reports = asyncio.create_task(kube.each([
+        writes = [
             *(self._explain(wl, p, now) for wl, p in explain),
             *self.status.cluster_queue_writes(view.cluster_queues, result, self.usage, held,
                                               now),
             *self.status.local_queue_writes(view.local_queues.values(), pending, held, now),
-        ]))
+        ]
+        self.reports = asyncio.create_task(kube.each(writes))
         self.reports.add_done_callback(_log_failure)
+        # Hazard: a batch cancelled before its first step (the process stopping) never runs
+        # `each`, which closes the writes it was given; unclosed, each warns "never awaited".
+        self.reports.add_done_callback(lambda _: [write.close() for write in writes])
 
     async def _evict(self, view: View, eviction: Eviction, now: float) -> None:
         meta = view.workloads[eviction.key]["metadata"]
