@@ -1,7 +1,7 @@
 """A burst of 8-GPU and 2-GPU Jobs admitted together into 8-GPU nodes, on the real control
 plane, with admitter's webhooks and controller running under given settings: how many of the
 admitted pods waited unschedulable, and the GPU-seconds admitted but not yet bound. Used by
-tests/integration/test_pod_placement.py and benchmarks/bench_pod_placement.py (side by side,
+tests/integration/test_pod_placement_cluster.py and benchmarks/bench_pod_placement.py (side by side,
 `podPlacement: Domain` against `Node`)."""
 
 from __future__ import annotations
