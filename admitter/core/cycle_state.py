@@ -314,6 +314,7 @@ class CycleState:
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
             statuses=lambda: queue_statuses(tree, allocated, running.values(), waiting.values()),
             ranking=self.ranking,
+            reserved_for=None if self.reserved_for is None else self.reserved_for.key,
         )
 
 

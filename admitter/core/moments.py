@@ -49,3 +49,7 @@ class Moment:
 
     def __str__(self) -> str:
         return moment(self.at, self.now)
+
+    def redated(self, now: float) -> Moment:
+        """The same moment as a message at `now` names it (a result that stands, `standstill`)."""
+        return Moment(self.at, now)
