@@ -11,13 +11,13 @@ its pods-ready deadline (step 1, `_running_moments`); a waiting workload's backo
 starvation bound (step 3); and what the cycle noted itself (`CycleResult.next_change`). Before
 the first of them, each comparison comes out as it did, so every step takes the same path.
 
-Where the answer depends on `now` beyond those moments, it does not stand:
-- a cycle that held nodes for a starving gang (`CycleResult.reserved_for`): what may start on
-  them weighs how long until the gang could start (`backfill`), which shrinks as time passes;
-- a running workload with no admission time and pods not ready: its pods-ready deadline is
-  counted from each cycle's `now`.
-The one other use of `now`, a non-resumable victim's lost progress (`preemption`'s eviction
-order), grows alike for every such victim and keeps their order.
+Besides those, a cycle that held nodes for a starving gang compares, for each long workload
+that could start on them, when its min runtime would end with when the gang could start
+(`backfill`): the cycle notes the first such comparison to turn (`CycleResult.steady_until`).
+A running workload with no admission time and pods not ready has a pods-ready deadline counted
+from each cycle's `now`: then the answer does not stand. The one other use of `now`, a
+non-resumable victim's lost progress (`preemption`'s eviction order), grows alike for every
+such victim and keeps their order.
 
 A standing answer is the last one, with every moment its reasons name measured from the new
 `now` (`Pending.redated`). Its cost is comparing the usage (one entry per leaf); the moments
@@ -26,7 +26,6 @@ are found once, when the answer is first asked to stand at a later moment (`_fir
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from admitter.core.cycle_state import CycleInputs
@@ -77,7 +76,7 @@ class Standing:
             return result
         return CycleResult((), (), lambda: self._pending_at(now), result.fair_share,
                            result.next_change, result.settled, lambda: result.queues,
-                           result.ranking, result.reserved_for)
+                           result.ranking, result.steady_until)
 
     def _pending_at(self, now: float) -> tuple[Pending, ...]:
         pending = self.result.pending
@@ -95,9 +94,9 @@ class Standing:
         docstring), else the first after `now` of those moments and the cycle's own
         `next_change`."""
         result, inputs, now = self.result, self._inputs, self.now
-        if result.reserved_for is not None:
-            return now
-        first = math.inf if result.next_change is None else result.next_change
+        first = result.steady_until
+        if result.next_change is not None and result.next_change < first:
+            first = result.next_change
         timeout, bound = self.settings.pods_ready_timeout, self.settings.starvation_bound
         for workload in inputs.holding:
             for moment in _running_moments(workload, timeout):
