@@ -87,9 +87,12 @@ class IncrementalCore:
     # Events -------------------------------------------------------------------------------
 
     def put(self, workload: Workload) -> None:
-        """A workload arrived, or changed (admitted, evicted, requeued, edited)."""
+        """A workload arrived, or changed (admitted, evicted, requeued, edited). One equal to
+        the known one changes nothing: the controller translates each new version of a
+        Workload object afresh, and most versions change only what the core does not read (the
+        status it wrote itself), which must not keep an answer from standing."""
         known = self._workloads.get(workload.key)
-        if known is workload:
+        if known is workload or known == workload:
             return
         if known is not None:
             self._leave(known)

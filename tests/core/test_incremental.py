@@ -313,6 +313,7 @@ def test_an_answer_stands_while_nothing_changed_and_names_its_moments_from_now()
     assert later.fair_share is first.fair_share  # not tried again
     assert "(in 15m)" in later.pending[0].message
     core.put(world.workloads["gang"])  # the same object: nothing changed
+    core.put(replace(world.workloads["a-r0"]))  # an equal one (a new version, same values)
     assert core.cycle(301.0).fair_share is first.fair_share
 
 
