@@ -171,6 +171,8 @@ class CycleState:
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
         `CycleResult.next_change`)."""
+        self.steady_until = math.inf
+        """See `CycleResult.steady_until` (`steady`)."""
         self.room_refused: dict[str, tuple[Workload, Restated]] = {}
         """Funded workloads only the short jobs' room turned away, in the order it did, with
         the reason they were given, which the last funded pass restates
@@ -268,6 +270,12 @@ class CycleState:
         self.until(self.finder.next_change)
         return None if self.next_change == math.inf else self.next_change
 
+    def steady(self, moment: float) -> None:
+        """Note `moment` as one when a comparison of this cycle with `now` could come out
+        otherwise, though no decision need change then (`CycleResult.steady_until`)."""
+        if self.now < moment < self.steady_until:
+            self.steady_until = moment
+
     def until(self, moment: float | None) -> None:
         """Note `moment` as one when time alone could change a decision, if it is the first."""
         if moment is not None and self.now < moment < self.next_change:
@@ -314,6 +322,7 @@ class CycleState:
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
             statuses=lambda: queue_statuses(tree, allocated, running.values(), waiting.values()),
             ranking=self.ranking,
+            steady_until=self.steady_until,
         )
 
 

@@ -7,6 +7,7 @@ on a snapshot from scratch. Each applies the `CycleResult` its own way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
@@ -20,6 +21,7 @@ from admitter.core.model import (
     Queue,
     Workload,
 )
+from admitter.core.moments import Dated
 from admitter.core.policy import ShortJobs, TimeSlicing
 from admitter.core.ranking import Ranking
 
@@ -159,8 +161,22 @@ class Pending(PlainRecord):
     def message(self) -> str:
         if self._message is None:
             self._message = "".join([str(part) for part in self._parts])
-            self._parts = ()
         return self._message
+
+    @property
+    def dated(self) -> bool:
+        """Whether its message names a moment measured from the cycle's `now` ("in 42m")."""
+        return any(isinstance(part, Dated) for part in self._parts)
+
+    def redated(self, now: float) -> Pending:
+        """The same wait as a cycle at `now` states it: its moments measured from there (a
+        result that stands, `standstill`)."""
+        if not self.dated:
+            return self
+        parts = tuple(part.redated(now) if isinstance(part, Dated) else part
+                      for part in self._parts)
+        return Pending(self.key, self.queue, self.reason, parts, self.position, self.retry_at,
+                       self.blockers)
 
     def _fields(self) -> tuple[object, ...]:
         return (self.key, self.queue, self.reason, self.message, self.position, self.retry_at,
@@ -181,13 +197,13 @@ class CycleResult:
     shows them, the simulator never asks."""
 
     __slots__ = ("_pending", "_pending_from", "_queues", "_statuses", "admissions", "evictions",
-                 "fair_share", "next_change", "ranking", "settled")
+                 "fair_share", "next_change", "ranking", "settled", "steady_until")
 
     def __init__(self, admissions: tuple[Admission, ...], evictions: tuple[Eviction, ...],
                  pending: tuple[Pending, ...] | Callable[[], tuple[Pending, ...]],
                  fair_share: FairShare, next_change: float | None,
                  settled: bool, statuses: Callable[[], Mapping[str, QueueStatus]],
-                 ranking: Ranking | None = None) -> None:
+                 ranking: Ranking | None = None, steady_until: float = math.inf) -> None:
         self.admissions = admissions
         self.evictions = evictions
         self._pending: tuple[Pending, ...] = pending if isinstance(pending, tuple) else ()
@@ -213,6 +229,11 @@ class CycleResult:
         which makes the queue's other running work reclaimable."""
         self.ranking = ranking
         """The cycle's budgets and ratios (what the status shows as budget and rank)."""
+        self.steady_until = steady_until
+        """The first moment after `now` at which a comparison of this cycle with `now` could
+        come out otherwise that neither `next_change` nor a workload's own moments name (a
+        backfill candidate's min runtime ending too late for the drained gang): how long an
+        answer that decided nothing stands (`standstill`)."""
         self._statuses: Callable[[], Mapping[str, QueueStatus]] | None = statuses
         self._queues: Mapping[str, QueueStatus] = {}
 

@@ -8,6 +8,10 @@ happened since the last cycle (a workload added, changed or gone; the nodes or t
 replaced), and hands them to the same cycle (`cycle.run_kept_cycle`), which rolls its own
 changes back. Its decisions are exactly `run_cycle`'s on the equivalent snapshot
 (`snapshot`): `tests/core/test_incremental.py` runs random event sequences through both.
+When nothing changed since a cycle that admitted and evicted nothing, and time crossed none of
+the moments its answer depends on, that answer stands and no workload is tried again
+(`standstill`): every event that changes something is counted, and a cycle reuses the last
+answer only while the count, the usage, the short jobs' GPUs and the settings are the same.
 
 Hazards, named where they are handled:
 - A waiting list must stay in queue order (`workload_key`) with every insertion and removal,
@@ -36,6 +40,7 @@ from admitter.core.nodes import ClusterState, recorded_placements
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
+from admitter.core.standstill import Standing
 
 _BY_KEY = attrgetter("key")
 
@@ -73,17 +78,25 @@ class IncrementalCore:
         self._workloads: dict[str, Workload] = {w.key: w for w in workloads}
         self._stale = False
         """Whether a `decide` failed before its end (see there)."""
+        self._changes = 0
+        """Events that changed something; a cycle's answer stands only while this holds."""
+        self._standing: Standing | None = None
+        """The last cycle's answer, if it admitted and evicted nothing (`standstill`)."""
         self._arrange()
 
     # Events -------------------------------------------------------------------------------
 
     def put(self, workload: Workload) -> None:
-        """A workload arrived, or changed (admitted, evicted, requeued, edited)."""
+        """A workload arrived, or changed (admitted, evicted, requeued, edited). One equal to
+        the known one changes nothing: the controller translates each new version of a
+        Workload object afresh, and most versions change only what the core does not read (the
+        status it wrote itself), which must not keep an answer from standing."""
         known = self._workloads.get(workload.key)
-        if known is workload:
+        if known is workload or known == workload:
             return
         if known is not None:
             self._leave(known)
+        self._changes += 1
         self._workloads[workload.key] = workload
         self._enter(workload)
 
@@ -91,12 +104,14 @@ class IncrementalCore:
         """A workload finished or was deleted; unknown keys are ignored."""
         known = self._workloads.pop(key, None)
         if known is not None:
+            self._changes += 1
             self._leave(known)
 
     def set_nodes(self, nodes: Sequence[Node]) -> None:
         """The nodes changed (added, removed, cordoned, relabelled): the node model is rebuilt
         around the admitted workloads."""
         self._nodes = tuple(nodes)
+        self._changes += 1
         self.node_model = ClusterState(self._nodes, self._topology, self._holding.values())
 
     def set_queues(self, queues: Sequence[Queue]) -> None:
@@ -130,7 +145,13 @@ class IncrementalCore:
     def cycle(self, now: float, usage: Mapping[str, float] | None = None,
               short_gpus: float = 0.0) -> CycleResult:
         """One cycle at `now`, with the window's usage per leaf and short jobs' mean GPUs as
-        in `Snapshot`: the decisions `run_cycle(self.snapshot(now, usage, short_gpus))` makes."""
+        in `Snapshot`: the decisions `run_cycle(self.snapshot(now, usage, short_gpus))` makes.
+        The last answer, if it stands (`standstill`), without trying anything again."""
+        usage = {} if usage is None else usage
+        standing = self._standing
+        if standing is not None and standing.stands_at(self._changes, now, usage, short_gpus,
+                                                       self.settings):
+            return standing.result_at(now)
         for leaf in self._dirty:  # positions first: the cycle reads them
             self._count_positions(leaf)
         self._dirty.clear()
@@ -139,9 +160,12 @@ class IncrementalCore:
         inputs = CycleInputs(self._funded, self._unfunded, self._position,
                              self._admitted_sorted, list(self._holding.values()),
                              list(self._invalid.values()), self._demand)
-        moment = Snapshot(now, self._nodes, self._topology, self._queues, (),
-                          {} if usage is None else usage, self.settings, short_gpus)
-        return run_kept_cycle(moment, self.tree, inputs, self.node_model, self.allocations)
+        moment = Snapshot(now, self._nodes, self._topology, self._queues, (), usage,
+                          self.settings, short_gpus)
+        result = run_kept_cycle(moment, self.tree, inputs, self.node_model, self.allocations)
+        self._standing = None if result.admissions or result.evictions else Standing(
+            result, self._changes, now, dict(usage), short_gpus, self.settings, inputs)
+        return result
 
     def decide(self, snapshot: Snapshot) -> CycleResult:
         """`sync` to `snapshot`, then its cycle: `run_cycle`'s signature, for a caller that
@@ -167,6 +191,7 @@ class IncrementalCore:
     # Keeping it current -------------------------------------------------------------------
 
     def _arrange(self) -> None:
+        self._changes += 1
         self.tree = QueueTree(self._queues)
         leaves = self.tree.leaves()
         self._funded = {leaf: [] for leaf in leaves}

@@ -37,9 +37,9 @@ def moment(at: float, now: float) -> str:
     return f"{stamp} ({when})"
 
 
-class Moment:
-    """`moment(at, now)` as a part of a message (`Pending.message`), formatted only if the
-    message is read: most are not, and formatting a date is not free."""
+class Dated:
+    """A part of a message (`Pending.message`) measured from the cycle's `now`, formatted only
+    if the message is read: most are not, and formatting a date is not free."""
 
     __slots__ = ("at", "now")
 
@@ -47,5 +47,31 @@ class Moment:
         self.at = at
         self.now = now
 
+    def redated(self, now: float) -> Dated:
+        """The same part as a message at `now` states it (an answer that stands,
+        `standstill`)."""
+        raise NotImplementedError
+
+
+class Moment(Dated):
+    """`moment(at, now)`: when, and how far from now."""
+
+    __slots__ = ()
+
     def __str__(self) -> str:
         return moment(self.at, self.now)
+
+    def redated(self, now: float) -> Dated:
+        return Moment(self.at, now)
+
+
+class Waited(Dated):
+    """How long since `at`: `span(now - at)`."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return span(self.now - self.at)
+
+    def redated(self, now: float) -> Dated:
+        return Waited(self.at, now)

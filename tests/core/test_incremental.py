@@ -1,10 +1,11 @@
 """The incremental core decides exactly what the from-scratch cycle decides.
 
 Random clusters, queue trees and workloads go through random event sequences (cycles whose
-decisions are carried out, arrivals, finishes, requeues, cordons, queue edits, time passing with
-usage moving), told to `IncrementalCore` as events; after each, its cycle must equal `run_cycle`
-on the equivalent snapshot, field by field (admissions, evictions, every pending reason and
-position, fair share, queue statuses, `next_change`, `settled`).
+decisions are carried out, arrivals, finishes, requeues, cordons, queue edits, pods turning not
+ready, time passing with usage or the short jobs' GPUs moving, or with nothing changing, where a
+settled answer may stand, `standstill`), told to `IncrementalCore` as events; after each, its
+cycle must equal `run_cycle` on the equivalent snapshot, field by field (admissions, evictions,
+every pending reason and position, fair share, queue statuses, `next_change`, `settled`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from admitter.core.incremental import IncrementalCore
 from admitter.core.model import GPU, UNLIMITED, FairShareSettings, Node, Phase, PodSet, Workload
 from admitter.core.topology import HOSTNAME
 
-from builders.core import BLOCK, RACK, gang, job, knobs, queue, workload
+from builders.core import BLOCK, RACK, gang, job, knobs, queue, racks, running_on, workload
 from builders.world import World
 
 EQUIVALENCE = settings(max_examples=80, deadline=None,
@@ -74,7 +75,7 @@ def scenarios(draw: st.DrawFn) -> tuple[World, list[tuple[str, int]]]:
     for i in range(draw(st.integers(0, 8))):
         world.submit(draw(_workload(f"w{i}", count, float(draw(st.integers(0, 5))))))
     kinds = st.sampled_from(["cycle", "cycle", "cycle", "submit", "finish", "requeue",
-                             "cordon", "queues", "usage"])
+                             "cordon", "queues", "usage", "short", "unready", "wait", "wait"])
     events = draw(st.lists(st.tuples(kinds, st.integers(0, 1_000)), min_size=1, max_size=12))
     return world, events
 
@@ -130,6 +131,12 @@ def test_event_sequences_decide_as_the_from_scratch_cycle(case, data) -> None:
             core.set_queues(world.queues)
         elif kind == "usage":
             world.usage = {f"q{number % (len(world.queues) - 1)}": 3600.0 * (number % 40)}
+        elif kind == "short":
+            world.short_gpus = float(number % 4)
+        elif kind == "unready" and world.running():
+            key = world.running()[number % len(world.running())]
+            world.workloads[key] = replace(world.workloads[key], pods_ready=False)
+            core.put(world.workloads[key])
         incremental = core.cycle(now, world.usage, world.short_gpus)
         _same(incremental, run_cycle(world.snapshot(now)))
         if kind == "cycle":
@@ -195,3 +202,141 @@ def test_a_workload_of_a_queue_that_is_not_a_leaf_is_kept_apart(phase) -> None:
     _same(core.cycle(10.0), run_cycle(snapshot))
     core.put(job("late", "q", gpus=8, at=5.0))
     _same(core.cycle(20.0), run_cycle(core.snapshot(20.0)))
+
+
+# A settled answer stands only while nothing it depends on changed (`standstill`) -------------
+
+TRIGGERS = ["none", "none", "submit", "finish", "requeue", "cordon", "uncordon", "quota",
+            "limit", "usage", "short", "unready", "priority"]
+"""One event after a settled cycle; "none" lets only time pass."""
+
+
+def _settle(core: IncrementalCore, world: World, now: float) -> None:
+    """Cycles, each checked against the reference and carried out, until one decides
+    nothing (or a few have run: a cycle may keep finding room by searches it was short of)."""
+    for _ in range(6):
+        _same(core.cycle(now, world.usage, world.short_gpus), run_cycle(world.snapshot(now)))
+        result = world.cycle(now)
+        _apply(core, world, result)
+        if not result.admissions and not result.evictions:
+            return
+        now += 10.0
+
+
+def _trigger(core: IncrementalCore, world: World, kind: str, number: int, now: float,
+             data: st.DataObject) -> None:
+    """Tell both the world and the kept core of one event of `kind`."""
+    pending = sorted(k for k, w in world.workloads.items() if w.phase is Phase.PENDING)
+    leaves = [q for q in world.queues if q.parent is not None]
+    if kind == "submit":
+        added = data.draw(_workload("late", len(leaves), now))
+        world.submit(added)
+        core.put(added)
+    elif kind in ("finish", "requeue", "unready") and world.running():
+        key = world.running()[number % len(world.running())]
+        if kind == "finish":
+            world.finish(key)
+            core.remove(key)
+            return
+        was = world.workloads[key]
+        world.workloads[key] = (replace(was, pods_ready=False) if kind == "unready" else replace(
+            was, phase=Phase.PENDING, admitted_at=None, placement={}, pod_set_placements=()))
+        core.put(world.workloads[key])
+    elif kind in ("cordon", "uncordon"):
+        name = world.nodes[number % len(world.nodes)].name
+        world.nodes = [replace(n, unschedulable=kind == "cordon") if n.name == name else n
+                       for n in world.nodes]
+        core.set_nodes(world.nodes)
+    elif kind in ("quota", "limit"):
+        edited = leaves[number % len(leaves)]
+        was = edited.resources[GPU]
+        amount = number % 24
+        changed = replace(was, quota=amount) if kind == "quota" else replace(
+            was, limit=max(amount, was.quota))
+        world.queues = [replace(q, resources={**q.resources, GPU: changed}) if q is edited
+                        else q for q in world.queues]
+        core.set_queues(world.queues)
+    elif kind == "usage":
+        world.usage = {**world.usage, leaves[number % len(leaves)].name: 600.0 * (number % 50)}
+    elif kind == "short":
+        world.short_gpus = float(number % 5)
+    elif kind == "priority" and pending:
+        key = pending[number % len(pending)]
+        world.workloads[key] = replace(world.workloads[key], priority=number % 200)
+        core.put(world.workloads[key])
+
+
+@EQUIVALENCE
+@given(scenarios(), st.sampled_from(TRIGGERS), st.integers(0, 1_000),
+       st.lists(st.sampled_from([0.0, 1.0, 60.0, 299.0, 300.0, 600.0, 901.0, 3600.0]),
+                min_size=1, max_size=3), st.data())
+def test_one_event_after_a_settled_cycle_decides_as_the_from_scratch_cycle(
+        case, kind, number, waits, data) -> None:
+    """A kept core that settled, then one event (or none) and time passing by steps that land
+    on and past protections, backoffs and starvation bounds: every later cycle, whether its
+    answer stands or is tried again, is the reference's."""
+    world, _ = case
+    core = IncrementalCore(world.nodes, world.topology, world.queues, world.settings,
+                           world.workloads.values())
+    now = 100.0
+    _settle(core, world, now)
+    now += 20.0
+    _trigger(core, world, kind, number, now, data)
+    for wait in waits:
+        now += wait
+        _same(core.cycle(now, world.usage, world.short_gpus), run_cycle(world.snapshot(now)))
+
+
+def _protected_victim() -> tuple[World, IncrementalCore]:
+    """Team a (no quota) runs 8-GPU jobs on a node of each rack, protected until 600 (rack r1)
+    and 1,200 (rack r0); team b's non-preemptible job keeps rack r1's other node. Team c waits
+    with a gang of 2 × 8 GPUs in one rack: it may start once a's job on r0 may leave."""
+    world = World(racks(2), [queue("a", 0), queue("b", 8), queue("c", 16)]).submit(
+        running_on("a-r1", "a", "b0-r1-n0", min_runtime=600.0),
+        running_on("a-r0", "a", "b0-r0-n0", min_runtime=1200.0),
+        running_on("b-0", "b", "b0-r1-n1", gpus=4, priority=100),
+        job("gang", "c", pods=2, at=50.0, required=RACK))
+    core = IncrementalCore(world.nodes, world.topology, world.queues, world.settings,
+                           world.workloads.values())
+    return world, core
+
+
+def test_an_answer_stands_while_nothing_changed_and_names_its_moments_from_now() -> None:
+    world, core = _protected_victim()
+    first = core.cycle(100.0)
+    _same(first, run_cycle(world.snapshot(100.0)))
+    [waits] = first.pending
+    assert (waits.reason, waits.retry_at) == ("ProtectedVictims", 1200.0)
+    assert "(in 18m20s)" in waits.message
+    later = core.cycle(300.0)
+    _same(later, run_cycle(world.snapshot(300.0)))
+    assert later.fair_share is first.fair_share  # not tried again
+    assert "(in 15m)" in later.pending[0].message
+    core.put(world.workloads["gang"])  # the same object: nothing changed
+    core.put(replace(world.workloads["a-r0"]))  # an equal one (a new version, same values)
+    assert core.cycle(301.0).fair_share is first.fair_share
+
+
+def test_a_protection_ending_is_tried_again_at_that_moment() -> None:
+    world, core = _protected_victim()
+    core.cycle(100.0)
+    core.cycle(1199.0)
+    ended = core.cycle(1200.0)
+    _same(ended, run_cycle(world.snapshot(1200.0)))
+    assert [e.key for e in ended.evictions] == ["a-r0"]
+
+
+@pytest.mark.parametrize("change", ["finish", "usage", "short"])
+def test_any_change_is_tried_again(change) -> None:
+    world, core = _protected_victim()
+    first = core.cycle(100.0)
+    if change == "finish":
+        world.finish("a-r1")
+        core.remove("a-r1")
+    elif change == "usage":
+        world.usage = {"a": 3600.0}
+    else:
+        world.short_gpus = 2.0
+    again = core.cycle(200.0, world.usage, world.short_gpus)
+    _same(again, run_cycle(world.snapshot(200.0)))
+    assert again.fair_share is not first.fair_share

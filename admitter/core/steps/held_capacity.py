@@ -30,8 +30,11 @@ def start_on_held(cycle: CycleState, workload: Workload) -> bool:
         return False
     guaranteed = (workload.queue != backfill.gang.queue
                   and cycle.ledger.within_deserved(workload))
-    if not guaranteed and not backfill.may_take(workload, cycle.now):
-        return False
+    if not guaranteed:
+        if backfill.start_at is not None:  # `may_take` turns false once this is past
+            cycle.steady(backfill.start_at - workload.min_runtime)
+        if not backfill.may_take(workload, cycle.now):
+            return False
     shape = ("backfill", workload.shape(), workload.topology.required,
              workload.topology.preferred)
     if shape in cycle.failures:

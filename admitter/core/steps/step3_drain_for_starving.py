@@ -21,7 +21,7 @@ from admitter.core.backfill import Backfill, start_time
 from admitter.core.cycle_state import CycleState
 from admitter.core.decisions import PendingReason
 from admitter.core.model import Workload
-from admitter.core.moments import span
+from admitter.core.moments import Waited, span
 from admitter.core.reservation import (
     choose,
     describe,
@@ -89,9 +89,9 @@ def drain_for_starving(cycle: CycleState) -> None:
         # if something was admitted before the hold.
         cycle.unsettled = cycle.unsettled or bool(cycle.admissions)
         cycle.failures.clear()
-        waited = cycle.now - workload.submitted_at
-        cycle.wait(workload, PendingReason.RESERVED, f"waited {span(waited)}, past the "
-                   f"starvation bound of {span(bound)}; {describe(workload, chosen)}",
+        cycle.wait(workload, PendingReason.RESERVED, "waited ",
+                   Waited(workload.submitted_at, cycle.now), ", past the starvation bound of ",
+                   span(bound), "; ", describe(workload, chosen),
                    retry_at=blocked.protected_until,
                    blockers=tuple(w.key for w in blocked.protected))
         return
