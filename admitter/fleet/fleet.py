@@ -243,8 +243,9 @@ class Fleet:
 
     def nodes(self) -> list[Obj]:
         """The nodes of every worker that answers, labelled with their cluster."""
-        return [node for worker in self.workers.values() if worker.offered
-                for node in worker.model_nodes()]
+        registered = set(self.names())
+        return [node for name, worker in self.workers.items()
+                if worker.offered and name in registered for node in worker.model_nodes()]
 
     def foreign_usage(self, workloads: Iterable[Obj]) -> dict[str, dict[str, int]]:
         """Per worker node, the requests of pods that no admission among `workloads`
@@ -271,6 +272,14 @@ class Fleet:
         return any(own_nodes.get("", hint.get("node", "")) is None
                    for hint in admission.get("nodeHints") or ())
 
+    def clusters_known(self, own_nodes: Informer) -> set[str]:
+        """The clusters an admission may name: the WorkerClusters and the clusters the
+        manager's own nodes are labelled with. An admission naming another was made onto a
+        WorkerCluster since deleted."""
+        own = {labels[CLUSTER] for node in own_nodes.items()
+               if CLUSTER in (labels := node["metadata"].get("labels") or {})}
+        return {*self.names(), *own}
+
     def worker_of(self, wl: Obj) -> Worker | None:
         """The worker whose nodes the Workload's admission names, if any."""
         admission = (wl.get("status") or {}).get("admission") or {}
@@ -287,8 +296,16 @@ class Fleet:
         """The workers still running a copy of the Workload (or its pods), each with the
         copy if its job is still there; a lost worker's are not waited for."""
         uid = wl["metadata"].get("uid", "")
-        return [(worker, worker.copy_of(uid)) for worker in self.workers.values()
-                if not worker.lost and worker.runs_copy(uid)]
+        return [(worker, worker.copy_of(uid)) for worker in self.managed()
+                if worker.runs_copy(uid)]
+
+    def managed(self) -> list[Worker]:
+        """The workers whose copies the manager looks after: not lost, and still registered
+        (a deleted WorkerCluster's worker is dropped moments later; meanwhile nothing of its
+        is touched, so what is left there does not depend on that moment)."""
+        registered = set(self.names())
+        return [worker for name, worker in self.workers.items()
+                if not worker.lost and name in registered]
 
 
 def _kinds_served(worker: Worker) -> tuple[str, bool, str, str]:
