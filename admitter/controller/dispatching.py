@@ -108,6 +108,7 @@ class Dispatch:
         await self._delete_orphans()
         workers = self.fleet.workers.values()
         known: set[str] | None = None  # read only once an admission names a cluster
+        unconnected = self.fleet.lost_unconnected()
         kept: dict[str, set[str]] = {}
         for wl in workloads:
             if not (wl.get("status") or {}).get("admission"):
@@ -119,6 +120,12 @@ class Dispatch:
                                   f"its WorkerCluster {cluster} was deleted; requeued (a copy "
                                   "still running there is no longer reached, nor deleted)")
                     continue
+                if cluster in unconnected:
+                    await requeue(wl, WORKER_LOST,
+                                  f"cluster {cluster} could not be connected to for its grace "
+                                  "period; requeued, its copy there is deleted once it is "
+                                  "connected")
+                    continue
             worker = self.fleet.worker_of(wl)
             if worker is not None and worker.lost:
                 await requeue(wl, WORKER_LOST,
@@ -126,7 +133,8 @@ class Dispatch:
                               "requeued, its copy there is deleted when it answers again")
             elif worker is not None:
                 kept.setdefault(worker.name, set()).add(wl["metadata"].get("uid", ""))
-        for worker in [w for w in workers if w.returning]:
+        for worker in [w for w in workers if w.returning and w.health.reachable]:
+            # its copies listed (it answers): those of Workloads moved meanwhile are known
             moved = [uid for uid in worker.copy_uids() if uid not in kept.get(worker.name, set())]
             for uid in moved:
                 if (copy := worker.copy_of(uid)) is not None:

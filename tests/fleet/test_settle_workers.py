@@ -125,3 +125,34 @@ async def test_the_clusters_an_admission_may_name_are_the_workers_and_the_manage
                                               "labels": {CLUSTER: "hq"}}})
     own.observe({"kind": "Node", "metadata": {"name": "m-n2", "resourceVersion": "1"}})
     assert fleet.clusters_known(own) == {"east", "west", "hq"}
+
+
+async def test_a_worker_not_connected_for_its_grace_period_is_lost(monkeypatch):
+    fleet = fleet_of("east")  # its Secret or kubeconfig is wrong: no worker is connected
+    now = [1000.0]
+    fleet.clock = lambda: now[0]
+    fleet._unconnected["east"] = now[0]
+    settled = _Settled(fleet, monkeypatch, _workload("there", "east"))
+    await settled.settle()
+    assert settled.requeued == []  # within the default grace period of 5 minutes
+    now[0] += 300
+    assert fleet.lost_unconnected() == {"east"}
+    await settled.settle()
+    assert settled.requeued == [("there", WORKER_LOST)]
+
+
+async def test_a_returning_worker_offers_its_nodes_once_its_moved_copies_are_listed_and_gone(
+        monkeypatch):
+    fleet = fleet_of("east")
+    east = _worker(fleet, "east", "moved")
+    east.returning = True
+    east.health = Health(False, "Syncing", "not listed yet")
+    settled = _Settled(fleet, monkeypatch, _workload("moved", "west"))
+    await settled.settle()
+    assert settled.deleted == [] and east.returning  # nothing decided before it answers
+    east.health = Health(True, "Connected", "")
+    await settled.settle()
+    assert settled.deleted == [("east", "job-moved")] and east.returning
+    east.copies["Job"].forget(east.copy_of("moved"))
+    await settled.settle()
+    assert not east.returning and east.offered

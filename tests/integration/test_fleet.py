@@ -7,7 +7,8 @@ whole in one worker and creates one copy there."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import yaml
@@ -40,7 +41,7 @@ from admitter.api.workload import (
     CONDITION_FINISHED,
     CONDITION_QUOTA_RESERVED,
 )
-from admitter.controller.dispatching import CONDITION_DISPATCHED, WORKER_REMOVED
+from admitter.controller.dispatching import CONDITION_DISPATCHED, WORKER_LOST, WORKER_REMOVED
 from admitter.controller.reconciler import Reconciler
 from admitter.fleet.worker import COPY_LABEL
 from admitter.kube import client as kube
@@ -280,6 +281,17 @@ async def _running(client: Kube, namespace: str, job: str, count: int) -> bool:
     return len(await pods_on(client, namespace, job)) == count
 
 
+async def _requeued_into(api: Kube, fleet: dict[str, Kube], namespace: str, job: str,
+                         worker: str, reason: str) -> Obj:
+    """Once the job's 2 pods run in `worker`, its requeue Event (`reason`): it was requeued
+    once and admitted again."""
+    await eventually(lambda: _running(fleet[worker], namespace, job, 2),
+                     f"{job} requeued and running in {worker}", 120)
+    (wl,) = await workloads(api, namespace)
+    assert wl["status"]["evictionCount"] == 1
+    return await event_on(api, namespace, job, reason)
+
+
 async def _running_in(fleet: dict[str, Kube], namespace: str, job: str, count: int) -> str | None:
     """The worker where the job's `count` pods run, if one."""
     for name, client in fleet.items():
@@ -288,8 +300,27 @@ async def _running_in(fleet: dict[str, Kube], namespace: str, job: str, count: i
     return None
 
 
+@contextlib.asynccontextmanager
+async def _cut(api: Kube, workers: dict[str, LocalCluster], name: str,
+               how: str) -> AsyncIterator[None]:
+    """The manager cut from worker `name` for the block: its API server stopped, or the
+    kubeconfig in its Secret broken."""
+    if how == "apiserver":
+        workers[name].pause("kube-apiserver")
+    else:
+        await secret(api, f"{name}-kubeconfig", b"{this is: [not a kubeconfig")
+    try:
+        yield
+    finally:
+        if how == "apiserver":
+            workers[name].resume("kube-apiserver")
+        else:
+            await secret(api, f"{name}-kubeconfig", workers[name].kubeconfig_path.read_bytes())
+
+
+@pytest.mark.parametrize("how", ["apiserver", "kubeconfig"])
 async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
-        api, namespace, team, fleet, kubeconfig, workers):
+        api, namespace, team, fleet, kubeconfig, workers, how):
     for name in WORKERS:
         await api.patch(kube.WORKER_CLUSTERS, name, {"spec": {"lostGracePeriod": "5s"}})
     await api.create(kube.JOBS, JobWrapper("roam", namespace).pods(2).obj())  # either holds it
@@ -307,14 +338,9 @@ async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
                 await asyncio.sleep(1.0)
 
         sampler = asyncio.create_task(sample())
-        workers[first].pause("kube-apiserver")
-        try:
-            await eventually(lambda: _running(fleet[other], namespace, "roam", 2),
-                             f"roam requeued and running in {other}", 120)
-            (wl,) = await workloads(api, namespace)
-            assert wl["status"]["evictionCount"] == 1  # requeued once, admitted again
-        finally:
-            workers[first].resume("kube-apiserver")
+        async with _cut(api, workers, first, how):
+            requeued = await _requeued_into(api, fleet, namespace, "roam", other, WORKER_LOST)
+            assert f"cluster {first}" in requeued["message"]
 
         async def moved_copy_gone() -> bool:
             return [w for w, _ in (await job_copies(fleet, namespace)).get("roam", [])] == [other]
@@ -443,11 +469,7 @@ async def test_a_deleted_worker_clusters_work_is_requeued_and_runs_elsewhere(
                                    "stay's 2 pods running in a worker", 90)
         (other,) = set(WORKERS) - {first}
         await api.delete(kube.WORKER_CLUSTERS, first)
-        await eventually(lambda: _running(fleet[other], namespace, "stay", 2),
-                         f"stay requeued and running in {other}", 120)
-        (wl,) = await workloads(api, namespace)
-        assert wl["status"]["evictionCount"] == 1  # requeued once, admitted again
-        requeued = await event_on(api, namespace, "stay", WORKER_REMOVED)
+        requeued = await _requeued_into(api, fleet, namespace, "stay", other, WORKER_REMOVED)
         assert f"its WorkerCluster {first} was deleted" in requeued["message"]
         assert set(controller.fleet.workers) == {other}  # its client and informers stopped
         # The manager no longer reaches the deleted worker: the copy there runs on.
