@@ -1,10 +1,13 @@
 """Carrying out an admission onto a worker cluster: the manager's job stays suspended, one
 copy runs in the worker (`fleet/dispatch.py`), its progress is shown on the Workload's
 `Dispatched` condition, and its end finishes the Workload. An evicted Workload's copy is deleted,
-and its quota released only once the copy and its pods are gone."""
+and its quota released only once the copy and its pods are gone. A copy whose Workload is gone
+(its job deleted on the manager) is deleted; a Workload admitted onto a worker that was lost or
+whose WorkerCluster was deleted is requeued."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -24,12 +27,19 @@ from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.registry import JobKinds
 from admitter.kube import client as kube
-from admitter.kube.informer import Informer
+from admitter.kube.core_values import admitted_cluster
+from admitter.kube.informer import READ_ERRORS, Informer
 from admitter.kube.objects import Obj, condition
 
+log = logging.getLogger(__name__)
 WORKER_LOST = "WorkerLost"
 """Evicted=True: the worker it was admitted onto did not answer for its grace period."""
+WORKER_REMOVED = "WorkerRemoved"
+"""Evicted=True: the WorkerCluster it was admitted onto was deleted."""
 Finish = Callable[[Obj, Obj | None, str, str, float], Awaitable[None]]
+Requeue = Callable[[Obj, str, str], Awaitable[object]]
+"""Requeue a Workload (reason, message) without waiting for its copy: the manager cannot
+reach it."""
 JobKey = tuple[str, str, str]
 
 
@@ -40,11 +50,13 @@ class CopyStillRunning(RuntimeError):
 
 class Dispatch:
     def __init__(self, fleet: Fleet, actions: Actions, kinds: JobKinds,
-                 workloads: Informer) -> None:
+                 workloads: Informer, own_nodes: Informer) -> None:
         self.fleet = fleet
         self.actions = actions
         self.kinds = kinds
         self.workloads = workloads
+        self.own_nodes = own_nodes
+        """The manager's own nodes: a cluster their labels name is no removed worker."""
 
     async def run(self, job: Obj, wl: Obj, now: float, finish: Finish) -> None:
         """Bring the copy of an admitted Workload along: delete copies left in other workers
@@ -89,24 +101,40 @@ class Dispatch:
         await self._show(wl, "True", "Running",
                          f"running in {where}: {progress(copy, self.kinds)}", now)
 
-    async def settle_workers(self, workloads: Iterable[Obj],
-                             requeue: Callable[[Obj, str], Awaitable[object]]) -> None:
-        """Requeue the Workloads admitted onto a lost worker; in a worker returning after it
-        was lost, delete the copies of Workloads no longer admitted there, then offer its
-        nodes again."""
+    async def settle_workers(self, workloads: Iterable[Obj], requeue: Requeue) -> None:
+        """Delete the copies no Workload stands for; requeue the Workloads admitted onto a
+        lost worker or a deleted WorkerCluster; in a worker returning after it was lost,
+        delete the copies of Workloads no longer admitted there, then offer its nodes again."""
+        await self._delete_orphans()
         workers = self.fleet.workers.values()
-        if not any(worker.lost or worker.returning for worker in workers):
-            return
+        known: set[str] | None = None  # read only once an admission names a cluster
+        unconnected = self.fleet.lost_unconnected()
         kept: dict[str, set[str]] = {}
         for wl in workloads:
             if not (wl.get("status") or {}).get("admission"):
                 continue
+            if (cluster := admitted_cluster(wl)) is not None:
+                known = self.fleet.clusters_known(self.own_nodes) if known is None else known
+                if cluster not in known:
+                    await requeue(wl, WORKER_REMOVED,
+                                  f"its WorkerCluster {cluster} was deleted; requeued (a copy "
+                                  "still running there is no longer reached, nor deleted)")
+                    continue
+                if cluster in unconnected:
+                    await requeue(wl, WORKER_LOST,
+                                  f"cluster {cluster} could not be connected to for its grace "
+                                  "period; requeued, its copy there is deleted once it is "
+                                  "connected")
+                    continue
             worker = self.fleet.worker_of(wl)
             if worker is not None and worker.lost:
-                await requeue(wl, worker.name)
+                await requeue(wl, WORKER_LOST,
+                              f"cluster {worker.name} did not answer for its grace period; "
+                              "requeued, its copy there is deleted when it answers again")
             elif worker is not None:
                 kept.setdefault(worker.name, set()).add(wl["metadata"].get("uid", ""))
-        for worker in [w for w in workers if w.returning]:
+        for worker in [w for w in workers if w.returning and w.health.reachable]:
+            # its copies listed (it answers): those of Workloads moved meanwhile are known
             moved = [uid for uid in worker.copy_uids() if uid not in kept.get(worker.name, set())]
             for uid in moved:
                 if (copy := worker.copy_of(uid)) is not None:
@@ -115,6 +143,31 @@ class Dispatch:
                 worker.returning = False
                 self.fleet.on_change("MODIFIED", {"kind": "WorkerCluster",
                                                   "metadata": {"name": worker.name}})
+
+    async def _delete_orphans(self) -> None:
+        """Delete, in every worker that answers, the copies whose Workload no longer exists
+        on the manager (its job was deleted, or finished and collected there): nothing would
+        ever stop them, and their pods would hold the worker's nodes as its own usage. A copy
+        is created only after its Workload's admission is in the cache, so a copy of a
+        Workload the cache lacks is one whose Workload is gone."""
+        held = [(worker, worker.copy_uids()) for worker in self.fleet.managed()
+                if worker.health.reachable]
+        if not any(uids for _, uids in held):
+            return
+        known = {wl["metadata"].get("uid") for wl in self.workloads.items()}
+        for worker, uids in held:
+            for uid in uids - known:
+                copy = worker.copy_of(uid)
+                if copy is None:
+                    continue  # only its pods are left: they go with it
+                log.info("cluster %s: deleting %s %s/%s, whose Workload is gone", worker.name,
+                         copy["kind"], copy["metadata"]["namespace"], copy["metadata"]["name"])
+                try:
+                    await delete_copy(worker, copy)
+                except READ_ERRORS as error:  # retried by the next pass
+                    log.warning("cluster %s: %s %s/%s not deleted: %s", worker.name,
+                                copy["kind"], copy["metadata"]["namespace"],
+                                copy["metadata"]["name"], error)
 
     async def recall(self, wl: Obj) -> None:
         """Delete every copy of the Workload; its pods go with them."""

@@ -29,7 +29,7 @@ from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
-from admitter.controller.dispatching import WORKER_LOST, Dispatch, copy_job_key
+from admitter.controller.dispatching import Dispatch, copy_job_key
 from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.metrics import Metrics
 from admitter.controller.orphans import Orphans
@@ -103,7 +103,7 @@ class Reconciler:
         """The worker clusters, if WorkerClusters name any; `namespace` (admitter's own) holds
         their kubeconfig Secrets."""
         self.dispatch = Dispatch(self.fleet, self.actions, self.caches.kinds,
-                                 self.caches.workloads)
+                                 self.caches.workloads, self.caches.nodes)
         self.creations: asyncio.Task[None] | None = None
         """The batch of Workload creations in flight, if any."""
         self.reports: asyncio.Task[None] | None = None
@@ -213,7 +213,8 @@ class Reconciler:
         await self.converge_jobs(now, jobs)
         await self.dispatch.settle_workers(
             self.caches.unfinished_workloads(),
-            lambda wl, worker: self._isolated("requeue", wl, self._requeue_lost(wl, worker, now)))
+            lambda wl, reason, message: self._isolated(
+                "requeue", wl, self._requeue_from_worker(wl, reason, message, now)))
         view = build_view(self.caches, self.settings, now, self.translations,
                           self.admitting.overlay, self.unreadable, self.usage, self.fleet)
         await self.orphans.finish(view.orphans, now, self._isolated, self._finish)
@@ -527,17 +528,17 @@ class Reconciler:
         message = f"{eviction.reason.value}{by}: {eviction.message}"
         self._record(wl, job, eviction.reason.value, message, now)
 
-    async def _requeue_lost(self, wl: Obj, worker: str, now: float) -> None:
-        """Requeue a Workload admitted onto a worker that stopped answering: its quota is
-        released although its copy may still run there (deleted once the worker answers)."""
-        message = (f"cluster {worker} did not answer for its grace period; requeued, its copy "
-                   "there is deleted when it answers again")
+    async def _requeue_from_worker(self, wl: Obj, reason: str, message: str,
+                                   now: float) -> None:
+        """Requeue a Workload admitted onto a worker the manager no longer reaches (lost, or
+        its WorkerCluster deleted): its quota is released although its copy may still run
+        there."""
         job = self.caches.job_of(wl)
-        updated, suspended = await self.actions.evict(wl, job, WORKER_LOST, message, now)
+        updated, suspended = await self.actions.evict(wl, job, reason, message, now)
         self.caches.workloads.observe(updated)
         if suspended is not None:
             self.caches.observe_job(suspended)
-        self._record(wl, job, WORKER_LOST, message, now)
+        self._record(wl, job, reason, message, now)
 
     async def _stop_elsewhere(self, wl: Obj) -> None:
         """Stop what runs for an evicted Workload outside its job: its plain Pod, or its copy

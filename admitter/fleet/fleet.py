@@ -11,6 +11,7 @@ import base64
 import binascii
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -23,6 +24,7 @@ from admitter.api.errors import InputError
 from admitter.api.workercluster import (
     CONDITION_KINDS_SERVED,
     CONDITION_REACHABLE,
+    DEFAULT_LOST_GRACE_PERIOD,
     WorkerCluster,
 )
 from admitter.core.model import GPU
@@ -59,6 +61,10 @@ class Fleet:
         self.clusters = Informer(client, kube.WORKER_CLUSTERS, self._cluster_changed,
                                  optional=True)
         self.workers: dict[str, Worker] = {}
+        self._unconnected: dict[str, float] = {}
+        """Per WorkerCluster the manager has no connection to (its Secret or kubeconfig is
+        wrong), since when: past its grace period it is lost, as a worker that stops
+        answering is (-inf: it was lost already when its connection went)."""
         self._sources: dict[str, tuple[str, tuple[tuple[str, str], ...], float]] = {}
         """Per worker, the kubeconfig text and labels it was connected with."""
         self._wake = asyncio.Event()
@@ -103,6 +109,8 @@ class Fleet:
         wanted = {wc["metadata"]["name"]: wc for wc in self.clusters.items()}
         for name in [n for n in self.workers if n not in wanted]:
             await self._drop(name)
+        for name in [n for n in self._unconnected if n not in wanted]:
+            del self._unconnected[name]
         # one at a time, a silent worker would hold up the others' probes
         outcomes = await asyncio.gather(*(self._sync_one(name, wc)
                                           for name, wc in wanted.items()),
@@ -114,8 +122,16 @@ class Fleet:
     async def _sync_one(self, name: str, wc: Obj) -> None:
         before = self.workers.get(name)
         offered = before is not None and before.offered
+        was_lost = name in self.lost_unconnected()
         health = await self._connect(name, wc)
-        if health is None:
+        if health is not None:  # not connected: lost once that lasts its grace period
+            self._unconnected.setdefault(name, -math.inf if before is not None and (
+                before.lost or before.returning) else self.clock())
+            if name in self.lost_unconnected() and not was_lost:
+                log.warning("fleet: worker %s lost: not connected for %.0fs", name,
+                            _grace(wc))
+                self.on_change("MODIFIED", wc)  # its Workloads are requeued
+        else:
             worker = self.workers[name]
             health = await worker.probe()
             lost = worker.lost
@@ -156,6 +172,9 @@ class Fleet:
         source = (encoded, tuple(sorted(spec.labels.items())), spec.lost_grace_period)
         if self._sources.get(name) == source and name in self.workers:
             return None
+        old = self.workers.get(name)
+        lost = name in self.lost_unconnected() or (old is not None and (old.lost
+                                                                       or old.returning))
         await self._drop(name)
         try:
             kubeconfig = _kubeconfig(encoded)
@@ -164,6 +183,9 @@ class Fleet:
             return Health(False, "InvalidKubeconfig",
                           f"Secret {self.namespace}/{ref.name} key {ref.key!r}: {error}")
         worker = Worker(name, client, spec.labels, self.on_change, spec.lost_grace_period)
+        # Lost before: the copies there of Workloads moved meanwhile go before its nodes do.
+        worker.returning = lost
+        self._unconnected.pop(name, None)
         worker.start()
         self.workers[name], self._sources[name] = worker, source
         log.info("fleet: connecting to worker %s", name)
@@ -243,8 +265,9 @@ class Fleet:
 
     def nodes(self) -> list[Obj]:
         """The nodes of every worker that answers, labelled with their cluster."""
-        return [node for worker in self.workers.values() if worker.offered
-                for node in worker.model_nodes()]
+        registered = set(self.names())
+        return [node for name, worker in self.workers.items()
+                if worker.offered and name in registered for node in worker.model_nodes()]
 
     def foreign_usage(self, workloads: Iterable[Obj]) -> dict[str, dict[str, int]]:
         """Per worker node, the requests of pods that no admission among `workloads`
@@ -271,6 +294,22 @@ class Fleet:
         return any(own_nodes.get("", hint.get("node", "")) is None
                    for hint in admission.get("nodeHints") or ())
 
+    def lost_unconnected(self) -> set[str]:
+        """The WorkerClusters not connected (their Secret or kubeconfig wrong) for longer
+        than their grace period: their Workloads are requeued, as a lost worker's are."""
+        now = self.clock()
+        return {name for name, since in self._unconnected.items() if name not in self.workers
+                and (wc := self.clusters.get("", name)) is not None
+                and now - since >= _grace(wc)}
+
+    def clusters_known(self, own_nodes: Informer) -> set[str]:
+        """The clusters an admission may name: the WorkerClusters and the clusters the
+        manager's own nodes are labelled with. An admission naming another was made onto a
+        WorkerCluster since deleted."""
+        own = {labels[CLUSTER] for node in own_nodes.items()
+               if CLUSTER in (labels := node["metadata"].get("labels") or {})}
+        return {*self.names(), *own}
+
     def worker_of(self, wl: Obj) -> Worker | None:
         """The worker whose nodes the Workload's admission names, if any."""
         admission = (wl.get("status") or {}).get("admission") or {}
@@ -287,8 +326,25 @@ class Fleet:
         """The workers still running a copy of the Workload (or its pods), each with the
         copy if its job is still there; a lost worker's are not waited for."""
         uid = wl["metadata"].get("uid", "")
-        return [(worker, worker.copy_of(uid)) for worker in self.workers.values()
-                if not worker.lost and worker.runs_copy(uid)]
+        return [(worker, worker.copy_of(uid)) for worker in self.managed()
+                if worker.runs_copy(uid)]
+
+    def managed(self) -> list[Worker]:
+        """The workers whose copies the manager looks after: not lost, and still registered
+        (a deleted WorkerCluster's worker is dropped moments later; meanwhile nothing of its
+        is touched, so what is left there does not depend on that moment)."""
+        registered = set(self.names())
+        return [worker for name, worker in self.workers.items()
+                if not worker.lost and name in registered]
+
+
+def _grace(wc: Obj) -> float:
+    """The WorkerCluster's `lostGracePeriod`, or the default when its spec is invalid."""
+    try:
+        return WorkerCluster.model_validate(
+            {k: v for k, v in wc.items() if k != "status"}).spec.lost_grace_period
+    except ValidationError:
+        return DEFAULT_LOST_GRACE_PERIOD
 
 
 def _kinds_served(worker: Worker) -> tuple[str, bool, str, str]:

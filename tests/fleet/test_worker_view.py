@@ -5,11 +5,12 @@ import asyncio
 import base64
 
 import pytest
+from fleet_builders import fleet_of
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter.core.topology import CLUSTER
-from admitter.fleet.fleet import Fleet, _kubeconfig
+from admitter.fleet.fleet import _kubeconfig
 from admitter.fleet.worker import (
     COPY_LABEL,
     Health,
@@ -84,15 +85,6 @@ async def test_a_copy_is_found_by_its_workloads_uid_until_it_and_its_pods_are_go
     assert not worker.runs_copy("w1")
 
 
-def _fleet(*clusters: str) -> Fleet:
-    fleet = Fleet(Kube(client.ApiClient(client.Configuration())), "admitter-system",
-                  lambda event, obj: None)
-    for name in clusters:
-        fleet.clusters.observe({"kind": "WorkerCluster", "metadata": {
-            "name": name, "resourceVersion": "1"}, "spec": {"kubeconfig": {"name": name}}})
-    return fleet
-
-
 def _admitted(domain: dict, *nodes: str) -> dict:
     return {"metadata": {"name": "w", "namespace": "ml", "uid": "w1"},
             "status": {"admission": {"topologyDomain": domain, "nodeHints": [
@@ -100,7 +92,7 @@ def _admitted(domain: dict, *nodes: str) -> dict:
 
 
 async def test_without_worker_clusters_the_managers_nodes_are_all_it_offers():
-    fleet = _fleet()
+    fleet = fleet_of()
     own = [_node("m-n1"), _node("m-n2", labels={CLUSTER: "here"})]
     assert not fleet.active and fleet.own_nodes(own) == own and fleet.nodes() == []
     own_nodes = Informer(fleet.kube, kube.NODES, lambda event, obj: None)
@@ -108,7 +100,7 @@ async def test_without_worker_clusters_the_managers_nodes_are_all_it_offers():
 
 
 async def test_an_admission_onto_a_worker_no_longer_registered_is_never_started_here():
-    fleet = _fleet()
+    fleet = fleet_of()
     own_nodes = Informer(fleet.kube, kube.NODES, lambda event, obj: None)
     own_nodes.observe(_node("m-n1", labels={CLUSTER: "here"}))
     assert fleet.runs_elsewhere(_admitted({CLUSTER: "east"}, "e-n1"), own_nodes)
@@ -116,13 +108,13 @@ async def test_an_admission_onto_a_worker_no_longer_registered_is_never_started_
 
 
 async def test_in_a_fleet_the_manager_offers_only_its_nodes_that_name_a_cluster():
-    fleet = _fleet("east")
+    fleet = fleet_of("east")
     own = [_node("m-n1"), _node("m-n2", labels={CLUSTER: "here"})]
     assert [n["metadata"]["name"] for n in fleet.own_nodes(own)] == ["m-n2"]
 
 
 async def test_an_admission_runs_elsewhere_when_it_names_a_worker_or_nodes_not_the_managers():
-    fleet = _fleet("east", "west")
+    fleet = fleet_of("east", "west")
     own_nodes = Informer(fleet.kube, kube.NODES, lambda event, obj: None)
     own_nodes.observe(_node("m-n1", labels={CLUSTER: "here"}))
     assert fleet.runs_elsewhere(_admitted({CLUSTER: "east"}, "e-n1"), own_nodes)
@@ -132,7 +124,7 @@ async def test_an_admission_runs_elsewhere_when_it_names_a_worker_or_nodes_not_t
 
 
 async def test_the_worker_of_an_admission_is_found_by_cluster_or_by_its_nodes():
-    fleet = _fleet("east", "west")
+    fleet = fleet_of("east", "west")
     east, west = _worker("east"), _worker("west")
     west.nodes.observe(_node("w-n1"))
     fleet.workers.update(east=east, west=west)
@@ -142,7 +134,7 @@ async def test_the_worker_of_an_admission_is_found_by_cluster_or_by_its_nodes():
 
 
 async def test_only_workers_that_answer_offer_their_nodes():
-    fleet = _fleet("east")
+    fleet = fleet_of("east")
     east = _worker("east")
     east.nodes.observe(_node("e-n1"))
     fleet.workers["east"] = east
@@ -227,7 +219,7 @@ async def _without_the_jobset_crd(worker: Worker) -> None:
 
 
 async def test_a_worker_without_the_jobset_crd_takes_no_jobset_and_every_job():
-    fleet = _fleet("east", "west", "south")
+    fleet = fleet_of("east", "west", "south")
     east, west = _worker("east"), _worker("west")
     fleet.workers.update(east=east, west=west)  # south is not connected: it offers no nodes
     await _without_the_jobset_crd(west)

@@ -3,23 +3,36 @@ GPUs) and `east` (4 nodes of 8 GPUs) are workers, each with KWOK GPU nodes, its 
 and kube-scheduler. Jobs are submitted to the manager; the manager's controller places each
 whole in one worker and creates one copy there."""
 
+# ruff: noqa: F401, F811 (fleet_world's fixtures are imported, then named as parameters)
 from __future__ import annotations
 
 import asyncio
-import base64
-import secrets
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import yaml
 from admitter_world import (
     ControllerProcess,
-    apply_all,
     in_process_controller,
     priority_class,
     workloads,
 )
-from kubernetes_asyncio.client.exceptions import ApiException
+from fleet_world import (
+    WORKERS,
+    admitted_gpus,
+    fleet,
+    fleet_namespace,
+    job_copies,
+    over_capacity,
+    pods_on,
+    reachable,
+    secret,
+    team,
+    worker_cluster,
+    workers,
+)
+from teams_world import event_on
 
 from admitter.api.contract import MIN_RUNTIME_ANNOTATION, QUEUE_LABEL
 from admitter.api.workercluster import CONDITION_KINDS_SERVED, CONDITION_REACHABLE
@@ -28,7 +41,7 @@ from admitter.api.workload import (
     CONDITION_FINISHED,
     CONDITION_QUOTA_RESERVED,
 )
-from admitter.controller.dispatching import CONDITION_DISPATCHED
+from admitter.controller.dispatching import CONDITION_DISPATCHED, WORKER_LOST, WORKER_REMOVED
 from admitter.controller.reconciler import Reconciler
 from admitter.fleet.worker import COPY_LABEL
 from admitter.kube import client as kube
@@ -37,117 +50,19 @@ from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
 from admitter.kubectl.clusters import cluster_rows
 from admitter.kubectl.explain import explain_workload
 from admitter.kubectl.state import QueueReading, read_state
-from admitter.testing import Binaries, GpuNodeLayout, LocalCluster
+from admitter.testing import LocalCluster
 from admitter.testing.jobset_operator import JOBSET, running_jobset_operator
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper, leaf_queue
+from builders.kube import JobWrapper
 
 pytestmark = pytest.mark.integration
-ADMITTER_NAMESPACE = "admitter-system"
-WORKERS = {"west": GpuNodeLayout(nodes=2, name_prefix="west-node"),
-           "east": GpuNodeLayout(nodes=4, name_prefix="east-node")}
-
-
-@pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
-    """Two worker control planes, started one after the other (the machine is small)."""
-    binaries = Binaries.locate().require()
-    started: dict[str, LocalCluster] = {}
-    try:
-        for name, layout in WORKERS.items():
-            started[name] = LocalCluster.start(tmp_path_factory.mktemp(name), layout, binaries)
-        yield started
-    finally:
-        for cluster in started.values():
-            cluster.stop()
-
-
-async def _secret(api: Kube, name: str, kubeconfig: bytes) -> None:
-    body = {"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": ADMITTER_NAMESPACE},
-            "data": {"kubeconfig": base64.b64encode(kubeconfig).decode()}}
-    try:
-        await api.create(kube.SECRETS, body)
-    except ApiException as error:
-        if not kube.is_conflict(error):
-            raise
-        await api.replace(kube.SECRETS, body)
-
-
-def _worker_cluster(name: str, secret: str) -> Obj:
-    return {"apiVersion": "admitter.dev/v1alpha1", "kind": "WorkerCluster",
-            "metadata": {"name": name},
-            "spec": {"kubeconfig": {"name": secret}, "labels": {"example.com/cost": name}}}
-
-
-@pytest.fixture
-async def fleet(api: Kube, workers: dict[str, LocalCluster]) -> AsyncIterator[dict[str, Kube]]:
-    """The workers registered on the manager (Secret + WorkerCluster), and a client of each;
-    unregistered afterwards, so later tests see a single cluster again."""
-    try:
-        await api.create(kube.Kind("v1", "namespaces", False),
-                         {"metadata": {"name": ADMITTER_NAMESPACE}})
-    except ApiException as error:
-        if not kube.is_conflict(error):
-            raise
-    clients = {}
-    for name, cluster in workers.items():
-        await _secret(api, f"{name}-kubeconfig", cluster.kubeconfig_path.read_bytes())
-        await api.create(kube.WORKER_CLUSTERS, _worker_cluster(name, f"{name}-kubeconfig"))
-        clients[name] = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
-    try:
-        yield clients
-    finally:
-        for wc in (await api.list(kube.WORKER_CLUSTERS))["items"]:
-            await api.delete(kube.WORKER_CLUSTERS, wc["metadata"]["name"])
-        for client in clients.values():
-            await client.close()
-
-
-@pytest.fixture
-async def team(api: Kube, namespace: str, fleet: dict[str, Kube]) -> AsyncIterator[str]:
-    """A LocalQueue `default` in the test's namespace over 64 GPUs of quota, the namespace made
-    in every worker too (a copy lands in its job's namespace); its jobs deleted afterwards."""
-    name = f"fleet-{secrets.token_hex(3)}"
-    await apply_all(api, *leaf_queue(name, 64, namespace=namespace))
-    for client in fleet.values():
-        await client.create(kube.Kind("v1", "namespaces", False), {"metadata": {"name": namespace}})
-    yield name
-    # one collection delete per cluster: deleting Jobs listed a moment earlier races the
-    # garbage collector, which may already have taken a deleted JobSet's own Jobs
-    for client in (api, *fleet.values()):
-        await client.request("DELETE", kube.JOBS.path(namespace),
-                             {"propagationPolicy": "Background"})
-
-
-async def _reachable(api: Kube, name: str) -> Obj | None:
-    wc = await api.get(kube.WORKER_CLUSTERS, name)
-    found = condition(wc, CONDITION_REACHABLE) or {}
-    return wc if found.get("status") == "True" else None
-
-
-async def _copies(clients: dict[str, Kube], namespace: str) -> dict[str, list[tuple[str, Obj]]]:
-    """Job name → the workers running a copy of it, with the copy."""
-    found: dict[str, list[tuple[str, Obj]]] = {}
-    for worker, client in clients.items():
-        listed = await client.request("GET", kube.JOBS.path(namespace),
-                                      query={"labelSelector": COPY_LABEL})
-        for job in listed["items"]:
-            found.setdefault(job["metadata"]["name"], []).append((worker, job))
-    return found
-
-
-async def _pods_on(client: Kube, namespace: str, job: str) -> list[Obj]:
-    listed = await client.request("GET", kube.PODS.path(namespace), query={
-        "labelSelector": f"batch.kubernetes.io/job-name={job}"})
-    return [p for p in listed["items"] if (p.get("status") or {}).get("phase") == "Running"]
 
 
 async def test_workers_report_their_nodes_and_gpus(api, fleet, kubeconfig):
     async with in_process_controller(kubeconfig):
         for name, layout in WORKERS.items():
-            wc = await eventually(lambda n=name: _reachable(api, n), f"{name} reachable", 60)
+            wc = await eventually(lambda n=name: reachable(api, n), f"{name} reachable", 60)
             assert (wc["status"]["nodes"], wc["status"]["gpus"]) == (
                 layout.nodes, layout.nodes * layout.gpus_per_node)
 
@@ -159,13 +74,13 @@ async def test_a_gang_lands_whole_in_the_one_worker_that_holds_it(api, namespace
     await api.create(kube.JOBS, job)
     async with in_process_controller(kubeconfig) as controller:
         async def running_in_east() -> list[Obj] | None:
-            pods = await _pods_on(fleet["east"], namespace, "gang")
+            pods = await pods_on(fleet["east"], namespace, "gang")
             return pods if len(pods) == 3 else None
 
         pods = await eventually(running_in_east, "the gang's 3 pods running in east", 90)
         assert {p["spec"]["nodeName"] for p in pods} <= {
             WORKERS["east"].node_name(i) for i in range(WORKERS["east"].nodes)}
-        copies = await _copies(fleet, namespace)
+        copies = await job_copies(fleet, namespace)
         assert [worker for worker, _ in copies["gang"]] == ["east"]
         (wl,) = await workloads(api, namespace)
         assert copies["gang"][0][1]["metadata"]["labels"][COPY_LABEL] == wl["metadata"]["uid"]
@@ -227,18 +142,18 @@ async def test_a_gang_larger_than_every_worker_waits_naming_the_largest(api, nam
         found = await explain_workload(api, state, wl)
         assert "the largest room is 32, in cluster east" in found["message"]
         assert found["wouldStart"].startswith("never: no cluster has 40 free nvidia.com/gpu")
-        assert await _copies(fleet, namespace) == {}
+        assert await job_copies(fleet, namespace) == {}
 
 
 async def test_a_worker_with_a_wrong_kubeconfig_is_told_and_the_rest_keep_admitting(
         api, namespace, team, fleet, kubeconfig, workers):
     unreachable = yaml.safe_load(workers["west"].kubeconfig_path.read_text())
     unreachable["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # nothing listens
-    await _secret(api, "garbage-kubeconfig", b"{this is: [not a kubeconfig")
-    await _secret(api, "nowhere-kubeconfig", yaml.safe_dump(unreachable).encode())
-    await api.create(kube.WORKER_CLUSTERS, _worker_cluster("garbage", "garbage-kubeconfig"))
-    await api.create(kube.WORKER_CLUSTERS, _worker_cluster("nowhere", "nowhere-kubeconfig"))
-    await api.create(kube.WORKER_CLUSTERS, _worker_cluster("unnamed", "no-such-secret"))
+    await secret(api, "garbage-kubeconfig", b"{this is: [not a kubeconfig")
+    await secret(api, "nowhere-kubeconfig", yaml.safe_dump(unreachable).encode())
+    await api.create(kube.WORKER_CLUSTERS, worker_cluster("garbage", "garbage-kubeconfig"))
+    await api.create(kube.WORKER_CLUSTERS, worker_cluster("nowhere", "nowhere-kubeconfig"))
+    await api.create(kube.WORKER_CLUSTERS, worker_cluster("unnamed", "no-such-secret"))
     await api.create(kube.JOBS, JobWrapper("small", namespace).pods(2).obj())
     async with in_process_controller(kubeconfig):
         async def told(name: str, reason: str) -> Obj | None:
@@ -258,11 +173,11 @@ async def test_a_worker_with_a_wrong_kubeconfig_is_told_and_the_rest_keep_admitt
         assert "127.0.0.1:9" in nowhere["message"] or "onnect" in nowhere["message"]
 
         async def running_somewhere() -> list | None:
-            copies = (await _copies(fleet, namespace)).get("small", [])
+            copies = (await job_copies(fleet, namespace)).get("small", [])
             if len(copies) != 1:
                 return None
             worker, _ = copies[0]
-            return copies if len(await _pods_on(fleet[worker], namespace, "small")) == 2 else None
+            return copies if len(await pods_on(fleet[worker], namespace, "small")) == 2 else None
 
         await eventually(running_somewhere, "the job running in one good worker", 90)
 
@@ -276,21 +191,21 @@ async def test_a_manager_killed_mid_dispatch_leaves_one_copy_per_admission(
 
     async def sample() -> None:
         while True:
-            seen_twice.extend(n for n, found in (await _copies(fleet, namespace)).items()
+            seen_twice.extend(n for n, found in (await job_copies(fleet, namespace)).items()
                               if len(found) > 1)
             await asyncio.sleep(0.5)
 
     sampler = asyncio.create_task(sample())
     try:
         for _ in range(3):  # killed as soon as its first new copies appear, mid-batch
-            before = len(await _copies(fleet, namespace))
+            before = len(await job_copies(fleet, namespace))
             if before == len(names):
                 break
             controller = ControllerProcess(kubeconfig, tmp_path / "controller.log",
                                            "--no-leader-elect")
             try:
                 async def more(before: int = before) -> bool:
-                    return len(await _copies(fleet, namespace)) > before
+                    return len(await job_copies(fleet, namespace)) > before
 
                 await eventually(more, "the controller to create copies", 90, interval=0.05)
             finally:
@@ -298,7 +213,7 @@ async def test_a_manager_killed_mid_dispatch_leaves_one_copy_per_admission(
         final = ControllerProcess(kubeconfig, tmp_path / "controller.log", "--no-leader-elect")
         try:
             async def all_dispatched() -> dict | None:
-                copies = await _copies(fleet, namespace)
+                copies = await job_copies(fleet, namespace)
                 return copies if set(copies) == set(names) else None
 
             copies = await eventually(all_dispatched, "a copy of every job", 120)
@@ -335,7 +250,7 @@ async def test_a_preempted_copy_is_deleted_before_its_room_is_given_again(
                              "high's 3 pods running in east", 120)
         finally:
             sampler.cancel()
-        copies = await _copies(fleet, namespace)
+        copies = await job_copies(fleet, namespace)
         assert [worker for worker, _ in copies["high"]] == ["east"]
         assert "low" not in copies  # its copy deleted
         low = next(wl for wl in await workloads(api, namespace)
@@ -363,65 +278,81 @@ async def _sample_gpus(client: Kube, namespace: str, into: list[int]) -> None:
 
 
 async def _running(client: Kube, namespace: str, job: str, count: int) -> bool:
-    return len(await _pods_on(client, namespace, job)) == count
+    return len(await pods_on(client, namespace, job)) == count
 
 
+async def _requeued_into(api: Kube, fleet: dict[str, Kube], namespace: str, job: str,
+                         worker: str, reason: str) -> Obj:
+    """Once the job's 2 pods run in `worker`, its requeue Event (`reason`): it was requeued
+    once and admitted again."""
+    await eventually(lambda: _running(fleet[worker], namespace, job, 2),
+                     f"{job} requeued and running in {worker}", 120)
+    (wl,) = await workloads(api, namespace)
+    assert wl["status"]["evictionCount"] == 1
+    return await event_on(api, namespace, job, reason)
+
+
+async def _running_in(fleet: dict[str, Kube], namespace: str, job: str, count: int) -> str | None:
+    """The worker where the job's `count` pods run, if one."""
+    for name, client in fleet.items():
+        if await _running(client, namespace, job, count):
+            return name
+    return None
+
+
+@contextlib.asynccontextmanager
+async def _cut(api: Kube, workers: dict[str, LocalCluster], name: str,
+               how: str) -> AsyncIterator[None]:
+    """The manager cut from worker `name` for the block: its API server stopped, or the
+    kubeconfig in its Secret broken."""
+    if how == "apiserver":
+        workers[name].pause("kube-apiserver")
+    else:
+        await secret(api, f"{name}-kubeconfig", b"{this is: [not a kubeconfig")
+    try:
+        yield
+    finally:
+        if how == "apiserver":
+            workers[name].resume("kube-apiserver")
+        else:
+            await secret(api, f"{name}-kubeconfig", workers[name].kubeconfig_path.read_bytes())
+
+
+@pytest.mark.parametrize("how", ["apiserver", "kubeconfig"])
 async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
-        api, namespace, team, fleet, kubeconfig, workers):
+        api, namespace, team, fleet, kubeconfig, workers, how):
     for name in WORKERS:
         await api.patch(kube.WORKER_CLUSTERS, name, {"spec": {"lostGracePeriod": "5s"}})
     await api.create(kube.JOBS, JobWrapper("roam", namespace).pods(2).obj())  # either holds it
     async with in_process_controller(kubeconfig):
-        async def running_in() -> str | None:
-            for name, client in fleet.items():
-                if await _running(client, namespace, "roam", 2):
-                    return name
-            return None
-
-        first = await eventually(running_in, "roam's 2 pods running in a worker", 90)
+        first = await eventually(lambda: _running_in(fleet, namespace, "roam", 2),
+                                   "roam's 2 pods running in a worker", 90)
         (other,) = set(WORKERS) - {first}
         over: list[dict[str, int]] = []
 
         async def sample() -> None:  # every second: no worker admitted past its nodes
             while True:
-                admitted = await _admitted_gpus(api, namespace)
-                if any(gpus > WORKERS[name].nodes * WORKERS[name].gpus_per_node
-                       for name, gpus in admitted.items()):
+                admitted = await admitted_gpus(api, namespace)
+                if over_capacity(admitted):
                     over.append(admitted)
                 await asyncio.sleep(1.0)
 
         sampler = asyncio.create_task(sample())
-        workers[first].pause("kube-apiserver")
-        try:
-            await eventually(lambda: _running(fleet[other], namespace, "roam", 2),
-                             f"roam requeued and running in {other}", 120)
-            (wl,) = await workloads(api, namespace)
-            assert wl["status"]["evictionCount"] == 1  # requeued once, admitted again
-        finally:
-            workers[first].resume("kube-apiserver")
+        async with _cut(api, workers, first, how):
+            requeued = await _requeued_into(api, fleet, namespace, "roam", other, WORKER_LOST)
+            assert f"cluster {first}" in requeued["message"]
 
         async def moved_copy_gone() -> bool:
-            return [w for w, _ in (await _copies(fleet, namespace)).get("roam", [])] == [other]
+            return [w for w, _ in (await job_copies(fleet, namespace)).get("roam", [])] == [other]
 
         try:
             await eventually(moved_copy_gone, f"{first}'s copy of roam deleted once it answers",
                              120)
         finally:
             sampler.cancel()
-        await eventually(lambda: _reachable(api, first), f"{first} reachable again", 60)
+        await eventually(lambda: reachable(api, first), f"{first} reachable again", 60)
         assert await _running(fleet[other], namespace, "roam", 2)
         assert over == []
-
-
-async def _admitted_gpus(api: Kube, namespace: str) -> dict[str, int]:
-    """Per worker, the GPUs the manager's admissions hint onto its nodes."""
-    found: dict[str, int] = {}
-    for wl in await workloads(api, namespace):
-        gpus = int(wl["spec"]["podSets"][0]["requests"].get("nvidia.com/gpu", 0))
-        for hint in ((wl.get("status") or {}).get("admission") or {}).get("nodeHints", []):
-            worker = hint["node"].split("-node-")[0]
-            found[worker] = found.get(worker, 0) + gpus * hint["count"]
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -528,3 +459,38 @@ async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_
 async def _jobset_names(client: Kube, namespace: str) -> list[str]:
     listed = await client.request("GET", kube.JOBSETS.path(namespace))
     return [js["metadata"]["name"] for js in listed["items"]]
+
+
+async def test_a_deleted_worker_clusters_work_is_requeued_and_runs_elsewhere(
+        api, namespace, team, fleet, kubeconfig):
+    await api.create(kube.JOBS, JobWrapper("stay", namespace).pods(2).obj())  # either holds it
+    async with in_process_controller(kubeconfig) as controller:
+        first = await eventually(lambda: _running_in(fleet, namespace, "stay", 2),
+                                   "stay's 2 pods running in a worker", 90)
+        (other,) = set(WORKERS) - {first}
+        await api.delete(kube.WORKER_CLUSTERS, first)
+        requeued = await _requeued_into(api, fleet, namespace, "stay", other, WORKER_REMOVED)
+        assert f"its WorkerCluster {first} was deleted" in requeued["message"]
+        assert set(controller.fleet.workers) == {other}  # its client and informers stopped
+        # The manager no longer reaches the deleted worker: the copy there runs on.
+        assert sorted(w for w, _ in (await job_copies(fleet, namespace))["stay"]) == sorted(
+            WORKERS)
+
+
+async def test_a_copy_whose_job_is_deleted_on_the_manager_is_deleted_in_its_worker(
+        api, namespace, team, fleet, kubeconfig):
+    await api.create(kube.JOBS, JobWrapper("gone", namespace).pods(2).obj())
+    async with in_process_controller(kubeconfig):
+        worker = await eventually(lambda: _running_in(fleet, namespace, "gone", 2),
+                                   "gone's 2 pods running in a worker", 90)
+        await api.delete(kube.JOBS, "gone", namespace, {"propagationPolicy": "Background"})
+
+        async def copy_and_pods_gone() -> bool:
+            listed = await fleet[worker].request("GET", kube.PODS.path(namespace), query={
+                "labelSelector": "batch.kubernetes.io/job-name=gone"})
+            return (await job_copies(fleet, namespace) == {}
+                    and not any(p["status"].get("phase") not in TERMINAL_POD_PHASES
+                                for p in listed["items"]))
+
+        await eventually(copy_and_pods_gone, f"gone's copy and pods deleted in {worker}", 90)
+        assert await workloads(api, namespace) == []
