@@ -29,7 +29,7 @@ from admitter.controller.actions import Actions, admission_status, finish_reason
 from admitter.controller.admitting import Admitting, NotWritten
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.converge import Step, converge_step, queue_of
-from admitter.controller.dispatching import Dispatch, copy_job_key
+from admitter.controller.dispatching import CopyStillRunning, Dispatch, copy_job_key
 from admitter.controller.frozen_heap import decide_frozen, one_at_a_time
 from admitter.controller.metrics import Metrics
 from admitter.controller.orphans import Orphans
@@ -427,8 +427,11 @@ class Reconciler:
         if failed:
             # The admissions were decided on the room these evictions make; without it
             # they would over-commit. They are decided again by the next pass.
-            log.warning("%d of %d evictions failed, admissions wait for the next pass: %s",
-                        len(failed), len(outcomes), failed[0])
+            # a copy still being deleted in a worker is the expected wait, not a fault
+            waiting = all(isinstance(outcome, CopyStillRunning) for outcome in failed)
+            log.log(logging.INFO if waiting else logging.WARNING,
+                    "%d of %d evictions not done, admissions wait for the next pass: %s",
+                    len(failed), len(outcomes), failed[0])
             admissions = ()
         evicted = [e.key for e, outcome in zip(result.evictions, outcomes, strict=True)
                    if not isinstance(outcome, BaseException)]
