@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.registry import KINDS, JobKinds
 from admitter.jobs.templated import TemplatedJob
 from admitter.kube.objects import Obj
-from admitter.kube.shared import SharedParts, Sharing, share_at
+from admitter.kube.shared import DROP, Rebuilt, SharedParts, Sharing
 
 POD_SPEC_READ = ("containers", "initContainers", "overhead", "resourceClaims", "affinity",
                  "nodeSelector", "tolerations", "priorityClassName", "schedulingGates")
@@ -29,40 +30,55 @@ device claims, where its pods may run, their priority, their gates."""
 CONTAINER_READ = ("name", "resources", "restartPolicy")
 """A container's fields admitter reads: its requests (and claims), and whether an init
 container is a native sidecar."""
+UNREAD: dict[str, tuple[tuple[str, ...], ...]] = {BatchJob.kind: (("spec", "selector"),)}
+"""Fields of a kind admitter never reads, dropped from cached jobs: a Job's `selector`, which
+the Job controller generates from the Job's uid (a copy in a worker gets its own)."""
 _PROJECTION_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-"""What a malformed job raises while its pod templates are found: it is kept whole, and the
-pass that reads it names the field."""
+"""What a malformed job raises while its pod templates are found."""
 
 
 class JobProjection:
     """Projects the jobs of one controller's caches, sharing equal parts among them: pod
-    specs, and the labels, annotations and status most jobs of one queue repeat."""
+    specs, template annotations, and the labels, annotations and status most jobs of one
+    queue repeat."""
 
     def __init__(self, kinds: JobKinds = KINDS) -> None:
         self.kinds = kinds
         self.pod_specs = SharedParts()
+        self.template_annotations = SharedParts()
         self.sharing = Sharing(("metadata", "labels"), ("metadata", "annotations"), ("status",))
 
     def __call__(self, obj: Obj) -> Obj:
-        """`obj` with each pod template's spec projected (a new object; `obj` is not
-        changed). A kind without pod templates of its own (a TrainJob: its pod specs are
-        in its runtime) keeps its spec whole."""
+        """`obj` with each pod template's spec projected and its UNREAD fields dropped (a
+        new object; `obj` is not changed). A kind without pod templates of its own (a
+        TrainJob: its pod specs are in its runtime) keeps its spec whole, and so do the
+        templates of a job whose templates cannot be found (the pass that reads it names the
+        field)."""
         kind = self.kinds.suspendable.get(obj.get("kind") or "Job")
         if kind is None:
             return obj
-        projected = obj
+        projected = Rebuilt(obj)
+        for path in UNREAD.get(kind.kind, ()):
+            projected.share(path, _dropped)
         if isinstance(kind, TemplatedJob):
             try:
-                for _, _, path in kind.pod_set_shapes(obj):
-                    projected = share_at(projected, path, self._pod_spec)
+                shapes = kind.pod_set_shapes(obj)
             except _PROJECTION_ERRORS:
-                projected = obj
-        return self.sharing(projected)
+                shapes = []
+            for _, _, path in shapes:
+                projected.share(path, self._pod_spec)
+                projected.share((*path[:-1], "metadata", "annotations"),
+                                self.template_annotations)
+        return self.sharing(projected.root)
 
     def _pod_spec(self, pod_spec: Any) -> Any:
         if not isinstance(pod_spec, dict):
             return pod_spec
         return self.pod_specs(project_pod_spec(pod_spec))
+
+
+def _dropped(part: Any) -> Any:
+    return DROP
 
 
 def project_pod_spec(pod_spec: Obj) -> Obj:

@@ -8,8 +8,7 @@ patch), which is what makes sharing safe."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from admitter.kube.objects import Obj
@@ -18,6 +17,8 @@ SHARED_PARTS = 4096
 """Distinct values a table keeps: the least recently met goes first, so it stays small
 whatever the cluster runs and keeps the shapes met often."""
 Path = tuple[str, ...]
+DROP: Any = object()
+"""What a `share` given to `share_at` returns to take the part out."""
 
 
 class SharedParts:
@@ -31,9 +32,9 @@ class SharedParts:
 
     def __call__(self, value: Any) -> Any:
         """The value kept equal to `value`, or `value`, kept from now on."""
-        if not isinstance(value, dict | list) or not value:
+        if not isinstance(value, dict | list):
             return value
-        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        key = repr(value)  # equal reprs: equal JSON values (the same keys in the same order)
         found = self._kept.pop(key, None)
         if found is None:
             found = value
@@ -54,35 +55,60 @@ class Sharing:
         self.tables = {path: SharedParts() for path in paths}
 
     def __call__(self, obj: Obj) -> Obj:
+        rebuilt = Rebuilt(obj)
         for path, table in self.tables.items():
-            obj = share_at(obj, path, table)
-        return obj
+            rebuilt.share(path, table)
+        return rebuilt.root
+
+
+class Rebuilt:
+    """An object with some parts replaced, built without changing the object given: the
+    dicts and lists on the paths to the parts replaced are copied, each once, and everything
+    else is shared with the object given."""
+
+    def __init__(self, obj: Obj) -> None:
+        self.root = obj
+        self._copies: set[int] = set()
+        """The containers made here, changed in place from then on."""
+
+    def share(self, path: Path, share: Callable[[Any], Any]) -> None:
+        """The part at `path` replaced by `share(part)`, or taken out if that is DROP; nothing
+        changes when the path is not there or `share` gives the part itself."""
+        part: Any = self.root
+        for step in path:
+            if isinstance(part, list) and step.isdigit() and int(step) < len(part):
+                part = part[int(step)]
+            elif isinstance(part, dict) and step in part:
+                part = part[step]
+            else:
+                return
+        value = share(part)
+        if value is part or not path:
+            return
+        self.root = self._copied(self.root)
+        node: Any = self.root
+        for step in path[:-1]:
+            key: Any = int(step) if isinstance(node, list) else step
+            child = self._copied(node[key])
+            node[key] = child
+            node = child
+        last: Any = int(path[-1]) if isinstance(node, list) else path[-1]
+        if value is DROP:
+            del node[last]
+        else:
+            node[last] = value
+
+    def _copied(self, container: Any) -> Any:
+        if id(container) in self._copies:
+            return container
+        made = list(container) if isinstance(container, list) else dict(container)
+        self._copies.add(id(made))
+        return made
 
 
 def share_at(obj: Obj, path: Path, share: Callable[[Any], Any]) -> Obj:
-    """`obj` with the part at `path` replaced by `share(part)`: a new object if that gave
-    another value (only the dicts on the path copied), else `obj` itself; `obj` is not
-    changed, nor is anything when the path is not there."""
-    part: Any = obj
-    for step in path:
-        if isinstance(part, list) and step.isdigit() and int(step) < len(part):
-            part = part[int(step)]
-        elif isinstance(part, dict) and step in part:
-            part = part[step]
-        else:
-            return obj
-    value = share(part)
-    return obj if value is part else replaced(obj, path, value)
-
-
-def replaced(obj: Any, path: Sequence[str], value: Any) -> Any:
-    """A copy of `obj` with `value` at `path` (dict keys, list indexes as digits): only the
-    dicts and lists on the path are copied, everything else is shared with `obj`."""
-    if not path:
-        return value
-    step, rest = path[0], path[1:]
-    if isinstance(obj, list):
-        copied = list(obj)
-        copied[int(step)] = replaced(obj[int(step)], rest, value)
-        return copied
-    return {**obj, step: replaced(obj[step], rest, value)}
+    """`obj` with the part at `path` replaced by `share(part)` (`Rebuilt.share`): a new
+    object if that changed anything, else `obj` itself, which is not changed."""
+    rebuilt = Rebuilt(obj)
+    rebuilt.share(path, share)
+    return rebuilt.root

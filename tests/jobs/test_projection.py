@@ -237,6 +237,7 @@ def test_a_projection_keeps_of_each_pod_spec_only_what_is_read(job):
         assert not {"volumes", "dnsPolicy", "restartPolicy"} & set(spec)
         for container in [*spec["containers"], *spec.get("initContainers", ())]:
             assert set(container) <= {"name", "resources", "restartPolicy"}
+    assert "selector" not in projected["spec"]
     assert JobProjection(KINDS)(projected) == projected
 
 
@@ -247,11 +248,13 @@ def test_jobs_of_one_shape_share_their_pod_specs_labels_and_status():
         "kind": "JobSet", "metadata": {"name": name, "namespace": "ns",
                                        "labels": {QUEUE_LABEL: "default"}},
         "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {
+            "metadata": {"annotations": {TOPOLOGY_REQUIRED_ANNOTATION: LEVELS[0]}},
             "spec": spec}}}}]},
         "status": {"replicatedJobsStatus": [{"name": "w", "active": 0}]}})))
         for name in ("a", "b"))
     for path in (("spec", "replicatedJobs", 0, "template", "spec", "template", "spec"),
-                 ("metadata", "labels"), ("status",)):
+                 ("spec", "replicatedJobs", 0, "template", "spec", "template", "metadata",
+                  "annotations"), ("metadata", "labels"), ("status",)):
         assert nested(first, path) is nested(second, path)
     assert nested(first, ("spec", "replicatedJobs", 0, "template", "spec", "template",
                           "spec")) == project_pod_spec(spec)

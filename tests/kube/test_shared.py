@@ -5,7 +5,7 @@ import copy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from admitter.kube.shared import SharedParts, Sharing, replaced, share_at
+from admitter.kube.shared import DROP, SharedParts, Sharing, share_at
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3),
@@ -20,7 +20,7 @@ def test_a_shared_value_equals_the_value_and_equal_values_are_one(values):
     shared = [table(copy.deepcopy(value)) for value in values]
     assert shared == values
     for value, one in zip(values, shared, strict=True):
-        assert table(copy.deepcopy(value)) is one or not isinstance(one, dict | list) or not one
+        assert table(copy.deepcopy(value)) is one or not isinstance(one, dict | list)
 
 
 def test_the_table_keeps_the_values_met_most_recently_within_its_limit():
@@ -49,4 +49,10 @@ def test_sharing_copies_only_the_path_to_the_shared_part():
     assert again == second and again is not second
     assert again["spec"]["items"][1] is first["spec"]["items"][1]
     assert again["metadata"] is second["metadata"]  # off the path: not copied
-    assert replaced([1, [2, 3]], ("1", "0"), 9) == [1, [9, 3]]
+    assert share_at([1, [2, 3]], ("1", "0"), lambda part: 9) == [1, [9, 3]]
+
+
+def test_a_part_shared_as_drop_is_taken_out_of_a_copy():
+    obj = {"spec": {"selector": {"a": "b"}, "suspend": True}}
+    assert share_at(obj, ("spec", "selector"), lambda part: DROP) == {"spec": {"suspend": True}}
+    assert obj == {"spec": {"selector": {"a": "b"}, "suspend": True}}
