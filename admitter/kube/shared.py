@@ -17,6 +17,7 @@ SHARED_PARTS = 4096
 """Distinct values a table keeps: the least recently met goes first, so it stays small
 whatever the cluster runs and keeps the shapes met often."""
 Path = tuple[str, ...]
+_MISSING = object()
 DROP: Any = object()
 """What a `share` given to `share_at` returns to take the part out."""
 
@@ -34,10 +35,14 @@ class SharedParts:
         """The value kept equal to `value`, or `value`, kept from now on."""
         if not isinstance(value, dict | list):
             return value
-        key = repr(value)  # equal reprs: equal JSON values (the same keys in the same order)
-        found = self._kept.pop(key, None)
-        if found is None:
-            found = value
+        # equal reprs: equal JSON values (the same keys in the same order)
+        return self.kept(repr(value), lambda: value)
+
+    def kept(self, key: str, make: Callable[[], Any]) -> Any:
+        """The value kept under `key`, or the one `make` makes, kept from now on."""
+        found = self._kept.pop(key, _MISSING)
+        if found is _MISSING:
+            found = make()
             if len(self._kept) >= self.limit:
                 del self._kept[next(iter(self._kept))]
         self._kept[key] = found  # the most recently met last
