@@ -41,8 +41,10 @@ after the watch delivered its version, and this many more, is recognised as old.
 
 
 def lean(obj: Obj) -> Obj:
-    """`obj` without what admitter never reads: its managedFields (a third of a served Job)
-    and UNREAD_ANNOTATIONS, as client-go's informers strip managedFields.
+    """`obj` without what admitter never reads: its managedFields (a third of a served Job),
+    UNREAD_ANNOTATIONS, and a Node's list of the images it holds (kubelet reports up to 50,
+    each with its names and size: most of a served Node), as client-go's informers strip
+    managedFields.
 
     Hazard: a cached object is not the whole object. admitter writes patches only; writing a
     cached object back whole (PUT) would erase these fields on the server."""
@@ -53,6 +55,8 @@ def lean(obj: Obj) -> Obj:
         if annotations:
             for name in UNREAD_ANNOTATIONS:
                 annotations.pop(name, None)
+    if obj.get("kind") == "Node" and isinstance(obj.get("status"), dict):
+        obj["status"].pop("images", None)
     return obj
 
 

@@ -208,8 +208,11 @@ async def test_a_kind_whose_crd_is_missing_is_empty_and_synced_told_once_and_fou
 
 
 def applied(name: str, version: int) -> dict[str, Any]:
-    """A node as `kubectl apply` leaves it: managedFields and a last-applied copy."""
-    obj = node(name, version)
+    """A node as `kubectl apply` leaves it: managedFields and a last-applied copy; and the
+    images kubelet says it holds."""
+    obj = {"kind": "Node", **node(name, version), "status": {
+        "allocatable": {"cpu": "8"},
+        "images": [{"names": ["nvcr.io/nvidia/pytorch:24.05-py3"], "sizeBytes": 9e9}]}}
     obj["metadata"].update(
         labels={"pool": "gpu"},
         annotations={"kubectl.kubernetes.io/last-applied-configuration": '{"kind":"Node"}',
@@ -240,10 +243,11 @@ def applied_api() -> Any:
 
 
 async def test_cached_objects_keep_what_admitter_reads_and_drop_managed_fields() -> None:
-    """Listed, watched and written objects alike: no managedFields, no last-applied copy;
-    labels and other annotations kept."""
+    """Listed, watched and written objects alike: no managedFields, no last-applied copy, no
+    images on a Node; labels, other annotations and the rest of its status kept."""
     informer = Informer(applied_api(), NODES, lambda kind, obj: None)
     for obj in await listed_watched_and_written(informer):
+        assert obj["status"] == {"allocatable": {"cpu": "8"}}
         meta = obj["metadata"]
         assert "managedFields" not in meta, meta["name"]
         assert meta["annotations"] == {"team": "vision"}, meta["name"]
