@@ -33,8 +33,10 @@ container is a native sidecar."""
 UNREAD: dict[str, tuple[tuple[str, ...], ...]] = {BatchJob.kind: (("spec", "selector"),)}
 """Fields of a kind admitter never reads, dropped from cached jobs: a Job's `selector`, which
 the Job controller generates from the Job's uid (a copy in a worker gets its own)."""
-_PROJECTION_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-"""What a malformed job raises while its pod templates are found."""
+_PROJECTION_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError,
+                      ArithmeticError)
+"""What a malformed job raises while its pod templates are found (what a pass reports as
+unreadable): never raised through the informer."""
 
 
 class JobProjection:

@@ -271,6 +271,11 @@ def test_a_job_whose_templates_cannot_be_found_is_kept_whole():
     broken = {"kind": "RayJob", "metadata": {"name": "r", "namespace": "ns"},
               "spec": {"entrypoint": "python x.py"}}
     assert JobProjection(KINDS)(broken) is broken
+    template = {"spec": {"containers": [{"name": "m", "image": "i"}]}}
+    endless = {"kind": "JobSet", "metadata": {"name": "s", "namespace": "ns"}, "spec": {
+        "replicatedJobs": [{"name": "w", "replicas": float("inf"),
+                            "template": {"spec": {"template": template}}}]}}
+    assert JobProjection(KINDS)(endless) is endless
 
 
 def test_a_projected_job_is_pinned_and_gated_as_the_whole_one():
