@@ -14,7 +14,7 @@ from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
 from admitter.controller.unreadable import UNREADABLE_ERRORS
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.claims import DeviceClaims
-from admitter.jobs.projection import JobProjection
+from admitter.jobs.projection import JobProjection, PodProjection
 from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, job_of, reader_of
 from admitter.jobs.workloads import job_owner, resource_of, runtime_resource
 from admitter.kube import client as kube
@@ -128,6 +128,7 @@ class Devices:
 class Caches:
     nodes: Informer
     pods: Informer
+    """Every Pod, of what admitter reads of it (`PodProjection`)."""
     jobs: dict[str, Informer]
     """One informer per kind admitter suspends (`SUSPENDABLE`), of the objects carrying the
     queue label; a kind other than Job may lack its CRD (`Informer.optional`). Each keeps of a
@@ -157,7 +158,7 @@ class Caches:
             return Informer(client, kind, on_change, query)
 
         pod_index, live = PodIndex(), LiveWorkloads()
-        pods = informer(kube.PODS)
+        pods = Informer(client, kube.PODS, on_change, keep=PodProjection())
         pods.watchers.append(pod_index.pods)
         jobs, projection = {}, JobProjection()
         for name, kind in SUSPENDABLE.items():

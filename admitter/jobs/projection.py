@@ -1,5 +1,5 @@
 """What the controller's caches keep of a queued job: the whole object but its pod templates'
-pod specs, of which only what admitter reads from them (`POD_SPEC_READ`).
+pod specs, of which only what admitter reads from them (`POD_SPEC_READ`); and of a Pod.
 
 A waiting job is cached for as long as it waits, and a hundred thousand of them are most of
 the controller's memory; of a pod template, what the containers run (image, command, env,
@@ -77,6 +77,39 @@ class JobProjection:
         if not isinstance(pod_spec, dict):
             return pod_spec
         return self.pod_specs(project_pod_spec(pod_spec))
+
+
+class PodProjection:
+    """What the controller's pod cache keeps of a Pod, any tenant's: its spec as a pod set's
+    (POD_SPEC_READ) with the node it is bound to, its status without the per-container
+    statuses (image ids, container ids, states: most of a running pod's status), read by
+    nothing in admitter. Equal projected container lists are kept once (a workload's many
+    replicas)."""
+
+    def __init__(self) -> None:
+        self.containers = {field: SharedParts() for field in ("containers", "initContainers")}
+        self.sharing = Sharing(("metadata", "labels"))
+
+    def __call__(self, pod: Obj) -> Obj:
+        projected = Rebuilt(pod)
+        projected.share(("spec",), self._spec)
+        for field in UNREAD_POD_STATUS:
+            projected.share(("status", field), _dropped)
+        return self.sharing(projected.root)
+
+    def _spec(self, spec: Any) -> Any:
+        if not isinstance(spec, dict):
+            return spec
+        projected = project_pod_spec(spec)
+        for field, table in self.containers.items():
+            if field in projected:
+                projected[field] = table(projected[field])
+        if "nodeName" in spec:
+            projected["nodeName"] = spec["nodeName"]
+        return projected
+
+
+UNREAD_POD_STATUS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
 
 def _dropped(part: Any) -> Any:

@@ -1,6 +1,7 @@
 """What the controller's caches keep of a job (`JobProjection`) reads exactly as the whole job
 does, for every kind: its pod sets and what they charge and require, its contract and the
-Workload built for it, and the patches that suspend, start and restore it."""
+Workload built for it, and the patches that suspend, start and restore it; and what they keep
+of a Pod (`PodProjection`) as the whole Pod."""
 
 import copy
 import json
@@ -17,10 +18,17 @@ from admitter.api.contract import (
 from admitter.controller.converge import equivalent
 from admitter.jobs.claims import DeviceClaims
 from admitter.jobs.interface import ClearsStartTime, RefusesSpecs, ShowsProgress
-from admitter.jobs.projection import JobProjection, project_pod_spec
+from admitter.jobs.projection import JobProjection, PodProjection, project_pod_spec
 from admitter.jobs.registry import KINDS, JobKinds
 from admitter.jobs.workloads import job_contract, priority_class_of, workload_for
-from admitter.kube.objects import PLACEMENT_GATE, placement_constraints
+from admitter.kube.objects import (
+    PLACEMENT_GATE,
+    is_gated,
+    pinned_host,
+    placement_constraints,
+    pod_requests,
+    without_gate,
+)
 
 LEVELS = ["topology.admitter.dev/rack", "kubernetes.io/hostname"]
 names = st.sampled_from(["a", "b", "gpu", "main", "node"])
@@ -226,6 +234,33 @@ def test_a_projected_job_reads_as_the_whole_job(job):
     projected = JobProjection(kinds)(job)
     assert job == whole  # the object given is not changed
     assert read(projected, kinds) == read(whole, kinds)
+
+
+@st.composite
+def bound_pods(draw: st.DrawFn) -> dict:
+    pod = draw(pods())
+    if draw(st.booleans()):
+        pod["spec"]["nodeName"] = "n1"
+    pod["status"] = draw(st.fixed_dictionaries({"phase": st.sampled_from(
+        ["Pending", "Running", "Succeeded"])}, optional={
+        "conditions": st.just([{"type": "Ready", "status": "True"}]),
+        "containerStatuses": st.just([{"name": "a", "imageID": "sha256:1", "ready": True}])}))
+    return pod
+
+
+@settings(max_examples=100, deadline=None)
+@given(bound_pods())
+def test_a_projected_pod_reads_as_the_whole_pod(pod):
+    whole = copy.deepcopy(pod)
+    projected = PodProjection()(pod)
+    assert pod == whole
+    assert read(projected, KINDS_READING_RUNTIMES) == read(whole, KINDS_READING_RUNTIMES)
+    for obj in (projected, whole):
+        obj["status"].pop("containerStatuses", None)
+    assert projected["status"] == whole["status"] and projected["metadata"] == whole["metadata"]
+    for reads in (is_gated, pinned_host, lambda p: without_gate(p, "example.com/gate"),
+                  lambda p: pod_requests(p["spec"]), lambda p: p["spec"].get("nodeName")):
+        assert reads(projected) == reads(whole)
 
 
 @settings(max_examples=50, deadline=None)
