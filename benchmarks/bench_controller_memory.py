@@ -1,7 +1,7 @@
 """The controller's resident memory with a large backlog, offline: what one waiting job costs.
 
 Run: `.venv/bin/python benchmarks/bench_controller_memory.py [--pending 100000] [--nodes 10000]
-[--queues 1000]`
+[--queues 1000] [--breakdown]`
 
 A full cluster is built the way a controller meets it: `--nodes` 8-GPU nodes, `--queues`
 ClusterQueues (in cohorts of ten under one root) whose quotas add up to the cluster, one 8-GPU
@@ -12,9 +12,13 @@ server returns them (metadata with managedFields, defaulted pod templates, node 
 that, not the core's model, is most of what a controller holds.
 
 The informer caches are filled directly (no API server; tests/controller/fake_api.py answers
-the pass's writes). Memory is the process's resident set (Linux), read after a full garbage
-collection; the peak is the kernel's high-water mark. The cost of one waiting job is the rise
-in resident memory from filling the backlog, divided by its size.
+the pass's writes). The fake API server holds the very objects the caches hold (what a write
+changes is shared again after each pass, and the Events written are dropped with the log of
+writes), so the figures are the controller's own. Memory is the process's resident set
+(Linux), read after a full garbage collection; the peak is the kernel's high-water mark. The
+cost of one waiting job is the rise in resident memory from filling the backlog, divided by
+its size. `--breakdown` then adds up the Python objects each part holds, each object counted
+once, in the table's order: where the memory goes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import resource
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +51,7 @@ from admitter.jobs.workloads import job_contract, workload_for
 from admitter.kube import client as kube
 from admitter.kube import informer as informer_module
 from admitter.kube.client import decode
-from admitter.kube.informer import Informer
+from admitter.kube.informer import Informer, key_of
 from admitter.kube.objects import Obj
 
 from builders.kube import JobWrapper, cluster_queue, local_queue
@@ -62,9 +67,16 @@ DECODER: list[Callable[[bytes], Any]] = [decode]
 
 def plain_caches() -> None:
     """Caches as a client keeps them that decodes with json.loads and keeps every field: what
-    the decoder and `lean` are compared with."""
+    the decoder, `lean` and the informers' projections (`Informer.keep`) are compared with."""
     DECODER[0] = json.loads
     informer_module.lean = lambda obj: obj
+
+
+def plain_informers(controller: Reconciler) -> None:
+    """The controller's informers keeping each object as it comes, in a --plain run."""
+    if DECODER[0] is json.loads:
+        for informer in controller.caches.all():
+            informer.keep = None
 
 
 def resident_mb() -> float:
@@ -180,27 +192,52 @@ def running_pod(job: Obj, node: str) -> Obj:
             "status": {"phase": "Running", "startTime": CREATED}}
 
 
+class SharedApi(FakeApi):
+    """The fake API server, holding the objects the caches hold where they are the same
+    version (`share`): its own copies are not the controller's memory."""
+
+    def _stamp(self, obj: Obj) -> Obj:
+        # a new version gets metadata of its own: the one it was patched from may be cached
+        obj["metadata"] = dict(obj["metadata"])
+        return super()._stamp(obj)
+
+    def share(self, informers: list[Informer]) -> None:
+        """Hold each cached object in place of the same version of it, and forget Events."""
+        for informer in informers:
+            for (namespace, name), obj in informer.store.items():
+                path = informer.kind.path(namespace or None, name)
+                held = self.objects.get(path)
+                if held is not None and (held["metadata"].get("resourceVersion")
+                                         == obj["metadata"].get("resourceVersion")):
+                    self.objects[path] = obj
+        self.objects = {path: obj for path, obj in self.objects.items()
+                        if "/events/" not in path}
+
+
 def store(api: FakeApi, informer: Informer, kind: kube.Kind, obj: Obj) -> None:
     """Into the cache as a watch event delivers it (decoded from its own JSON by the client's
-    decoder), and into the fake API server: one object shared by both (counted once)."""
+    decoder), and into the fake API server: the object the cache keeps, shared by both
+    (counted once)."""
     served = DECODER[0](json.dumps(obj).encode())
     meta = served["metadata"]
-    api.objects[kind.path(meta.get("namespace"), meta["name"])] = served
     informer.observe(served)
+    api.objects[kind.path(meta.get("namespace"), meta["name"])] = informer.store[key_of(served)]
 
 
-async def settled(api: FakeApi, controller: Reconciler) -> None:
-    """One pass and its writes, the fake API's log of them then dropped (not the controller's
-    memory)."""
+async def settled(api: SharedApi, controller: Reconciler) -> None:
+    """One pass and its writes, the fake API's log of them then dropped and its copies shared
+    with the caches (not the controller's memory)."""
     await settled_pass(controller)
     api.writes.clear()
+    api.share(controller.caches.all())
 
 
 async def measure(pending: int, nodes: int, queues: int) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     start_mb = resident_mb()
-    api = FakeApi()
+    api = SharedApi()
     controller = reconciler(api)
+    plain_informers(controller)
     caches = controller.caches
     for n in range(nodes):
         store(api, caches.nodes, kube.NODES, as_served_node(f"node-{n}", f"zone-{n % 4}"))
@@ -231,8 +268,7 @@ async def measure(pending: int, nodes: int, queues: int) -> list[tuple[str, str]
         if len(admitted) == nodes:
             break
     for (namespace, name), node in _hinted_nodes(api).items():
-        job = jobs.get(namespace, name)
-        assert job is not None
+        job = as_served_job(name, namespace, "default", 0)  # the cache keeps part of it
         store(api, caches.pods, kube.PODS, running_pod(job, node))
     await settled(api, controller)
     rows.append((f"{len(admitted):,} running Jobs with their Workloads and pods "
@@ -255,7 +291,41 @@ async def measure(pending: int, nodes: int, queues: int) -> list[tuple[str, str]
     rows.append(("process peak resident (whole run, interpreter included)", f"{peak_mb():,.0f}"))
     rows.append(("one waiting Job with its Workload, cached",
                  f"{backlog_mb * 1024 / pending:.1f} KB"))
+    if BREAKDOWN:
+        rows += breakdown(api, controller)
     return rows
+
+
+BREAKDOWN: list[bool] = []
+"""Set by --breakdown."""
+NOT_HELD = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+            types.CodeType, types.MethodType)
+"""What the breakdown does not follow: the program itself, not what it holds."""
+
+
+def breakdown(api: FakeApi, controller: Reconciler) -> list[tuple[str, str]]:
+    """MB of Python objects reachable from each part and from none before it (strings the
+    decoder shares are counted with the first part that holds them)."""
+    seen: set[int] = set()
+    caches = controller.caches
+    parts: list[tuple[str, object]] = [
+        *((f"  {name} cache ({len(informer.store):,})", informer.store) for name, informer in
+          (("Job", caches.jobs["Job"]), ("Workload", caches.workloads), ("Pod", caches.pods),
+           ("Node", caches.nodes))),
+        ("  the other caches, their indexes, the core's kept state, metrics", controller),
+        ("  the fake API server's own copies", api.objects)]
+    rows = []
+    for name, root in parts:
+        total, stack = 0, [root]
+        while stack:
+            obj = stack.pop()
+            if id(obj) in seen or isinstance(obj, NOT_HELD):
+                continue
+            seen.add(id(obj))
+            total += sys.getsizeof(obj)
+            stack.extend(gc.get_referents(obj))
+        rows.append((name, f"{total / 2**20:,.0f}"))
+    return [("Python objects held, MB (--breakdown):", ""), *rows]
 
 
 def _hinted_nodes(api: FakeApi) -> dict[tuple[str, str], str]:
@@ -277,8 +347,12 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=100_000)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--queues", type=int, default=1_000)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="add up the Python objects each part holds (after the peak)")
     parser.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.breakdown:
+        BREAKDOWN.append(True)
     if args.plain:  # the comparison, run in a process of its own by the run without it
         plain_caches()
         print(json.dumps(asyncio.run(measure(args.pending, args.nodes, args.queues))))
@@ -286,7 +360,8 @@ def main() -> None:
     title = f"controller resident memory, MB above the bare process ({machine()})"
     rows = asyncio.run(measure(args.pending, args.nodes, args.queues))
     plain = json.loads(subprocess.run(
-        [sys.executable, __file__, "--plain", f"--pending={args.pending}",
+        [sys.executable, __file__, "--plain", *(["--breakdown"] if args.breakdown else []),
+         f"--pending={args.pending}",
          f"--nodes={args.nodes}", f"--queues={args.queues}"],
         check=True, capture_output=True, text=True).stdout)
     table = Table(title=title)

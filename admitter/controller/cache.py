@@ -14,6 +14,7 @@ from admitter.controller.pod_index import JobKey, PodIndex, StartedPod
 from admitter.controller.unreadable import UNREADABLE_ERRORS
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.claims import DeviceClaims
+from admitter.jobs.projection import JobProjection, PodProjection
 from admitter.jobs.registry import KINDS, SUSPENDABLE, JobKinds, job_of, reader_of
 from admitter.jobs.workloads import job_owner, resource_of, runtime_resource
 from admitter.kube import client as kube
@@ -29,6 +30,7 @@ from admitter.kube.devices import (
 )
 from admitter.kube.informer import Informer, Key, StoreWatcher, key_of
 from admitter.kube.objects import Obj, is_true
+from admitter.kube.shared import Sharing
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +128,11 @@ class Devices:
 class Caches:
     nodes: Informer
     pods: Informer
+    """Every Pod, of what admitter reads of it (`PodProjection`)."""
     jobs: dict[str, Informer]
     """One informer per kind admitter suspends (`SUSPENDABLE`), of the objects carrying the
-    queue label; a kind other than Job may lack its CRD (`Informer.optional`)."""
+    queue label; a kind other than Job may lack its CRD (`Informer.optional`). Each keeps of a
+    job what admission reads (`JobProjection`)."""
     workloads: Informer
     cluster_queues: Informer
     local_queues: Informer
@@ -154,14 +158,16 @@ class Caches:
             return Informer(client, kind, on_change, query)
 
         pod_index, live = PodIndex(), LiveWorkloads()
-        pods = informer(kube.PODS)
+        pods = Informer(client, kube.PODS, on_change, keep=PodProjection())
         pods.watchers.append(pod_index.pods)
-        jobs = {}
+        jobs, projection = {}, JobProjection()
         for name, kind in SUSPENDABLE.items():
             jobs[name] = Informer(client, resource_of(kind), on_change,
-                                  {"labelSelector": QUEUE_LABEL}, optional=name != BatchJob.kind)
+                                  {"labelSelector": QUEUE_LABEL}, optional=name != BatchJob.kind,
+                                  keep=projection)
             jobs[name].watchers.append(pod_index.jobs(name))
-        workloads = informer(kube.WORKLOADS)
+        workloads = Informer(client, kube.WORKLOADS, on_change,
+                             keep=Sharing(("spec",), ("status",)))
         workloads.watchers.append(live.watcher)
         devices = None
         if device_classes:

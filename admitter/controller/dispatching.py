@@ -26,6 +26,7 @@ from admitter.fleet.worker import COPY_LABEL
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.jobset import JobSet
 from admitter.jobs.registry import JobKinds
+from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.core_values import admitted_cluster
 from admitter.kube.informer import READ_ERRORS, Informer
@@ -77,7 +78,7 @@ class Dispatch:
         copy = worker.copy_of(wl["metadata"]["uid"])
         if copy is None:
             try:
-                manifest = copy_manifest(job, wl, self.kinds)
+                manifest = copy_manifest(await self._whole(job), wl, self.kinds)
             except ValueError as error:
                 await self._show(wl, "False", "NotDispatched", str(error), now)
                 return
@@ -100,6 +101,13 @@ class Dispatch:
             return
         await self._show(wl, "True", "Running",
                          f"running in {where}: {progress(copy, self.kinds)}", now)
+
+    async def _whole(self, job: Obj) -> Obj:
+        """The job as the API server has it: the cache keeps only what admission reads
+        (`jobs.projection`), and its copy runs all of it."""
+        meta = job["metadata"]
+        return await self.actions.kube.get(resource_of(self.kinds.job_of(job)), meta["name"],
+                                           meta["namespace"])
 
     async def settle_workers(self, workloads: Iterable[Obj], requeue: Requeue) -> None:
         """Delete the copies no Workload stands for; requeue the Workloads admitted onto a

@@ -25,6 +25,12 @@ from admitter.core.model import (
 from admitter.core.topology import CLUSTER
 from admitter.kube.devices import NO_DEVICES, DevicesOnNode
 from admitter.kube.objects import Obj, narrower_domains, parse_time
+from admitter.kube.shared import SharedParts
+
+POD_SETS = SharedParts()
+"""Core pod sets by their Workload's `podSets`, one tuple for all the Workloads that repeat
+them (most of a queue's): the core never changes a pod set, and a hundred thousand waiting
+Workloads held their own copies of a few shapes."""
 
 
 def pod_set_domains(admission: Mapping[str, Any], pod_sets: tuple[PodSet, ...],
@@ -40,15 +46,8 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
     meta, spec = wl["metadata"], wl["spec"]
     status = wl.get("status") or {}
     admission = status.get("admission")
-    pod_sets = tuple(
-        PodSet(p["name"], p["count"],
-               {r: kube_base_units(r, a) for r, a in p.get("requests", {}).items()},
-               tuple(Toleration(t.get("key", ""), t.get("operator") or "Equal",
-                                t.get("value", ""), t.get("effect", ""))
-                     for t in p.get("tolerations") or ()),
-               _selection(p), _topology(p.get("topology")))
-        for p in spec["podSets"]
-    )
+    pod_sets: tuple[PodSet, ...] = POD_SETS.kept(repr(spec["podSets"]),
+                                                 lambda: _pod_sets(spec["podSets"]))
     placements: list[dict[str, int]] = [{} for _ in pod_sets]
     names = [p.name for p in pod_sets]
     for hint in (admission or {}).get("nodeHints", []):
@@ -77,6 +76,18 @@ def core_workload(wl: Obj, cluster_queue: str, pods_ready: bool) -> Workload:
         max_runtime=None if spec.get("maxRuntime") is None else parse_duration(
             spec["maxRuntime"]),
         ran_before=float(status.get("pastRunSeconds", 0.0)),
+    )
+
+
+def _pod_sets(pod_sets: list[Obj]) -> tuple[PodSet, ...]:
+    return tuple(
+        PodSet(p["name"], p["count"],
+               {r: kube_base_units(r, a) for r, a in p.get("requests", {}).items()},
+               tuple(Toleration(t.get("key", ""), t.get("operator") or "Equal",
+                                t.get("value", ""), t.get("effect", ""))
+                     for t in p.get("tolerations") or ()),
+               _selection(p), _topology(p.get("topology")))
+        for p in pod_sets
     )
 
 

@@ -41,8 +41,10 @@ after the watch delivered its version, and this many more, is recognised as old.
 
 
 def lean(obj: Obj) -> Obj:
-    """`obj` without what admitter never reads: its managedFields (a third of a served Job)
-    and UNREAD_ANNOTATIONS, as client-go's informers strip managedFields.
+    """`obj` without what admitter never reads: its managedFields (a third of a served Job),
+    UNREAD_ANNOTATIONS, and a Node's list of the images it holds (kubelet reports up to 50,
+    each with its names and size: most of a served Node), as client-go's informers strip
+    managedFields.
 
     Hazard: a cached object is not the whole object. admitter writes patches only; writing a
     cached object back whole (PUT) would erase these fields on the server."""
@@ -53,6 +55,8 @@ def lean(obj: Obj) -> Obj:
         if annotations:
             for name in UNREAD_ANNOTATIONS:
                 annotations.pop(name, None)
+    if obj.get("kind") == "Node" and isinstance(obj.get("status"), dict):
+        obj["status"].pop("images", None)
     return obj
 
 
@@ -75,9 +79,13 @@ class Informer:
     """The store of one kind, kept current by a background task."""
 
     def __init__(self, kube: Kube, kind: Kind, on_change: Callable[[str, Obj], None],
-                 query: dict[str, str] | None = None, optional: bool = False) -> None:
+                 query: dict[str, str] | None = None, optional: bool = False,
+                 keep: Callable[[Obj], Obj] | None = None) -> None:
         self.kube = kube
         self.kind = kind
+        self.keep = keep
+        """What the store keeps of each object beyond `lean` (a projection of what the
+        controller reads, `jobs.projection`), or the object as it came."""
         self.optional = optional
         """A kind whose CRD may not be installed (a job kind other than Job): while the API
         does not serve it, the store stays empty and synced, and it is looked for again every
@@ -210,8 +218,7 @@ class Informer:
         items = listed.get("items", [])
         for item in items:
             item.setdefault("kind", kind_name)
-            lean(item)
-        return items, listed["metadata"]["resourceVersion"]
+        return [self._kept(item) for item in items], listed["metadata"]["resourceVersion"]
 
     async def _list(self) -> None:
         items, version = await self._read()
@@ -243,7 +250,7 @@ class Informer:
             self.on_change("SYNC", obj)
 
     def _apply(self, event: dict[str, Any]) -> None:
-        kind, obj = event["type"], lean(event["object"])
+        kind, obj = event["type"], self._kept(event["object"])
         self.resource_version = obj["metadata"]["resourceVersion"]
         if kind == "BOOKMARK":
             return
@@ -274,7 +281,8 @@ class Informer:
         acting on one (an admitted Workload seen as pending) would admit into its room; they
         are skipped until the watch reaches the version written. resourceVersions are
         opaque (Kubernetes promises no order), so "older" means "delivered before ours"."""
-        key = key_of(lean(obj))
+        obj = self._kept(obj)
+        key = key_of(obj)
         self._touch([key])
         version = obj["metadata"].get("resourceVersion")
         if version is not None and version in self._delivered.get(key, ()):
@@ -282,6 +290,12 @@ class Informer:
         if version is not None:
             self._written[key] = version
         self._store(key, obj)
+
+    def _kept(self, obj: Obj) -> Obj:
+        """What the store keeps of `obj` (`lean` changes `obj` itself; `keep` makes a new
+        object)."""
+        lean(obj)
+        return obj if self.keep is None else self.keep(obj)
 
     def forget(self, obj: Obj) -> None:
         """Drop an object the controller just deleted; watch events for it are ignored until

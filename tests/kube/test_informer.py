@@ -208,8 +208,11 @@ async def test_a_kind_whose_crd_is_missing_is_empty_and_synced_told_once_and_fou
 
 
 def applied(name: str, version: int) -> dict[str, Any]:
-    """A node as `kubectl apply` leaves it: managedFields and a last-applied copy."""
-    obj = node(name, version)
+    """A node as `kubectl apply` leaves it: managedFields and a last-applied copy; and the
+    images kubelet says it holds."""
+    obj = {"kind": "Node", **node(name, version), "status": {
+        "allocatable": {"cpu": "8"},
+        "images": [{"names": ["nvcr.io/nvidia/pytorch:24.05-py3"], "sizeBytes": 9e9}]}}
     obj["metadata"].update(
         labels={"pool": "gpu"},
         annotations={"kubectl.kubernetes.io/last-applied-configuration": '{"kind":"Node"}',
@@ -218,12 +221,9 @@ def applied(name: str, version: int) -> dict[str, Any]:
     return obj
 
 
-async def test_cached_objects_keep_what_admitter_reads_and_drop_managed_fields() -> None:
-    """Listed, watched and written objects alike: no managedFields, no last-applied copy;
-    labels and other annotations kept."""
-    api = ScriptedApi(lists=[[applied("a", 5)]],
-                      events=[{"type": "ADDED", "object": applied("b", 6)}])
-    informer = Informer(api, NODES, lambda kind, obj: None)  # type: ignore[arg-type]
+async def listed_watched_and_written(informer: Informer) -> list[dict[str, Any]]:
+    """Objects a, b and c in the store of an informer on a ScriptedApi listing `a` and
+    watching `b` come, after the controller wrote `c`."""
     task = asyncio.create_task(informer.run())
     try:
         for _ in range(100):
@@ -234,11 +234,38 @@ async def test_cached_objects_keep_what_admitter_reads_and_drop_managed_fields()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     informer.observe(applied("c", 7))
-    for name in "abc":
-        meta = informer.store["", name]["metadata"]
-        assert "managedFields" not in meta, name
-        assert meta["annotations"] == {"team": "vision"}, name
-        assert meta["labels"] == {"pool": "gpu"}, name
+    return [informer.store["", name] for name in "abc"]
+
+
+def applied_api() -> Any:
+    return ScriptedApi(lists=[[applied("a", 5)]],
+                       events=[{"type": "ADDED", "object": applied("b", 6)}])
+
+
+async def test_cached_objects_keep_what_admitter_reads_and_drop_managed_fields() -> None:
+    """Listed, watched and written objects alike: no managedFields, no last-applied copy, no
+    images on a Node; labels, other annotations and the rest of its status kept."""
+    informer = Informer(applied_api(), NODES, lambda kind, obj: None)
+    for obj in await listed_watched_and_written(informer):
+        assert obj["status"] == {"allocatable": {"cpu": "8"}}
+        meta = obj["metadata"]
+        assert "managedFields" not in meta, meta["name"]
+        assert meta["annotations"] == {"team": "vision"}, meta["name"]
+        assert meta["labels"] == {"pool": "gpu"}, meta["name"]
+
+
+async def test_an_informer_keeps_what_its_projection_makes_of_each_object() -> None:
+    """Listed, watched and written objects alike are kept as `keep` makes them, after `lean`;
+    `on_change` is told of the kept object."""
+    told: list[dict[str, Any]] = []
+    def keep(obj: dict[str, Any]) -> dict[str, Any]:
+        assert "managedFields" not in obj["metadata"]
+        return {"metadata": obj["metadata"], "kept": True}
+
+    informer = Informer(applied_api(), NODES, lambda kind, obj: told.append(obj), keep=keep)
+    for obj in await listed_watched_and_written(informer):
+        assert obj == {"metadata": obj["metadata"], "kept": True}
+    assert told and all(obj.get("kept") for obj in told)
 
 
 def test_the_client_decodes_the_api_servers_json_as_json_does() -> None:

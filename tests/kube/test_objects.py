@@ -72,6 +72,16 @@ def test_core_workload_reads_the_admission_back():
     assert workload.requests()[GPU] == 16 and workload.min_runtime == 3600
 
 
+def test_workloads_repeating_one_shape_share_their_core_pod_sets() -> None:
+    contract = JobContract(3600, True, None, None)
+    first, second = (workload_for(JOB, contract, priority=0) for _ in range(2))
+    bigger = copy.deepcopy(first)
+    bigger["spec"]["podSets"][0]["count"] = 3
+    cores = [core_workload(obj, "team-a", pods_ready=True) for obj in (first, second, bigger)]
+    assert cores[0].pod_sets is cores[1].pod_sets
+    assert cores[2].pod_sets[0].count == 3 and cores[0].pod_sets[0].count == 2
+
+
 def test_a_templates_own_topology_reaches_the_core_and_its_domain_is_read_back() -> None:
     job = copy.deepcopy(JOB)
     job["spec"]["template"]["metadata"] = {
