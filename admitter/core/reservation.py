@@ -50,7 +50,8 @@ def drain_waits_for(rule: EvictionRule, gang: Workload) -> Callable[[Workload], 
     leaves as it ends or is requeued while nothing long lands on the drained nodes.
     Better-ranked allocations' long work is not waited for: a domain it fills would stand
     held for as long as that work runs (counting it cost seeds of the family up to 5 points
-    of occupancy), and neither is long non-resumable work."""
+    of occupancy), and neither is long non-resumable work. Reads of a funded workload only what
+    `drain_alike` keys."""
     ranking, threshold, short = rule.ranking, rule.non_preemptible_priority, rule.short_jobs
 
     def waits_for(workload: Workload) -> bool:
@@ -62,20 +63,30 @@ def drain_waits_for(rule: EvictionRule, gang: Workload) -> Callable[[Workload], 
 
 
 def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: float,
-                   takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool]
-                   ) -> tuple[dict[str, int], dict[str, int]]:
+                   takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool],
+                   kind: Callable[[Workload], int]) -> tuple[dict[str, int], dict[str, int]]:
     """GPUs per node a drain for a gang could take now: unfunded work's (`unfunded_gpus`), and
     the funded work past its min runtime that it `takes` (`EvictionRule.drain_takes`); and
     what leaves once every protection has ended: what it takes, and what it `waits_for`
-    besides (`drain_waits_for`). The two maps `choose` reads, in one pass: each asks the
-    ranking per workload."""
+    besides (`drain_waits_for`). The two maps `choose` reads, in one pass.
+
+    Both questions read of a funded workload only what `drain_alike` keys (its queue, priority,
+    GPUs and `kind`, `EvictionRule.kind`), and the ranking they ask does not move during the
+    pass: each is asked once per such key, not once per running workload (thousands run,
+    in far fewer queues)."""
     now_held, later_held = dict(unfunded), dict(unfunded)
+    judged: dict[tuple[str, int, int, int], tuple[bool, bool]] = {}
     for workload in running:
         until = workload.protected_until()
-        if until is None:
+        if until is None:  # unfunded work too: `unfunded` counts it
             continue
-        taken = takes(workload)
-        if not taken and not waits_for(workload):
+        alike = drain_alike(workload, kind)
+        judgement = judged.get(alike)
+        if judgement is None:
+            taken = takes(workload)
+            judgement = judged[alike] = taken, taken or waits_for(workload)
+        taken, leaves = judgement
+        if not leaves:
             continue
         per_node = held_per_node(workload, GPU)
         for node, gpus in per_node.items():
@@ -84,6 +95,15 @@ def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: f
             for node, gpus in per_node.items():
                 now_held[node] = now_held.get(node, 0) + gpus
     return now_held, later_held
+
+
+def drain_alike(workload: Workload, kind: Callable[[Workload], int]
+                ) -> tuple[str, int, int, int]:
+    """What a drain's questions about a funded running workload read of it
+    (`EvictionRule.drain_takes`, `drain_waits_for`): its queue, priority, GPUs and kind (which
+    holds whether it is short, resumable and preemptible). Workloads alike in these get the
+    same answers."""
+    return workload.queue, workload.priority, workload.requests().get(GPU, 0), kind(workload)
 
 
 def unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:

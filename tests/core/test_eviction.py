@@ -4,6 +4,8 @@ a simulated plan passes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 from test_cycle_properties import PROPERTY
@@ -23,10 +25,11 @@ from admitter.core.eviction import (
     swappable,
 )
 from admitter.core.model import GPU, FairShareSettings, Node, Phase, PodSet, Workload
-from admitter.core.nodes import ClusterState
+from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.policy import ShortJobs
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
+from admitter.core.reservation import drain_alike, drain_waits_for, drainable_gpus, unfunded_gpus
 from admitter.core.room import Search
 from admitter.core.topology import HOSTNAME
 
@@ -203,3 +206,50 @@ def test_with_use_held_the_victim_check_is_at_most_stricter(work, preemptor):
     cycle = _cycle_state(running, usage, 0.0, [preemptor])
     listed, allowed = _candidates_and_victims(cycle, preemptor)
     assert allowed <= listed
+
+
+# ---- A drain's questions, asked once per kind of running work ------------------------------
+
+@PROPERTY
+@given(running_work(), preemptors, st.sampled_from([0.0, 7 * 86400.0]))
+def test_a_drain_answers_alike_for_running_work_alike(work, gang, window):
+    """What a drain takes and waits for reads of a funded running workload only its queue,
+    priority, GPUs and kind (`reservation.drain_alike`): a twin elsewhere, started and submitted
+    at other moments, gets the same answers, with use held and over a window."""
+    running, usage = work
+    cycle = _cycle_state(running, usage, window, [gang])
+    rule = cycle.eviction
+    takes, waits_for = rule.drain_takes(gang), drain_waits_for(rule, gang)
+    for workload in running:
+        if not workload.funded:
+            continue
+        nodes = ["n2", "n3"] if len(workload.placement) > 1 else ["n3"]
+        twin = replace(workload, key=f"{workload.key}-twin", submitted_at=5.0,
+                       admitted_at=NOW - 60.0, placement={node: 1 for node in nodes},
+                       pod_set_placements=({node: 1 for node in nodes},))
+        assert drain_alike(twin, rule.kind) == drain_alike(workload, rule.kind)
+        assert takes(twin) == takes(workload)
+        assert waits_for(twin) == waits_for(workload)
+
+
+@PROPERTY
+@given(running_work(), preemptors, st.sampled_from([0.0, 7 * 86400.0]))
+def test_a_drains_maps_are_its_questions_asked_of_each_running_workload(work, gang, window):
+    """`drainable_gpus`, asking once per kind of running work, counts exactly the GPUs that
+    asking every running workload afresh counts."""
+    running, usage = work
+    cycle = _cycle_state(running, usage, window, [gang])
+    rule = cycle.eviction
+    takes, waits_for = rule.drain_takes(gang), drain_waits_for(rule, gang)
+    unfunded = unfunded_gpus(running)
+    now_held, later_held = dict(unfunded), dict(unfunded)
+    for workload in running:
+        until = workload.protected_until()
+        if until is None or not (takes(workload) or waits_for(workload)):
+            continue
+        for node, gpus in held_per_node(workload, GPU).items():
+            later_held[node] = later_held.get(node, 0) + gpus
+            if takes(workload) and until <= NOW:
+                now_held[node] = now_held.get(node, 0) + gpus
+    assert drainable_gpus(running, unfunded, NOW, takes, waits_for, rule.kind) == (
+        now_held, later_held)

@@ -69,6 +69,7 @@ def keeps_choice(cycle: CycleState, backfill: Backfill, workload: Workload,
     cycle.statement.assume(workload.key, workload.pod_sets, placed.node_counts)
     running = [*cycle.running.values(), workload.admitted(cycle.now, placed.node_counts)]
     chosen = choose(cycle.state, cycle.nodes, backfill.gang, *drainable_gpus(
-        running, unfunded_gpus(running), cycle.now, backfill.takes, backfill.waits_for))
+        running, unfunded_gpus(running), cycle.now, backfill.takes, backfill.waits_for,
+        cycle.eviction.kind))
     cycle.statement.rollback(mark)
     return sorted(chosen) == sorted(backfill.chosen)

@@ -63,7 +63,8 @@ def drain_for_starving(cycle: CycleState) -> None:
         taken = maps.get((workload.queue, workload.priority))
         if taken is None:
             taken = maps[workload.queue, workload.priority] = drainable_gpus(
-                cycle.running.values(), unfunded, cycle.now, takes, waits_for)
+                cycle.running.values(), unfunded, cycle.now, takes, waits_for,
+                cycle.eviction.kind)
         chosen = choose(cycle.state, cycle.nodes, workload, taken[0], taken[1])
         if not chosen:
             continue
