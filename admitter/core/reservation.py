@@ -21,7 +21,7 @@ held for a gang the short jobs' room would keep off the chosen nodes (`Headroom.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from admitter.core.eviction import EvictionRule
 from admitter.core.model import GPU, Node, PodSet, Workload
@@ -64,27 +64,27 @@ def drain_waits_for(rule: EvictionRule, gang: Workload) -> Callable[[Workload], 
 
 def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: float,
                    takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool],
-                   kind: Callable[[Workload], int]) -> tuple[dict[str, int], dict[str, int]]:
+                   alike: Callable[[Workload], Hashable]
+                   ) -> tuple[dict[str, int], dict[str, int]]:
     """GPUs per node a drain for a gang could take now: unfunded work's (`unfunded_gpus`), and
     the funded work past its min runtime that it `takes` (`EvictionRule.drain_takes`); and
     what leaves once every protection has ended: what it takes, and what it `waits_for`
     besides (`drain_waits_for`). The two maps `choose` reads, in one pass.
 
-    Both questions read of a funded workload only what `drain_alike` keys (its queue, priority,
-    GPUs and `kind`, `EvictionRule.kind`), and the ranking they ask does not move during the
-    pass: each is asked once per such key, not once per running workload (thousands run,
-    in far fewer queues)."""
+    Both questions read of a funded workload only what `alike` keys (`drain_alike`), and the
+    ranking they ask does not move during the pass: each is asked once per such key, not once
+    per running workload (thousands run, of far fewer kinds and teams)."""
     now_held, later_held = dict(unfunded), dict(unfunded)
-    judged: dict[tuple[str, int, int, int], tuple[bool, bool]] = {}
+    judged: dict[Hashable, tuple[bool, bool]] = {}
     for workload in running:
         until = workload.protected_until()
         if until is None:  # unfunded work too: `unfunded` counts it
             continue
-        alike = drain_alike(workload, kind)
-        judgement = judged.get(alike)
+        key = alike(workload)
+        judgement = judged.get(key)
         if judgement is None:
             taken = takes(workload)
-            judgement = judged[alike] = taken, taken or waits_for(workload)
+            judgement = judged[key] = taken, taken or waits_for(workload)
         taken, leaves = judgement
         if not leaves:
             continue
@@ -97,13 +97,21 @@ def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: f
     return now_held, later_held
 
 
-def drain_alike(workload: Workload, kind: Callable[[Workload], int]
-                ) -> tuple[str, int, int, int]:
-    """What a drain's questions about a funded running workload read of it
-    (`EvictionRule.drain_takes`, `drain_waits_for`): its queue, priority, GPUs and kind (which
-    holds whether it is short, resumable and preemptible). Workloads alike in these get the
-    same answers."""
-    return workload.queue, workload.priority, workload.requests().get(GPU, 0), kind(workload)
+def drain_alike(rule: EvictionRule, gang: Workload
+                ) -> Callable[[Workload], tuple[bool, str, int, int, int]]:
+    """What the questions of a drain for `gang` (`EvictionRule.drain_takes`, `drain_waits_for`)
+    read of a funded running workload: whether it is of the gang's queue, the side its queue
+    compares on with the gang's in the ranking (`Ranking.side`: where their paths diverge, so
+    every leaf under another team compares alike), its priority, GPUs and kind (which holds
+    whether it is short, resumable and preemptible). Workloads alike in these get the same
+    answers while the ranking stands."""
+    side, kind, queue = rule.ranking.side, rule.kind, gang.queue
+
+    def alike(workload: Workload) -> tuple[bool, str, int, int, int]:
+        return (workload.queue == queue, side(workload.queue, queue), workload.priority,
+                workload.requests().get(GPU, 0), kind(workload))
+
+    return alike
 
 
 def unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:

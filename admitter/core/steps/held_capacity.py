@@ -13,6 +13,7 @@ from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.reservation import (
     RESERVATION_KEY,
     choose,
+    drain_alike,
     drainable_gpus,
     hold,
     unfunded_gpus,
@@ -70,6 +71,6 @@ def keeps_choice(cycle: CycleState, backfill: Backfill, workload: Workload,
     running = [*cycle.running.values(), workload.admitted(cycle.now, placed.node_counts)]
     chosen = choose(cycle.state, cycle.nodes, backfill.gang, *drainable_gpus(
         running, unfunded_gpus(running), cycle.now, backfill.takes, backfill.waits_for,
-        cycle.eviction.kind))
+        drain_alike(cycle.eviction, backfill.gang)))
     cycle.statement.rollback(mark)
     return sorted(chosen) == sorted(backfill.chosen)

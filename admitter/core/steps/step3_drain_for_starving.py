@@ -25,6 +25,7 @@ from admitter.core.moments import Waited, span
 from admitter.core.reservation import (
     choose,
     describe,
+    drain_alike,
     drain_waits_for,
     drainable_gpus,
     hold,
@@ -64,7 +65,7 @@ def drain_for_starving(cycle: CycleState) -> None:
         if taken is None:
             taken = maps[workload.queue, workload.priority] = drainable_gpus(
                 cycle.running.values(), unfunded, cycle.now, takes, waits_for,
-                cycle.eviction.kind)
+                drain_alike(cycle.eviction, workload))
         chosen = choose(cycle.state, cycle.nodes, workload, taken[0], taken[1])
         if not chosen:
             continue
