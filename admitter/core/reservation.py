@@ -105,10 +105,14 @@ def drain_alike(rule: EvictionRule, gang: Workload
     every leaf under another team compares alike), its priority, GPUs and kind (which holds
     whether it is short, resumable and preemptible). Workloads alike in these get the same
     answers while the ranking stands."""
-    side, kind, queue = rule.ranking.side, rule.kind, gang.queue
+    ranking, kind, queue = rule.ranking, rule.kind, gang.queue
+    sides: dict[str, str] = {}
 
     def alike(workload: Workload) -> tuple[bool, str, int, int, int]:
-        return (workload.queue == queue, side(workload.queue, queue), workload.priority,
+        side = sides.get(workload.queue)
+        if side is None:
+            side = sides[workload.queue] = ranking.side(workload.queue, queue)
+        return (workload.queue == queue, side, workload.priority,
                 workload.requests().get(GPU, 0), kind(workload))
 
     return alike
