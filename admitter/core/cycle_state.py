@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import cast
+from typing import Final, cast
 
 from admitter.core.backfill import Backfill
 from admitter.core.decisions import (
@@ -111,7 +111,7 @@ def scan(workloads: Iterable[Workload], leaves: Iterable[str]) -> CycleInputs:
     return inputs
 
 
-_UNKNOWN = object()
+_UNKNOWN: Final = object()
 """A memo miss where None is a known answer."""
 
 
