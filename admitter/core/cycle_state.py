@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Final, cast
 
 from admitter.core.backfill import Backfill
 from admitter.core.decisions import (
@@ -108,6 +109,10 @@ def scan(workloads: Iterable[Workload], leaves: Iterable[str]) -> CycleInputs:
             inputs.position[w.key] = i
             (funded if w.funded else unfunded).append(w)
     return inputs
+
+
+_UNKNOWN: Final = object()
+"""A memo miss where None is a known answer."""
 
 
 class Restated:
@@ -202,10 +207,14 @@ class CycleState:
         return fair_share_now(self.tree, capacity, demand, self.snapshot.usage,
                               self.snapshot.settings.fair_share)
 
-    def waiting(self, funded: bool) -> dict[str, list[Workload]]:
-        """Per leaf, the eligible pending workloads that are (or are not) funded."""
+    def waiting(self, funded: bool, short: bool | None = None) -> dict[str, list[Workload]]:
+        """Per leaf, the eligible pending workloads that are (or are not) funded; with `short`,
+        only those that are (or are not) short jobs (each pass says why its own are backed
+        off)."""
         waiting = self.waiting_funded if funded else self.waiting_unfunded
-        return {leaf: [w for w in ws if self.past_backoff(w)] for leaf, ws in waiting.items()}
+        now, is_short = self.now, self.short_jobs.is_short
+        return {leaf: [w for w in ws if (short is None or is_short(w) is short) and (
+            w.eligible_at <= now or self.past_backoff(w))] for leaf, ws in waiting.items()}
 
     def past_backoff(self, workload: Workload, quiet: bool = False) -> bool:
         """Past any backoff; `quiet` only asks (the pass that serves it says why)."""
@@ -288,8 +297,9 @@ class CycleState:
         as the node model is kept."""
         idle = self.state.idle()
         shape = workload.shape(), workload.topology.required, workload.topology.preferred
-        if shape in idle.never:
-            return idle.never[shape]
+        known = idle.never.get(shape, _UNKNOWN)  # one lookup: None is an answer too
+        if known is not _UNKNOWN:
+            return cast("str | None", known)
         placed = place(idle, workload)
         never = idle.never[shape] = (
             placed.reason if isinstance(placed, PlacementFailure) else None)

@@ -159,7 +159,8 @@ class EvictionRule:
     def drain_takes(self, gang: Workload) -> Callable[[Workload], bool]:
         """Whom a drain for `gang` may take once past its min runtime (`may_evict` for
         `Search.DRAIN`). The domain is chosen by what this takes (`reservation.choose`): a
-        domain full of better-ranked work would only empty as that work finishes."""
+        domain full of better-ranked work would only empty as that work finishes. Reads of a
+        workload only what `reservation.drain_alike` keys."""
         ranking = self.ranking
         gpus = gang.requests().get(GPU, 0)
 

@@ -188,14 +188,13 @@ def largest(tree: DomainTree, shape: Shape) -> tuple[int, ...]:
     known: tuple[int, ...] | None = tree.root.memo.get(key)
     if known is not None:
         return known
-    result = [0] * len(tree.root.free[0])
-    for leaf in tree.leaves.values():
-        if leaf.taint_class in shape.classes and (shape.nodes is None or leaf.node in shape.nodes):
-            free = leaf.free[leaf.taint_class]
-            for resource, amount in enumerate(free):
-                if amount > result[resource]:
-                    result[resource] = amount
-    known = tree.root.memo[key] = tuple(result)
+    classes, nodes = shape.classes, shape.nodes
+    frees = [leaf.free[leaf.taint_class] for leaf in tree.leaves.values()
+             if leaf.taint_class in classes and (nodes is None or leaf.node in nodes)]
+    # Column by column: one comparison loop per resource inside `max`, not one per amount.
+    columns = zip(*frees, strict=True)
+    known = tree.root.memo[key] = tuple([max(0, *column) for column in columns]
+                                        ) if frees else (0,) * len(tree.root.free[0])
     return known
 
 

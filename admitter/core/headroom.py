@@ -158,11 +158,14 @@ class Headroom:
         """Why `workload` waits whatever its placement, or None: before the last pass, a start
         that would leave the pool short of the count (a cheap answer, read before a placement
         is searched)."""
-        if self.weighing or workload.key == self.exempt or not self.applies(workload):
+        if self.weighing or workload.key == self.exempt or self.needed <= 0:
             return None
         need = workload.requests().get(GPU, 0)
         short = min(need, max(0, self.needed - (self.pool() - need)))
-        return self._count_message(need, short, need - short) if short else None
+        # The count first: it is arithmetic, and whether the room applies asks the ledger.
+        if not short or not self.applies(workload):
+            return None
+        return self._count_message(need, short, need - short)
 
     def refusal(self, workload: Workload, placement: Placement) -> str | None:
         """None if `workload` may start at `placement` on GPUs idle now, else why it waits,

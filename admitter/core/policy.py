@@ -39,8 +39,8 @@ class ShortJobs:
     def is_short(self, workload: Workload) -> bool:
         """Whether `workload` is a debug job (asked on hot paths: no allocation)."""
         return (0 < workload.min_runtime <= self.max_min_runtime
-                and sum(p.count for p in workload.pod_sets) == 1
-                and workload.requests().get(GPU, 0) <= self.max_gpus)
+                and workload.requests().get(GPU, 0) <= self.max_gpus
+                and sum(p.count for p in workload.pod_sets) == 1)
 
     def flexible(self, workload: Workload) -> bool:
         """Work that may use the short jobs' room: short or unfunded."""

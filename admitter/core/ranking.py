@@ -177,6 +177,12 @@ class Ranking:
             path = self._paths[leaf] = self._tree.path(leaf)
         return path
 
+    def side(self, queue: str, other: str) -> str:
+        """The queue on `queue`'s path that `clearly_worse` compares with `other`'s path (in
+        either order): where the two paths diverge. Leaves with the same side against `other`
+        compare with it alike."""
+        return self._divergence(queue, other)[0]
+
     def _divergence(self, victim: str, preemptor: str) -> tuple[str, str]:
         """The two siblings, one on each path, under the deepest common ancestor."""
         pair = self._diverging.get((victim, preemptor))

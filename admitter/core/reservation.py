@@ -21,7 +21,7 @@ held for a gang the short jobs' room would keep off the chosen nodes (`Headroom.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from admitter.core.eviction import EvictionRule
 from admitter.core.model import GPU, Node, PodSet, Workload
@@ -50,7 +50,8 @@ def drain_waits_for(rule: EvictionRule, gang: Workload) -> Callable[[Workload], 
     leaves as it ends or is requeued while nothing long lands on the drained nodes.
     Better-ranked allocations' long work is not waited for: a domain it fills would stand
     held for as long as that work runs (counting it cost seeds of the family up to 5 points
-    of occupancy), and neither is long non-resumable work."""
+    of occupancy), and neither is long non-resumable work. Reads of a funded workload only what
+    `drain_alike` keys."""
     ranking, threshold, short = rule.ranking, rule.non_preemptible_priority, rule.short_jobs
 
     def waits_for(workload: Workload) -> bool:
@@ -62,20 +63,30 @@ def drain_waits_for(rule: EvictionRule, gang: Workload) -> Callable[[Workload], 
 
 
 def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: float,
-                   takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool]
+                   takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool],
+                   alike: Callable[[Workload], Hashable]
                    ) -> tuple[dict[str, int], dict[str, int]]:
     """GPUs per node a drain for a gang could take now: unfunded work's (`unfunded_gpus`), and
     the funded work past its min runtime that it `takes` (`EvictionRule.drain_takes`); and
     what leaves once every protection has ended: what it takes, and what it `waits_for`
-    besides (`drain_waits_for`). The two maps `choose` reads, in one pass: each asks the
-    ranking per workload."""
+    besides (`drain_waits_for`). The two maps `choose` reads, in one pass.
+
+    Both questions read of a funded workload only what `alike` keys (`drain_alike`), and the
+    ranking they ask does not move during the pass: each is asked once per such key, not once
+    per running workload (thousands run, of far fewer kinds and teams)."""
     now_held, later_held = dict(unfunded), dict(unfunded)
+    judged: dict[Hashable, tuple[bool, bool]] = {}
     for workload in running:
         until = workload.protected_until()
-        if until is None:
+        if until is None:  # unfunded work too: `unfunded` counts it
             continue
-        taken = takes(workload)
-        if not taken and not waits_for(workload):
+        key = alike(workload)
+        judgement = judged.get(key)
+        if judgement is None:
+            taken = takes(workload)
+            judgement = judged[key] = taken, taken or waits_for(workload)
+        taken, leaves = judgement
+        if not leaves:
             continue
         per_node = held_per_node(workload, GPU)
         for node, gpus in per_node.items():
@@ -84,6 +95,27 @@ def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: f
             for node, gpus in per_node.items():
                 now_held[node] = now_held.get(node, 0) + gpus
     return now_held, later_held
+
+
+def drain_alike(rule: EvictionRule, gang: Workload
+                ) -> Callable[[Workload], tuple[bool, str, int, int, int]]:
+    """What the questions of a drain for `gang` (`EvictionRule.drain_takes`, `drain_waits_for`)
+    read of a funded running workload: whether it is of the gang's queue, the side its queue
+    compares on with the gang's in the ranking (`Ranking.side`: where their paths diverge, so
+    every leaf under another team compares alike), its priority, GPUs and kind (which holds
+    whether it is short, resumable and preemptible). Workloads alike in these get the same
+    answers while the ranking stands."""
+    ranking, kind, queue = rule.ranking, rule.kind, gang.queue
+    sides: dict[str, str] = {}
+
+    def alike(workload: Workload) -> tuple[bool, str, int, int, int]:
+        side = sides.get(workload.queue)
+        if side is None:
+            side = sides[workload.queue] = ranking.side(workload.queue, queue)
+        return (workload.queue == queue, side, workload.priority,
+                workload.requests().get(GPU, 0), kind(workload))
+
+    return alike
 
 
 def unfunded_gpus(running: Iterable[Workload]) -> dict[str, int]:

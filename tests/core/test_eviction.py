@@ -4,6 +4,8 @@ a simulated plan passes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 from test_cycle_properties import PROPERTY
@@ -23,10 +25,11 @@ from admitter.core.eviction import (
     swappable,
 )
 from admitter.core.model import GPU, FairShareSettings, Node, Phase, PodSet, Workload
-from admitter.core.nodes import ClusterState
+from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.policy import ShortJobs
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
+from admitter.core.reservation import drain_alike, drain_waits_for, drainable_gpus, unfunded_gpus
 from admitter.core.room import Search
 from admitter.core.topology import HOSTNAME
 
@@ -119,7 +122,7 @@ def test_swappable_is_long_resumable_funded_work():
 
 # ---- The search's candidates and each victim's check read the one rule ---------------------
 
-LEAVES = ("a1", "a2", "b1")
+LEAVES = ("a1", "a2", "b1", "b2")
 NODES = [Node(f"n{i}", {GPU: 64}, {BLOCK: "b0", RACK: f"r{i % 2}", HOSTNAME: f"n{i}"})
          for i in range(4)]
 NOW = 10_000.0
@@ -150,7 +153,8 @@ def running_work(draw: st.DrawFn) -> tuple[list[Workload], dict[str, float]]:
 def _cycle_state(running: list[Workload], usage: dict[str, float], window: float,
                  pending: list[Workload]) -> CycleState:
     queues = [queue("a", 8), queue("b", 8, order=1), queue("a1", 4, parent="a", order=2),
-              queue("a2", 4, parent="a", order=3), queue("b1", 8, parent="b", order=4)]
+              queue("a2", 4, parent="a", order=3), queue("b1", 4, parent="b", order=4),
+              queue("b2", 4, parent="b", order=5)]
     settings = CycleSettings(fair_share=FairShareSettings(window=window),
                              non_preemptible_priority=100)
     snapshot = Snapshot(NOW, NODES, (BLOCK, RACK, HOSTNAME), queues, [*running, *pending],
@@ -203,3 +207,58 @@ def test_with_use_held_the_victim_check_is_at_most_stricter(work, preemptor):
     cycle = _cycle_state(running, usage, 0.0, [preemptor])
     listed, allowed = _candidates_and_victims(cycle, preemptor)
     assert allowed <= listed
+
+
+# ---- A drain's questions, asked once per kind of running work ------------------------------
+
+@PROPERTY
+@given(running_work(), preemptors, st.sampled_from([0.0, 7 * 86400.0]))
+def test_a_drain_answers_alike_for_running_work_alike(work, gang, window):
+    """What a drain takes and waits for reads of a funded running workload only what
+    `reservation.drain_alike` keys: a twin in any leaf that compares alike with the gang's,
+    on other nodes, started and submitted at other moments, gets the same answers, with use
+    held and over a window."""
+    running, usage = work
+    cycle = _cycle_state(running, usage, window, [gang])
+    rule = cycle.eviction
+    takes, waits_for, alike = rule.drain_takes(gang), drain_waits_for(rule, gang), drain_alike(
+        rule, gang)
+    twins = 0
+    for workload in running:
+        if not workload.funded:
+            continue
+        nodes = ["n2", "n3"] if len(workload.placement) > 1 else ["n3"]
+        for leaf in LEAVES:
+            twin = replace(workload, key=f"{workload.key}-twin", queue=leaf, submitted_at=5.0,
+                           admitted_at=NOW - 60.0, placement={node: 1 for node in nodes},
+                           pod_set_placements=({node: 1 for node in nodes},))
+            if alike(twin) != alike(workload):
+                continue
+            twins += leaf != workload.queue
+            assert takes(twin) == takes(workload)
+            assert waits_for(twin) == waits_for(workload)
+    assert twins or all(w.queue[0] == gang.queue[0] or not w.funded for w in running)
+
+
+@PROPERTY
+@given(running_work(), preemptors, st.sampled_from([0.0, 7 * 86400.0]))
+def test_a_drains_maps_are_its_questions_asked_of_each_running_workload(work, gang, window):
+    """`drainable_gpus`, asking once per kind of running work, counts exactly the GPUs that
+    asking every running workload afresh counts."""
+    running, usage = work
+    cycle = _cycle_state(running, usage, window, [gang])
+    rule = cycle.eviction
+    takes, waits_for = rule.drain_takes(gang), drain_waits_for(rule, gang)
+    unfunded = unfunded_gpus(running)
+    now_held, later_held = dict(unfunded), dict(unfunded)
+    for workload in running:
+        until = workload.protected_until()
+        if until is None or not (takes(workload) or waits_for(workload)):
+            continue
+        for node, gpus in held_per_node(workload, GPU).items():
+            later_held[node] = later_held.get(node, 0) + gpus
+            if takes(workload) and until <= NOW:
+                now_held[node] = now_held.get(node, 0) + gpus
+    assert drainable_gpus(running, unfunded, NOW, takes, waits_for,
+                          drain_alike(rule, gang)) == (
+        now_held, later_held)

@@ -29,9 +29,7 @@ are the Pending's blockers)."""
 def admit_funded(cycle: CycleState, short: bool) -> None:
     """Every waiting funded workload past its backoff that is (or is not) a short job, offered
     capacity best-ranked allocation first (`offer.serve`)."""
-    is_short = cycle.short_jobs.is_short
-    serve(cycle, {leaf: [w for w in ws if is_short(w) is short]
-                  for leaf, ws in cycle.waiting(funded=True).items()},
+    serve(cycle, cycle.waiting(funded=True, short=short),
           lambda workload: try_funded(cycle, workload))
 
 

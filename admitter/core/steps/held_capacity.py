@@ -13,6 +13,7 @@ from admitter.core.placement import Placement, PlacementFailure, place
 from admitter.core.reservation import (
     RESERVATION_KEY,
     choose,
+    drain_alike,
     drainable_gpus,
     hold,
     unfunded_gpus,
@@ -69,6 +70,7 @@ def keeps_choice(cycle: CycleState, backfill: Backfill, workload: Workload,
     cycle.statement.assume(workload.key, workload.pod_sets, placed.node_counts)
     running = [*cycle.running.values(), workload.admitted(cycle.now, placed.node_counts)]
     chosen = choose(cycle.state, cycle.nodes, backfill.gang, *drainable_gpus(
-        running, unfunded_gpus(running), cycle.now, backfill.takes, backfill.waits_for))
+        running, unfunded_gpus(running), cycle.now, backfill.takes, backfill.waits_for,
+        drain_alike(cycle.eviction, backfill.gang)))
     cycle.statement.rollback(mark)
     return sorted(chosen) == sorted(backfill.chosen)

@@ -25,6 +25,7 @@ from admitter.core.moments import Waited, span
 from admitter.core.reservation import (
     choose,
     describe,
+    drain_alike,
     drain_waits_for,
     drainable_gpus,
     hold,
@@ -63,7 +64,8 @@ def drain_for_starving(cycle: CycleState) -> None:
         taken = maps.get((workload.queue, workload.priority))
         if taken is None:
             taken = maps[workload.queue, workload.priority] = drainable_gpus(
-                cycle.running.values(), unfunded, cycle.now, takes, waits_for)
+                cycle.running.values(), unfunded, cycle.now, takes, waits_for,
+                drain_alike(cycle.eviction, workload))
         chosen = choose(cycle.state, cycle.nodes, workload, taken[0], taken[1])
         if not chosen:
             continue
