@@ -1,19 +1,22 @@
 """A fleet on three real control planes: the session's is the manager, `west` (2 nodes of 8
 GPUs) and `east` (4 nodes of 8 GPUs) are workers, each with KWOK GPU nodes, its Job controller
-and kube-scheduler. Jobs are submitted to the manager; the manager's controller places each
-whole in one worker and creates one copy there."""
+and kube-scheduler (and in east only, JobSet's controller and KubeRay's operator). Jobs,
+JobSets and RayJobs are submitted to the manager; the manager's controller places each whole in
+one worker and creates one copy there."""
 
 # ruff: noqa: F401, F811 (fleet_world's fixtures are imported, then named as parameters)
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import yaml
 from admitter_world import (
     ControllerProcess,
+    apply_all,
     in_process_controller,
     priority_class,
     workloads,
@@ -44,6 +47,7 @@ from admitter.api.workload import (
 from admitter.controller.dispatching import CONDITION_DISPATCHED, WORKER_LOST, WORKER_REMOVED
 from admitter.controller.reconciler import Reconciler
 from admitter.fleet.worker import COPY_LABEL
+from admitter.jobs.rayjob import POD_LABEL as RAYJOB_POD_LABEL
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
@@ -52,9 +56,10 @@ from admitter.kubectl.explain import explain_workload
 from admitter.kubectl.state import QueueReading, read_state
 from admitter.testing import LocalCluster
 from admitter.testing.jobset_operator import JOBSET, running_jobset_operator
+from admitter.testing.kuberay_operator import KUBERAY, running_kuberay_operator
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 
@@ -494,3 +499,110 @@ async def test_a_copy_whose_job_is_deleted_on_the_manager_is_deleted_in_its_work
 
         await eventually(copy_and_pods_gone, f"gone's copy and pods deleted in {worker}", 90)
         assert await workloads(api, namespace) == []
+
+
+@pytest.fixture(scope="module")
+def kuberay_in_east(local_cluster: LocalCluster, workers: dict[str, LocalCluster],
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """KubeRay's CRDs on the manager (users' RayJobs wait there, suspended; no operator runs
+    there), and its CRDs and operator in east only: west lacks them."""
+    KUBERAY.install(local_cluster)
+    with running_kuberay_operator(workers["east"], tmp_path_factory.mktemp("kuberay-east")):
+        yield
+
+
+def _rayjob(name: str, namespace: str, queue: str, workers: int) -> Obj:
+    """A queued RayJob: a CPU head and `workers` Ray workers of 8 GPUs, suspended as the
+    webhook leaves it."""
+    def template(container: str, limits: dict[str, str]) -> Obj:
+        return {"spec": {"containers": [{"name": container, "image": "rayproject/ray",
+                                         "resources": {"limits": limits}}]}}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
+            "spec": {"suspend": True, "shutdownAfterJobFinishes": True,
+                     "entrypoint": "python -c 'import ray; ray.init()'",
+                     "rayClusterSpec": {
+                         "headGroupSpec": {"rayStartParams": {},
+                                           "template": template("ray-head", {"cpu": "1"})},
+                         "workerGroupSpecs": [{"groupName": "gpu", "replicas": workers,
+                                               "minReplicas": 0, "maxReplicas": workers,
+                                               "rayStartParams": {}, "template": template(
+                                                   "ray-worker", {"nvidia.com/gpu": "8"})}]}}}
+
+
+async def _ray_pods(client: Kube, namespace: str, name: str) -> list[Obj]:
+    """The live pods of the RayJob's copy: its Ray pods name it, and the Workload."""
+    listed = await client.request("GET", kube.PODS.path(namespace), query={
+        "labelSelector": f"{RAYJOB_POD_LABEL}={name},{COPY_LABEL}"})
+    return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")
+            and p["status"].get("phase") not in TERMINAL_POD_PHASES]
+
+
+async def _rayjob_copies(client: Kube, namespace: str) -> list[Obj]:
+    listed = await client.request("GET", kube.RAYJOBS.path(namespace),
+                                  query={"labelSelector": COPY_LABEL})
+    return listed["items"]
+
+
+async def test_a_rayjob_runs_as_one_copy_in_the_worker_that_serves_it_until_its_job_goes(
+        kuberay_in_east, api, namespace, fleet_namespace, fleet, kubeconfig):
+    queue = f"ray-{secrets.token_hex(3)}"
+    await apply_all(api, *leaf_queue(queue, namespace=namespace, local_name="ray", resources={
+        "nvidia.com/gpu": {"quota": 64}, "cpu": {"quota": 8}}))
+    # 2 x 8 GPUs and a CPU head: west (16 GPUs) would be the tighter fit, but lacks KubeRay
+    await api.create(kube.RAYJOBS, _rayjob("tune", namespace, "ray", 2))
+    try:
+        async with in_process_controller(kubeconfig):
+            async def kinds_served(name: str, status: str) -> Obj | None:
+                wc = await api.get(kube.WORKER_CLUSTERS, name)
+                found = condition(wc, CONDITION_KINDS_SERVED) or {}
+                return found if found.get("status") == status else None
+
+            west = await eventually(lambda: kinds_served("west", "False"),
+                                    "west told it lacks KubeRay's RayJob CRD", 60)
+            assert west["reason"] == "CRDMissing" and "RayJob" in west["message"], west
+
+            async def bound_in_east() -> list[Obj] | None:
+                pods = await _ray_pods(fleet["east"], namespace, "tune")
+                return pods if len(pods) == 3 and all(
+                    p["spec"].get("nodeName") for p in pods) else None
+
+            pods = await eventually(bound_in_east, "the RayJob's head and 2 workers bound in "
+                                    "east", 150)
+            (wl,) = await workloads(api, namespace)
+            hinted = {hint["node"] for hint in wl["status"]["admission"]["nodeHints"]}
+            east_nodes = {WORKERS["east"].node_name(i) for i in range(WORKERS["east"].nodes)}
+            assert hinted <= east_nodes, hinted  # the model placed it in east
+            assert {p["spec"]["nodeName"] for p in pods} <= east_nodes
+            assert {p["metadata"]["labels"][COPY_LABEL] for p in pods} == {wl["metadata"]["uid"]}
+            (copy,) = await _rayjob_copies(fleet["east"], namespace)
+            assert copy["metadata"]["labels"][COPY_LABEL] == wl["metadata"]["uid"]
+            assert await _ray_pods(fleet["west"], namespace, "tune") == []  # no RayJobs there
+            manager_tune = await api.get(kube.RAYJOBS, "tune", namespace)
+            assert manager_tune["spec"]["suspend"] is True  # the manager's own never runs
+
+            async def progress_shown() -> Obj | None:
+                (current,) = await workloads(api, namespace)
+                shown = condition(current, CONDITION_DISPATCHED) or {}
+                return shown if "Running: Ray cluster tune-" in shown.get("message", "") else None
+
+            shown = await eventually(progress_shown, "the copy's Ray cluster on the Workload",
+                                     90)
+            (copy,) = await _rayjob_copies(fleet["east"], namespace)
+            assert shown["message"].startswith(  # the copy's own status, read from east
+                f"running in cluster east as {namespace}/tune: Running: Ray cluster "
+                f"{copy['status']['rayClusterName']}, Ray job "), shown
+
+            await api.delete(kube.RAYJOBS, "tune", namespace, {"propagationPolicy": "Background"})
+
+            async def copy_gone() -> bool:
+                return (await _rayjob_copies(fleet["east"], namespace) == []
+                        and await _ray_pods(fleet["east"], namespace, "tune") == [])
+
+            await eventually(copy_gone, "the copy and its Ray pods deleted in east", 120)
+            assert await workloads(api, namespace) == []
+    finally:
+        for client in (api, fleet["east"]):
+            await client.request("DELETE", kube.RAYJOBS.path(namespace),
+                                 {"propagationPolicy": "Background"})
