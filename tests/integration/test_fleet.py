@@ -388,6 +388,20 @@ def _jobset(name: str, namespace: str, pods: int, priority: str,
                                        "template": pod}}}]}}
 
 
+async def _kinds_served(api: Kube, name: str, status: str) -> Obj | None:
+    """The WorkerCluster's KindsServed condition, once it has `status`."""
+    wc = await api.get(kube.WORKER_CLUSTERS, name)
+    found = condition(wc, CONDITION_KINDS_SERVED) or {}
+    return found if found.get("status") == status else None
+
+
+async def _dispatched_showing(api: Kube, namespace: str, text: str) -> Obj | None:
+    """The namespace's one Workload's Dispatched condition, once its message holds `text`."""
+    (current,) = await workloads(api, namespace)
+    shown = condition(current, CONDITION_DISPATCHED) or {}
+    return shown if text in shown.get("message", "") else None
+
+
 async def _jobset_copies(client: Kube, namespace: str) -> list[str]:
     listed = await client.request("GET", kube.JOBSETS.path(namespace),
                                   query={"labelSelector": COPY_LABEL})
@@ -410,15 +424,10 @@ async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_
     await api.create(kube.JOBSETS, _jobset("low", namespace, 2, "fleet-low"))
     try:
         async with in_process_controller(kubeconfig):
-            async def kinds_served(name: str, status: str) -> Obj | None:
-                wc = await api.get(kube.WORKER_CLUSTERS, name)
-                found = condition(wc, CONDITION_KINDS_SERVED) or {}
-                return found if found.get("status") == status else None
-
-            west = await eventually(lambda: kinds_served("west", "False"),
+            west = await eventually(lambda: _kinds_served(api, "west", "False"),
                                     "west told it lacks JobSet's CRD", 60)
             assert west["reason"] == "CRDMissing" and "JobSet" in west["message"]
-            await eventually(lambda: kinds_served("east", "True"), "east serves JobSets", 60)
+            await eventually(lambda: _kinds_served(api, "east", "True"), "east serves JobSets", 60)
 
             async def low_running() -> bool:
                 return await _jobset_pods(fleet["east"], namespace, "low") == 2
@@ -428,13 +437,8 @@ async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_
             manager_low = await api.get(kube.JOBSETS, "low", namespace)
             assert manager_low["spec"]["suspend"] is True  # the manager's own never runs
 
-            async def progress_shown() -> Obj | None:
-                (current,) = await workloads(api, namespace)
-                shown = condition(current, CONDITION_DISPATCHED) or {}
-                return shown if "workers: " in shown.get("message", "") else None
-
-            shown = await eventually(progress_shown, "the copy's progress per replicated job",
-                                     60)
+            shown = await eventually(lambda: _dispatched_showing(api, namespace, "workers: "),
+                                     "the copy's progress per replicated job", 60)
             assert f"running in cluster east as {namespace}/low" in shown["message"]
 
             sampler = asyncio.create_task(_sample_gpus(fleet["east"], namespace, east_gpus))
@@ -554,12 +558,7 @@ async def test_a_rayjob_runs_as_one_copy_in_the_worker_that_serves_it_until_its_
     await api.create(kube.RAYJOBS, _rayjob("tune", namespace, "ray", 2))
     try:
         async with in_process_controller(kubeconfig):
-            async def kinds_served(name: str, status: str) -> Obj | None:
-                wc = await api.get(kube.WORKER_CLUSTERS, name)
-                found = condition(wc, CONDITION_KINDS_SERVED) or {}
-                return found if found.get("status") == status else None
-
-            west = await eventually(lambda: kinds_served("west", "False"),
+            west = await eventually(lambda: _kinds_served(api, "west", "False"),
                                     "west told it lacks KubeRay's RayJob CRD", 60)
             assert west["reason"] == "CRDMissing" and "RayJob" in west["message"], west
 
@@ -582,13 +581,9 @@ async def test_a_rayjob_runs_as_one_copy_in_the_worker_that_serves_it_until_its_
             manager_tune = await api.get(kube.RAYJOBS, "tune", namespace)
             assert manager_tune["spec"]["suspend"] is True  # the manager's own never runs
 
-            async def progress_shown() -> Obj | None:
-                (current,) = await workloads(api, namespace)
-                shown = condition(current, CONDITION_DISPATCHED) or {}
-                return shown if "Running: Ray cluster tune-" in shown.get("message", "") else None
-
-            shown = await eventually(progress_shown, "the copy's Ray cluster on the Workload",
-                                     90)
+            shown = await eventually(
+                lambda: _dispatched_showing(api, namespace, "Running: Ray cluster tune-"),
+                "the copy's Ray cluster on the Workload", 90)
             (copy,) = await _rayjob_copies(fleet["east"], namespace)
             assert shown["message"].startswith(  # the copy's own status, read from east
                 f"running in cluster east as {namespace}/tune: Running: Ray cluster "
