@@ -361,12 +361,15 @@ async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
 
 
 @pytest.fixture(scope="module")
-def jobsets_in_east(local_cluster: LocalCluster, workers: dict[str, LocalCluster],
-                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """JobSet's CRD on the manager (users' JobSets wait there, suspended; no JobSet controller
-    runs there), and JobSet's CRD, webhooks and controller in east only: west lacks them."""
+def operators_in_east(local_cluster: LocalCluster, workers: dict[str, LocalCluster],
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """JobSet's and KubeRay's CRDs on the manager (users' JobSets and RayJobs wait there,
+    suspended; no JobSet controller nor KubeRay operator runs there), and their CRDs,
+    controller and operator in east only (east serves every copied kind): west lacks them."""
     JOBSET.install(local_cluster)
-    with running_jobset_operator(workers["east"], tmp_path_factory.mktemp("jobset-east")):
+    KUBERAY.install(local_cluster)
+    with (running_jobset_operator(workers["east"], tmp_path_factory.mktemp("jobset-east")),
+          running_kuberay_operator(workers["east"], tmp_path_factory.mktemp("kuberay-east"))):
         yield
 
 
@@ -416,7 +419,7 @@ async def _jobset_pods(client: Kube, namespace: str, name: str) -> int:
 
 
 async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_on_preemption(
-        jobsets_in_east, api, namespace, team, fleet, kubeconfig):
+        operators_in_east, api, namespace, team, fleet, kubeconfig):
     await _priorities(api, *fleet.values())
     east_gpus: list[int] = []
 
@@ -427,7 +430,8 @@ async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_
             west = await eventually(lambda: _kinds_served(api, "west", "False"),
                                     "west told it lacks JobSet's CRD", 60)
             assert west["reason"] == "CRDMissing" and "JobSet" in west["message"]
-            await eventually(lambda: _kinds_served(api, "east", "True"), "east serves JobSets", 60)
+            await eventually(lambda: _kinds_served(api, "east", "True"),
+                             "east serves every copied kind", 60)
 
             async def low_running() -> bool:
                 return await _jobset_pods(fleet["east"], namespace, "low") == 2
@@ -505,22 +509,23 @@ async def test_a_copy_whose_job_is_deleted_on_the_manager_is_deleted_in_its_work
         assert await workloads(api, namespace) == []
 
 
-@pytest.fixture(scope="module")
-def kuberay_in_east(local_cluster: LocalCluster, workers: dict[str, LocalCluster],
-                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """KubeRay's CRDs on the manager (users' RayJobs wait there, suspended; no operator runs
-    there), and its CRDs and operator in east only: west lacks them."""
-    KUBERAY.install(local_cluster)
-    with running_kuberay_operator(workers["east"], tmp_path_factory.mktemp("kuberay-east")):
-        yield
+@pytest.fixture
+async def ray_queue(api: Kube, fleet_namespace: str) -> str:
+    """A LocalQueue `ray` in the test's namespace over 64 GPUs and 8 CPUs (a Ray head's)."""
+    await apply_all(api, *leaf_queue(f"ray-{secrets.token_hex(3)}", namespace=fleet_namespace,
+                                     local_name="ray", resources={
+                                         "nvidia.com/gpu": {"quota": 64}, "cpu": {"quota": 8}}))
+    return "ray"
 
 
-def _rayjob(name: str, namespace: str, queue: str, workers: int) -> Obj:
+def _rayjob(name: str, namespace: str, queue: str, workers: int,
+            priority: str | None = None) -> Obj:
     """A queued RayJob: a CPU head and `workers` Ray workers of 8 GPUs, suspended as the
     webhook leaves it."""
     def template(container: str, limits: dict[str, str]) -> Obj:
-        return {"spec": {"containers": [{"name": container, "image": "rayproject/ray",
-                                         "resources": {"limits": limits}}]}}
+        pod = {"containers": [{"name": container, "image": "rayproject/ray",
+                               "resources": {"limits": limits}}]}
+        return {"spec": {**pod, "priorityClassName": priority} if priority else pod}
 
     return {"apiVersion": "ray.io/v1", "kind": "RayJob",
             "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
@@ -550,12 +555,9 @@ async def _rayjob_copies(client: Kube, namespace: str) -> list[Obj]:
 
 
 async def test_a_rayjob_runs_as_one_copy_in_the_worker_that_serves_it_until_its_job_goes(
-        kuberay_in_east, api, namespace, fleet_namespace, fleet, kubeconfig):
-    queue = f"ray-{secrets.token_hex(3)}"
-    await apply_all(api, *leaf_queue(queue, namespace=namespace, local_name="ray", resources={
-        "nvidia.com/gpu": {"quota": 64}, "cpu": {"quota": 8}}))
+        operators_in_east, api, namespace, ray_queue, fleet, kubeconfig):
     # 2 x 8 GPUs and a CPU head: west (16 GPUs) would be the tighter fit, but lacks KubeRay
-    await api.create(kube.RAYJOBS, _rayjob("tune", namespace, "ray", 2))
+    await api.create(kube.RAYJOBS, _rayjob("tune", namespace, ray_queue, 2))
     try:
         async with in_process_controller(kubeconfig):
             west = await eventually(lambda: _kinds_served(api, "west", "False"),
@@ -597,6 +599,53 @@ async def test_a_rayjob_runs_as_one_copy_in_the_worker_that_serves_it_until_its_
 
             await eventually(copy_gone, "the copy and its Ray pods deleted in east", 120)
             assert await workloads(api, namespace) == []
+    finally:
+        for client in (api, fleet["east"]):
+            await client.request("DELETE", kube.RAYJOBS.path(namespace),
+                                 {"propagationPolicy": "Background"})
+
+
+async def _sample_east_gpus(client: Kube, namespace: str, into: list[int]) -> None:
+    """Every half second, the GPUs the namespace's bound, not ended pods ask for, into `into`."""
+    while True:
+        listed = await client.request("GET", kube.PODS.path(namespace))
+        into.append(sum(int(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0))
+                        for p in listed["items"] if p["spec"].get("nodeName")
+                        and p["status"].get("phase") not in TERMINAL_POD_PHASES
+                        for c in p["spec"]["containers"]))
+        await asyncio.sleep(0.5)
+
+
+async def test_a_preempted_rayjobs_copy_and_ray_pods_go_before_its_room_is_given_again(
+        operators_in_east, api, namespace, ray_queue, fleet, kubeconfig):
+    await _priorities(api, *fleet.values())
+    # low's 4 x 8 GPUs fill east; high (3 x 8) fits east alone, by preempting low
+    await api.create(kube.RAYJOBS, _rayjob("low", namespace, ray_queue, 4, "fleet-low"))
+    east_gpus: list[int] = []
+    try:
+        async with in_process_controller(kubeconfig):
+            async def low_bound() -> bool:
+                pods = await _ray_pods(fleet["east"], namespace, "low")
+                return len(pods) == 5 and all(p["spec"].get("nodeName") for p in pods)
+
+            await eventually(low_bound, "low's head and 4 workers bound in east", 150)
+            sampler = asyncio.create_task(_sample_east_gpus(fleet["east"], namespace,
+                                                            east_gpus))
+            try:
+                await api.create(kube.JOBS, JobWrapper("high", namespace).queue(ray_queue)
+                                 .pods(3).priority_class("fleet-high").obj())
+                await eventually(lambda: _running(fleet["east"], namespace, "high", 3),
+                                 "high's 3 pods running in east", 150)
+            finally:
+                sampler.cancel()
+            assert await _rayjob_copies(fleet["east"], namespace) == []  # low's deleted
+            assert await _ray_pods(fleet["east"], namespace, "low") == []
+            low = next(wl for wl in await workloads(api, namespace)
+                       if "low" in wl["metadata"]["name"])
+            assert (condition(low, CONDITION_EVICTED) or {}).get("reason") == "Preempted"
+            assert not (low.get("status") or {}).get("admission")
+            assert (await api.get(kube.RAYJOBS, "low", namespace))["spec"]["suspend"] is True
+        assert east_gpus and max(east_gpus) <= 32, east_gpus  # never both copies at once
     finally:
         for client in (api, fleet["east"]):
             await client.request("DELETE", kube.RAYJOBS.path(namespace),
