@@ -25,6 +25,7 @@ from admitter.fleet.fleet import Fleet
 from admitter.fleet.worker import COPY_LABEL
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.jobset import JobSet
+from admitter.jobs.rayjob import RayJob
 from admitter.jobs.registry import JobKinds
 from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
@@ -207,10 +208,10 @@ class Dispatch:
                 raise  # changed meanwhile: the next pass looks again
 
 
-_COPY_POD_LABELS = ((JobSet.kind, JobSet.pod_label),
+_COPY_POD_LABELS = ((JobSet.kind, JobSet.pod_label), (RayJob.kind, RayJob.pod_label),
                     (BatchJob.kind, "batch.kubernetes.io/job-name"))
 """(kind, label naming the job) on a copy's pods, the outermost kind first: a JobSet's pods
-carry its child Job's name too."""
+carry its child Job's name too; a RayJob's Ray pods name it (`rayjob.POD_LABEL`)."""
 
 
 def copy_job_key(obj: Obj) -> JobKey | None:

@@ -1,7 +1,7 @@
-"""One copy of an admitted job (a batch Job or a JobSet) in the worker the core chose: created
-unsuspended with the admission's placement, through the job interface (`run_patch`, as a job
-started in place is pinned), under the manager job's namespace and name, labelled (with its
-pod templates) with the Workload's uid.
+"""One copy of an admitted job (a batch Job, a JobSet or a RayJob) in the worker the core
+chose: created unsuspended with the admission's placement, through the job interface
+(`run_patch`, as a job started in place is pinned), under the manager job's namespace and
+name, labelled (with its pod templates) with the Workload's uid.
 
 Creation is idempotent: a copy found under that name with the same uid is adopted, so a
 manager that restarts mid-dispatch never makes a second one; a copy with another uid belongs to
@@ -22,6 +22,7 @@ from admitter.core.topology import CLUSTER
 from admitter.fleet.worker import COPIED_KINDS, COPY_LABEL, Worker
 from admitter.jobs.interface import ShowsProgress
 from admitter.jobs.jobset import JobSet
+from admitter.jobs.rayjob import RayJob
 from admitter.jobs.registry import KINDS, JobKinds
 from admitter.kube import client as kube
 from admitter.kube.objects import Obj, narrower_domains
@@ -78,8 +79,10 @@ def copy_manifest(job: Obj, wl: Obj, kinds: JobKinds = KINDS) -> Obj:
 async def create_or_adopt(worker: Worker, manifest: Obj) -> Obj:
     """The copy in the worker: created, or the one already there for this Workload."""
     meta = manifest["metadata"]
-    resource = kube.JOBSETS if manifest["kind"] == JobSet.kind else kube.JOBS
-    copies = worker.copies[manifest["kind"]]
+    kind = manifest["kind"]  # each kind's constant, for the worker's RBAC (tests/deploy)
+    resource = (kube.JOBSETS if kind == JobSet.kind
+                else kube.RAYJOBS if kind == RayJob.kind else kube.JOBS)
+    copies = worker.copies[kind]
     try:
         created = await worker.kube.create(resource, manifest)
     except ApiException as error:
@@ -99,14 +102,16 @@ async def create_or_adopt(worker: Worker, manifest: Obj) -> Obj:
 async def delete_copy(worker: Worker, job: Obj) -> None:
     """Delete this very copy (its uid as read), its pods with it."""
     meta = job["metadata"]
-    resource = kube.JOBSETS if job["kind"] == JobSet.kind else kube.JOBS
+    kind = job["kind"]  # each kind's constant, for the worker's RBAC (tests/deploy)
+    resource = (kube.JOBSETS if kind == JobSet.kind
+                else kube.RAYJOBS if kind == RayJob.kind else kube.JOBS)
     try:
         await worker.kube.delete(resource, meta["name"], meta["namespace"], {
             "propagationPolicy": "Background", "preconditions": {"uid": meta.get("uid")}})
     except ApiException as error:
         if not (kube.is_not_found(error) or kube.is_conflict(error)):
             raise
-    worker.copies[job["kind"]].forget(job)
+    worker.copies[kind].forget(job)
 
 
 def progress(job: Obj, kinds: JobKinds = KINDS) -> str:

@@ -20,6 +20,7 @@ from admitter.api.workercluster import DEFAULT_LOST_GRACE_PERIOD
 from admitter.core.topology import CLUSTER
 from admitter.jobs.batch_job import BatchJob
 from admitter.jobs.jobset import JobSet
+from admitter.jobs.rayjob import RayJob
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.informer import READ_ERRORS, Informer, Key, StoreWatcher, key_of
@@ -33,12 +34,14 @@ COPY_LABEL = "admitter.dev/workload-uid"
 manager's Workload it runs for. It makes creation idempotent (a copy found under the job's name
 with this uid is adopted, with another uid it is stale) and tells the copy's pods, counted
 through the Workload's admission, from the worker's own. A JobSet's copy carries it on the
-JobSet and its pod templates, not on its child Jobs."""
-COPIED_KINDS = (BatchJob.kind, JobSet.kind)
+JobSet and its pod templates, not on its child Jobs; a RayJob's on the RayJob and its Ray
+pods' templates, not on the RayCluster or the submitter Job KubeRay makes from it."""
+COPIED_KINDS = (BatchJob.kind, JobSet.kind, RayJob.kind)
 """The kinds the manager creates copies of in workers; a worker that does not serve one (its
-CRD is missing) takes no job of that kind (`Worker.serves`). RayJobs, TrainJobs and plain Pods
-are placed on the manager's own nodes only (`dispatch.kept_off_workers`): their copies' status
-(Ray clusters, trainer jobs) is not mirrored yet, and a plain Pod has no suspended form."""
+CRD is missing) takes no job of that kind (`Worker.serves`). TrainJobs and plain Pods are
+placed on the manager's own nodes only (`dispatch.kept_off_workers`): a TrainJob's runtime (a
+ClusterTrainingRuntime or TrainingRuntime, with its own templates) would have to be copied too,
+and a plain Pod has no suspended form."""
 
 
 class KubeconfigError(ValueError):
@@ -100,8 +103,10 @@ class Worker:
         copies = {"labelSelector": COPY_LABEL}
         self.copies = {
             BatchJob.kind: Informer(kube_client, kube.JOBS, on_change, copies),
-            JobSet.kind: Informer(kube_client, kube.JOBSETS, on_change, copies, optional=True)}
-        """Per copied kind, the copies in the worker; JobSets only where its CRD is served."""
+            JobSet.kind: Informer(kube_client, kube.JOBSETS, on_change, copies, optional=True),
+            RayJob.kind: Informer(kube_client, kube.RAYJOBS, on_change, copies, optional=True)}
+        """Per copied kind, the copies in the worker; JobSets and RayJobs only where their CRD
+        is served."""
         self.copy_index = {kind: LabelIndex(COPY_LABEL) for kind in self.copies}
         for kind, informer in self.copies.items():
             informer.watchers.append(self.copy_index[kind].watcher)

@@ -126,6 +126,15 @@ class RayJob(TemplatedJob):
                    for c in cluster.get("conditions") or ())
         return int(cluster.get("readyWorkerReplicas") or 0) + int(head)
 
+    def progress(self, obj: Obj) -> str:
+        """`Running: Ray cluster tune-x7k2p, Ray job RUNNING`: KubeRay's deployment status, the
+        Ray cluster it made and the Ray job's status. Not the cluster's pods: the RayJob's
+        snapshot of its cluster's status (`rayClusterStatus`) can lag far behind them."""
+        status = obj.get("status") or {}
+        return (f"{status.get('jobDeploymentStatus') or 'Initializing'}: Ray cluster "
+                f"{status.get('rayClusterName') or 'not made yet'}, Ray job "
+                f"{status.get('jobStatus') or 'not submitted'}")
+
     def finished(self, obj: Obj) -> tuple[bool, str] | None:
         """Done once KubeRay says the deployment is `Complete` (the Ray job ended: succeeded,
         failed or stopped) or `Failed`/`ValidationFailed` (it gave up on it)."""

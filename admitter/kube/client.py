@@ -94,6 +94,7 @@ PODS = Kind("v1", "pods", True)
 EVENTS = Kind("v1", "events", True)
 JOBS = Kind("batch/v1", "jobs", True)
 JOBSETS = Kind("jobset.x-k8s.io/v1alpha2", "jobsets", True)
+RAYJOBS = Kind("ray.io/v1", "rayjobs", True)
 PRIORITY_CLASSES = Kind("scheduling.k8s.io/v1", "priorityclasses", False)
 LEASES = Kind("coordination.k8s.io/v1", "leases", True)
 MUTATING_WEBHOOK_CONFIGURATIONS = Kind("admissionregistration.k8s.io/v1",

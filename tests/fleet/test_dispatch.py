@@ -1,5 +1,5 @@
-"""The copy of an admitted Job or JobSet a worker runs: the manager's job as it would start in
-place, without the manager's own marks."""
+"""The copy of an admitted Job, JobSet or RayJob a worker runs: the manager's job as it would
+start in place, without the manager's own marks."""
 
 import pytest
 
@@ -9,6 +9,7 @@ from admitter.core.model import Node, Workload
 from admitter.core.topology import CLUSTER
 from admitter.fleet.dispatch import copy_manifest, kept_off_workers, progress
 from admitter.fleet.worker import COPY_LABEL
+from admitter.jobs.rayjob import POD_LABEL as RAYJOB_POD_LABEL
 from admitter.kube.core_values import core_node, core_workload
 from admitter.testing import BLOCK_LABEL
 
@@ -99,13 +100,57 @@ def test_a_jobsets_copy_is_unsuspended_pinned_and_labelled_on_its_pods_not_its_c
         assert pod["spec"]["nodeSelector"] == {"pool": "a100", BLOCK_LABEL: "block-1"}
 
 
+def _rayjob() -> dict:
+    """A RayJob of a CPU head and two 8-GPU workers as the manager's API server stores it."""
+    def template(limits: dict[str, str]) -> dict:
+        return {"metadata": {"labels": {"team": "vision"}},
+                "spec": {"containers": [{"name": "ray", "image": "rayproject/ray",
+                                         "resources": {"limits": limits}}]}}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "tune", "namespace": "ml", "uid": "ray-uid",
+                         "resourceVersion": "9", "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"suspend": True, "shutdownAfterJobFinishes": True,
+                     "entrypoint": "python t.py",
+                     "rayClusterSpec": {
+                         "headGroupSpec": {"rayStartParams": {},
+                                           "template": template({"cpu": "1"})},
+                         "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2,
+                                               "rayStartParams": {},
+                                               "template": template({"nvidia.com/gpu": "8"})}]}},
+            "status": {"jobDeploymentStatus": "Suspended"}}
+
+
+def test_a_rayjobs_copy_is_unsuspended_pinned_and_its_ray_pods_name_it_and_the_workload():
+    copy = copy_manifest(_rayjob(), _admitted({CLUSTER: "east", BLOCK_LABEL: "block-1"}))
+
+    assert copy["apiVersion"] == "ray.io/v1" and copy["kind"] == "RayJob"
+    assert copy["metadata"]["name"] == "tune" and copy["metadata"]["namespace"] == "ml"
+    assert copy["metadata"]["labels"] == {COPY_LABEL: UID}
+    assert "status" not in copy and copy["spec"]["suspend"] is False
+    assert copy["spec"]["entrypoint"] == "python t.py"
+    cluster = copy["spec"]["rayClusterSpec"]
+    for template in (cluster["headGroupSpec"]["template"],
+                     cluster["workerGroupSpecs"][0]["template"]):
+        labels = template["metadata"]["labels"]
+        assert labels == {"team": "vision", COPY_LABEL: UID, RAYJOB_POD_LABEL: "tune"}
+        (term,) = template["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        # pinned to the block, not the cluster: the worker's nodes carry no cluster label
+        assert term["matchExpressions"] == [
+            {"key": BLOCK_LABEL, "operator": "In", "values": ["block-1"]}]
+        pod = {"kind": "Pod", "metadata": {"namespace": "ml", "labels": labels}}
+        assert copy_job_key(pod) == ("RayJob", "ml", "tune")  # its pods lead to the RayJob
+    assert copy_job_key(copy) == ("RayJob", "ml", "tune")
+
+
 def test_a_job_of_a_kind_not_dispatched_is_refused_by_name():
-    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob",
-              "metadata": {"name": "r", "namespace": "ml", "resourceVersion": "1"},
-              "spec": {"suspend": True}}
-    with pytest.raises(ValueError, match="a RayJob is not created in worker clusters; only "
-                                         "Job, JobSet"):
-        copy_manifest(rayjob, _admitted({CLUSTER: "east"}))
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "metadata": {"name": "t", "namespace": "ml", "resourceVersion": "1"},
+                "spec": {"suspend": True}}
+    with pytest.raises(ValueError, match="a TrainJob is not created in worker clusters; only "
+                                         "Job, JobSet, RayJob"):
+        copy_manifest(trainjob, _admitted({CLUSTER: "east"}))
 
 
 def test_progress_counts_the_copys_pods():
@@ -121,6 +166,14 @@ def test_a_jobsets_progress_counts_its_jobs_per_replicated_job():
     assert progress(jobset) == ("workers: 2 active, 2 ready, 0 succeeded, 0 failed Jobs; "
                                 "driver: 0 active, 0 ready, 1 succeeded, 0 failed Jobs")
     assert progress({**_jobset(), "status": {}}) == "no Jobs yet"
+
+
+def test_a_rayjobs_progress_is_kuberays_statuses_and_its_ray_cluster():
+    running = {**_rayjob(), "status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING",
+                                       "rayClusterName": "tune-x7k2p"}}
+    assert progress(running) == "Running: Ray cluster tune-x7k2p, Ray job RUNNING"
+    assert progress({**_rayjob(), "status": {}}) == (
+        "Initializing: Ray cluster not made yet, Ray job not submitted")
 
 
 def _core(pod_set: dict) -> Workload:

@@ -227,4 +227,5 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobset_and_every_job():
     assert west.unserved() == ["JobSet"]
     assert fleet.refusing("JobSet") == ["west"]
     assert fleet.refusing("Job") == []
-    assert sorted(fleet.refusing("RayJob")) == ["east", "south", "west"]
+    assert fleet.refusing("RayJob") == []  # both serve KubeRay's CRD
+    assert sorted(fleet.refusing("TrainJob")) == ["east", "south", "west"]

@@ -1,19 +1,22 @@
 """A fleet on three real control planes: the session's is the manager, `west` (2 nodes of 8
 GPUs) and `east` (4 nodes of 8 GPUs) are workers, each with KWOK GPU nodes, its Job controller
-and kube-scheduler. Jobs are submitted to the manager; the manager's controller places each
-whole in one worker and creates one copy there."""
+and kube-scheduler (and in east only, JobSet's controller and KubeRay's operator). Jobs,
+JobSets and RayJobs are submitted to the manager; the manager's controller places each whole in
+one worker and creates one copy there."""
 
 # ruff: noqa: F401, F811 (fleet_world's fixtures are imported, then named as parameters)
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import yaml
 from admitter_world import (
     ControllerProcess,
+    apply_all,
     in_process_controller,
     priority_class,
     workloads,
@@ -44,6 +47,7 @@ from admitter.api.workload import (
 from admitter.controller.dispatching import CONDITION_DISPATCHED, WORKER_LOST, WORKER_REMOVED
 from admitter.controller.reconciler import Reconciler
 from admitter.fleet.worker import COPY_LABEL
+from admitter.jobs.rayjob import POD_LABEL as RAYJOB_POD_LABEL
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
 from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
@@ -52,9 +56,10 @@ from admitter.kubectl.explain import explain_workload
 from admitter.kubectl.state import QueueReading, read_state
 from admitter.testing import LocalCluster
 from admitter.testing.jobset_operator import JOBSET, running_jobset_operator
+from admitter.testing.kuberay_operator import KUBERAY, running_kuberay_operator
 from admitter.testing.waiting import eventually
 
-from builders.kube import JobWrapper
+from builders.kube import JobWrapper, leaf_queue
 
 pytestmark = pytest.mark.integration
 
@@ -356,12 +361,15 @@ async def test_a_lost_workers_work_moves_and_its_copy_goes_when_it_returns(
 
 
 @pytest.fixture(scope="module")
-def jobsets_in_east(local_cluster: LocalCluster, workers: dict[str, LocalCluster],
-                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """JobSet's CRD on the manager (users' JobSets wait there, suspended; no JobSet controller
-    runs there), and JobSet's CRD, webhooks and controller in east only: west lacks them."""
+def operators_in_east(local_cluster: LocalCluster, workers: dict[str, LocalCluster],
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """JobSet's and KubeRay's CRDs on the manager (users' JobSets and RayJobs wait there,
+    suspended; no JobSet controller nor KubeRay operator runs there), and their CRDs,
+    controller and operator in east only (east serves every copied kind): west lacks them."""
     JOBSET.install(local_cluster)
-    with running_jobset_operator(workers["east"], tmp_path_factory.mktemp("jobset-east")):
+    KUBERAY.install(local_cluster)
+    with (running_jobset_operator(workers["east"], tmp_path_factory.mktemp("jobset-east")),
+          running_kuberay_operator(workers["east"], tmp_path_factory.mktemp("kuberay-east"))):
         yield
 
 
@@ -383,6 +391,20 @@ def _jobset(name: str, namespace: str, pods: int, priority: str,
                                        "template": pod}}}]}}
 
 
+async def _kinds_served(api: Kube, name: str, status: str) -> Obj | None:
+    """The WorkerCluster's KindsServed condition, once it has `status`."""
+    wc = await api.get(kube.WORKER_CLUSTERS, name)
+    found = condition(wc, CONDITION_KINDS_SERVED) or {}
+    return found if found.get("status") == status else None
+
+
+async def _dispatched_showing(api: Kube, namespace: str, text: str) -> Obj | None:
+    """The namespace's one Workload's Dispatched condition, once its message holds `text`."""
+    (current,) = await workloads(api, namespace)
+    shown = condition(current, CONDITION_DISPATCHED) or {}
+    return shown if text in shown.get("message", "") else None
+
+
 async def _jobset_copies(client: Kube, namespace: str) -> list[str]:
     listed = await client.request("GET", kube.JOBSETS.path(namespace),
                                   query={"labelSelector": COPY_LABEL})
@@ -397,7 +419,7 @@ async def _jobset_pods(client: Kube, namespace: str, name: str) -> int:
 
 
 async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_on_preemption(
-        jobsets_in_east, api, namespace, team, fleet, kubeconfig):
+        operators_in_east, api, namespace, team, fleet, kubeconfig):
     await _priorities(api, *fleet.values())
     east_gpus: list[int] = []
 
@@ -405,15 +427,11 @@ async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_
     await api.create(kube.JOBSETS, _jobset("low", namespace, 2, "fleet-low"))
     try:
         async with in_process_controller(kubeconfig):
-            async def kinds_served(name: str, status: str) -> Obj | None:
-                wc = await api.get(kube.WORKER_CLUSTERS, name)
-                found = condition(wc, CONDITION_KINDS_SERVED) or {}
-                return found if found.get("status") == status else None
-
-            west = await eventually(lambda: kinds_served("west", "False"),
+            west = await eventually(lambda: _kinds_served(api, "west", "False"),
                                     "west told it lacks JobSet's CRD", 60)
             assert west["reason"] == "CRDMissing" and "JobSet" in west["message"]
-            await eventually(lambda: kinds_served("east", "True"), "east serves JobSets", 60)
+            await eventually(lambda: _kinds_served(api, "east", "True"),
+                             "east serves every copied kind", 60)
 
             async def low_running() -> bool:
                 return await _jobset_pods(fleet["east"], namespace, "low") == 2
@@ -423,13 +441,8 @@ async def test_jobsets_run_as_one_copy_in_the_worker_that_serves_them_and_leave_
             manager_low = await api.get(kube.JOBSETS, "low", namespace)
             assert manager_low["spec"]["suspend"] is True  # the manager's own never runs
 
-            async def progress_shown() -> Obj | None:
-                (current,) = await workloads(api, namespace)
-                shown = condition(current, CONDITION_DISPATCHED) or {}
-                return shown if "workers: " in shown.get("message", "") else None
-
-            shown = await eventually(progress_shown, "the copy's progress per replicated job",
-                                     60)
+            shown = await eventually(lambda: _dispatched_showing(api, namespace, "workers: "),
+                                     "the copy's progress per replicated job", 60)
             assert f"running in cluster east as {namespace}/low" in shown["message"]
 
             sampler = asyncio.create_task(_sample_gpus(fleet["east"], namespace, east_gpus))
@@ -494,3 +507,146 @@ async def test_a_copy_whose_job_is_deleted_on_the_manager_is_deleted_in_its_work
 
         await eventually(copy_and_pods_gone, f"gone's copy and pods deleted in {worker}", 90)
         assert await workloads(api, namespace) == []
+
+
+@pytest.fixture
+async def ray_queue(api: Kube, fleet_namespace: str) -> str:
+    """A LocalQueue `ray` in the test's namespace over 64 GPUs and 8 CPUs (a Ray head's)."""
+    await apply_all(api, *leaf_queue(f"ray-{secrets.token_hex(3)}", namespace=fleet_namespace,
+                                     local_name="ray", resources={
+                                         "nvidia.com/gpu": {"quota": 64}, "cpu": {"quota": 8}}))
+    return "ray"
+
+
+def _rayjob(name: str, namespace: str, queue: str, workers: int,
+            priority: str | None = None) -> Obj:
+    """A queued RayJob: a CPU head and `workers` Ray workers of 8 GPUs, suspended as the
+    webhook leaves it."""
+    def template(container: str, limits: dict[str, str]) -> Obj:
+        pod = {"containers": [{"name": container, "image": "rayproject/ray",
+                               "resources": {"limits": limits}}]}
+        return {"spec": {**pod, "priorityClassName": priority} if priority else pod}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
+            "spec": {"suspend": True, "shutdownAfterJobFinishes": True,
+                     "entrypoint": "python -c 'import ray; ray.init()'",
+                     "rayClusterSpec": {
+                         "headGroupSpec": {"rayStartParams": {},
+                                           "template": template("ray-head", {"cpu": "1"})},
+                         "workerGroupSpecs": [{"groupName": "gpu", "replicas": workers,
+                                               "minReplicas": 0, "maxReplicas": workers,
+                                               "rayStartParams": {}, "template": template(
+                                                   "ray-worker", {"nvidia.com/gpu": "8"})}]}}}
+
+
+async def _ray_pods(client: Kube, namespace: str, name: str) -> list[Obj]:
+    """The live pods of the RayJob's copy: its Ray pods name it, and the Workload."""
+    listed = await client.request("GET", kube.PODS.path(namespace), query={
+        "labelSelector": f"{RAYJOB_POD_LABEL}={name},{COPY_LABEL}"})
+    return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")
+            and p["status"].get("phase") not in TERMINAL_POD_PHASES]
+
+
+async def _rayjob_copies(client: Kube, namespace: str) -> list[Obj]:
+    listed = await client.request("GET", kube.RAYJOBS.path(namespace),
+                                  query={"labelSelector": COPY_LABEL})
+    return listed["items"]
+
+
+async def test_a_rayjob_runs_as_one_copy_in_the_worker_that_serves_it_until_its_job_goes(
+        operators_in_east, api, namespace, ray_queue, fleet, kubeconfig):
+    # 2 x 8 GPUs and a CPU head: west (16 GPUs) would be the tighter fit, but lacks KubeRay
+    await api.create(kube.RAYJOBS, _rayjob("tune", namespace, ray_queue, 2))
+    try:
+        async with in_process_controller(kubeconfig):
+            west = await eventually(lambda: _kinds_served(api, "west", "False"),
+                                    "west told it lacks KubeRay's RayJob CRD", 60)
+            assert west["reason"] == "CRDMissing" and "RayJob" in west["message"], west
+
+            async def bound_in_east() -> list[Obj] | None:
+                pods = await _ray_pods(fleet["east"], namespace, "tune")
+                return pods if len(pods) == 3 and all(
+                    p["spec"].get("nodeName") for p in pods) else None
+
+            pods = await eventually(bound_in_east, "the RayJob's head and 2 workers bound in "
+                                    "east", 150)
+            (wl,) = await workloads(api, namespace)
+            hinted = {hint["node"] for hint in wl["status"]["admission"]["nodeHints"]}
+            east_nodes = {WORKERS["east"].node_name(i) for i in range(WORKERS["east"].nodes)}
+            assert hinted <= east_nodes, hinted  # the model placed it in east
+            assert {p["spec"]["nodeName"] for p in pods} <= east_nodes
+            assert {p["metadata"]["labels"][COPY_LABEL] for p in pods} == {wl["metadata"]["uid"]}
+            (copy,) = await _rayjob_copies(fleet["east"], namespace)
+            assert copy["metadata"]["labels"][COPY_LABEL] == wl["metadata"]["uid"]
+            assert await _ray_pods(fleet["west"], namespace, "tune") == []  # no RayJobs there
+            manager_tune = await api.get(kube.RAYJOBS, "tune", namespace)
+            assert manager_tune["spec"]["suspend"] is True  # the manager's own never runs
+
+            shown = await eventually(
+                lambda: _dispatched_showing(api, namespace, "Running: Ray cluster tune-"),
+                "the copy's Ray cluster on the Workload", 90)
+            (copy,) = await _rayjob_copies(fleet["east"], namespace)
+            assert shown["message"].startswith(  # the copy's own status, read from east
+                f"running in cluster east as {namespace}/tune: Running: Ray cluster "
+                f"{copy['status']['rayClusterName']}, Ray job "), shown
+
+            await api.delete(kube.RAYJOBS, "tune", namespace, {"propagationPolicy": "Background"})
+
+            async def copy_gone() -> bool:
+                return (await _rayjob_copies(fleet["east"], namespace) == []
+                        and await _ray_pods(fleet["east"], namespace, "tune") == [])
+
+            await eventually(copy_gone, "the copy and its Ray pods deleted in east", 120)
+            assert await workloads(api, namespace) == []
+    finally:
+        for client in (api, fleet["east"]):
+            await client.request("DELETE", kube.RAYJOBS.path(namespace),
+                                 {"propagationPolicy": "Background"})
+
+
+async def _sample_east_gpus(client: Kube, namespace: str, into: list[int]) -> None:
+    """Every half second, the GPUs the namespace's bound, not ended pods ask for, into `into`."""
+    while True:
+        listed = await client.request("GET", kube.PODS.path(namespace))
+        into.append(sum(int(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0))
+                        for p in listed["items"] if p["spec"].get("nodeName")
+                        and p["status"].get("phase") not in TERMINAL_POD_PHASES
+                        for c in p["spec"]["containers"]))
+        await asyncio.sleep(0.5)
+
+
+async def test_a_preempted_rayjobs_copy_and_ray_pods_go_before_its_room_is_given_again(
+        operators_in_east, api, namespace, ray_queue, fleet, kubeconfig):
+    await _priorities(api, *fleet.values())
+    # low's 4 x 8 GPUs fill east; high (3 x 8) fits east alone, by preempting low
+    await api.create(kube.RAYJOBS, _rayjob("low", namespace, ray_queue, 4, "fleet-low"))
+    east_gpus: list[int] = []
+    try:
+        async with in_process_controller(kubeconfig):
+            async def low_bound() -> bool:
+                pods = await _ray_pods(fleet["east"], namespace, "low")
+                return len(pods) == 5 and all(p["spec"].get("nodeName") for p in pods)
+
+            await eventually(low_bound, "low's head and 4 workers bound in east", 150)
+            sampler = asyncio.create_task(_sample_east_gpus(fleet["east"], namespace,
+                                                            east_gpus))
+            try:
+                await api.create(kube.JOBS, JobWrapper("high", namespace).queue(ray_queue)
+                                 .pods(3).priority_class("fleet-high").obj())
+                await eventually(lambda: _running(fleet["east"], namespace, "high", 3),
+                                 "high's 3 pods running in east", 150)
+            finally:
+                sampler.cancel()
+            assert await _rayjob_copies(fleet["east"], namespace) == []  # low's deleted
+            assert await _ray_pods(fleet["east"], namespace, "low") == []
+            low = next(wl for wl in await workloads(api, namespace)
+                       if "low" in wl["metadata"]["name"])
+            assert (condition(low, CONDITION_EVICTED) or {}).get("reason") == "Preempted"
+            assert not (low.get("status") or {}).get("admission")
+            assert (await api.get(kube.RAYJOBS, "low", namespace))["spec"]["suspend"] is True
+        assert east_gpus and max(east_gpus) <= 32, east_gpus  # never both copies at once
+    finally:
+        for client in (api, fleet["east"]):
+            await client.request("DELETE", kube.RAYJOBS.path(namespace),
+                                 {"propagationPolicy": "Background"})
