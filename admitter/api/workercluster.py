@@ -24,7 +24,7 @@ CONDITION_REACHABLE = "Reachable"
 """Whether the manager reads the worker's nodes and pods and can create jobs there."""
 CONDITION_KINDS_SERVED = "KindsServed"
 """On a reachable worker: whether it serves every kind the manager copies there (the JobSet
-CRD); False names the kinds it lacks, whose jobs are not placed there."""
+and RayJob CRDs); False names the kinds it lacks, whose jobs are not placed there."""
 DEFAULT_SECRET_KEY = "kubeconfig"
 _CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
