@@ -1,22 +1,31 @@
 """A fleet against one cluster: the same small Jobs through admitter over 1 manager and 2
-workers, and over one cluster with as many nodes.
+workers, and over one cluster with as many nodes; with `--with-multikueue`, through Kueue's
+MultiKueue over the same three control-plane shapes too.
 
     nice .venv/bin/python benchmarks/bench_fleet.py [--jobs 1000] [--nodes 8] [--runtime 5s]
-        [--ways single,fleet]
+        [--ways single,fleet] [--with-multikueue]
 
 Each way gets fresh control planes and creates the same Jobs (one pod of `nvidia.com/gpu: 1`,
 KWOK runs it for `--runtime`) with 32 creations in flight, into one ClusterQueue whose quota is
-every GPU; the controller runs as its own process (`controller_process.py`).
+every GPU.
 
-- single: one control plane with `--nodes` nodes of 8 GPUs; Jobs start in place.
-- fleet: a manager with no GPU nodes of its own and two workers (`west`, `east`) with half
-  the nodes each, registered by Secret and WorkerCluster (`docs/fleet.md`); each admitted Job
-  is created as one copy in the worker the core chose.
+- single: admitter on one control plane with `--nodes` nodes of 8 GPUs; Jobs start in place.
+- fleet: admitter on a manager with no GPU nodes of its own and two workers (`west`, `east`)
+  with half the nodes each, registered by Secret and WorkerCluster (`docs/fleet.md`); each
+  admitted Job is created as one copy in the worker the core chose.
+- kueue: Kueue v0.17's manager on the single way's control plane.
+- multikueue: Kueue's MultiKueue on the fleet way's three control planes, Kueue's manager on
+  each; the manager's ClusterQueue holds every GPU behind the `multikueue` AdmissionCheck, each
+  worker's ClusterQueue its own GPUs (`kueue_fleet.py` says how Kueue is run and configured).
+  `--with-multikueue` adds this way (it builds Kueue's manager first, ~200 s once).
 
-The clock runs from the first creation to the moment every Workload is Finished. Admissions
-per second counts to the last first admission; writes per admission sums every API server's
-writes (the manager's and the workers', from all their clients: the Job controllers, the
-schedulers, KWOK, admitter) over the run, divided by the Jobs.
+admitter's controller runs as its own process (`controller_process.py`), Kueue's as its
+binary. The clock runs from the first creation to the moment every Workload on the manager is
+Finished. Admissions per second counts to the last admission (admitter: its Workload's
+`QuotaReserved`, the decision that places it; Kueue: `Admitted`, which MultiKueue sets once a
+worker admitted its copy); writes per admission sums every API server's writes (the manager's
+and the workers', from all their clients: the Job controllers, the schedulers, KWOK, admitter
+or Kueue) over the run, divided by the Jobs.
 """
 
 from __future__ import annotations
@@ -26,12 +35,16 @@ import asyncio
 import base64
 import contextlib
 import datetime
+import math
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import kueue_fleet
 from common import (
+    ROOT,
     api_writes,
     bounded,
     control_plane,
@@ -39,6 +52,7 @@ from common import (
     follow,
     machine,
     node_layout,
+    process_cpu,
     wait_until,
 )
 from controller_process import ControllerProcess, ControllerStats, describe
@@ -46,9 +60,9 @@ from rich.console import Console
 from rich.table import Table
 
 from admitter.api.workercluster import CONDITION_REACHABLE
-from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED
+from admitter.api.workload import CONDITION_ADMITTED, CONDITION_FINISHED, CONDITION_QUOTA_RESERVED
 from admitter.kube import client as kube
-from admitter.kube.client import Kube
+from admitter.kube.client import Kind, Kube
 from admitter.kube.objects import Obj, condition
 from admitter.testing import GPU_RESOURCE, LocalCluster
 from admitter.testing.in_process import background
@@ -58,7 +72,11 @@ from builders.kube import JobWrapper, namespace
 NAMESPACE = "fleet"
 ADMITTER_NAMESPACE = "admitter-system"
 WORKERS = ("west", "east")
-WAYS = ("single", "fleet")
+ADMITTER_WAYS = ("single", "fleet")
+KUEUE_WAYS = ("kueue", "multikueue")
+WAYS = ADMITTER_WAYS + KUEUE_WAYS
+FLEET_WAYS = ("fleet", "multikueue")
+"""The ways on a manager and two workers; the others run on one control plane."""
 SETTINGS = {"cycle": "1s", "fairShare": {"window": 0}}
 
 
@@ -74,11 +92,40 @@ class Run:
     writes: dict[str, int] = field(default_factory=dict)
     """API writes during the run, per control plane."""
     timed_out: bool = False
-    controller: ControllerStats = field(default_factory=ControllerStats)
+    controller: ControllerStats | None = None
+    """admitter's own counts; None for Kueue, whose writes only the API servers count."""
+    controller_cpu: float = float("nan")
+    """CPU seconds of the admission controller's processes (Kueue: all three)."""
+
+    def admissions_per_second(self) -> float:
+        return self.admitted / self.all_admitted if self.all_admitted > 0 else math.nan
+
+    def writes_per_admission(self) -> float:
+        return sum(self.writes.values()) / max(self.admitted, 1)
 
 
 def small_job(index: int, runtime: str) -> Obj:
     return (JobWrapper(f"small-{index:05d}", NAMESPACE).gpus(1).runtime(runtime).obj())
+
+
+def control_planes(stack: contextlib.ExitStack, fleet: bool, nodes: int,
+                   manager_crds: tuple[Path, ...], worker_crds: tuple[Path, ...]
+                   ) -> dict[str, LocalCluster]:
+    """Fresh control planes: `manager` alone with every GPU node, or a `manager` with one CPU
+    node and the workers with half the GPU nodes each."""
+    if not fleet:
+        return {"manager": stack.enter_context(control_plane(
+            node_layout(nodes, cpu=64, gpus=8, pods=110), manager_crds))}
+    manager = stack.enter_context(control_plane(node_layout(1, cpu=64), manager_crds))
+    workers = {name: stack.enter_context(control_plane(
+        replace(node_layout(size, cpu=64, gpus=8, pods=110), name_prefix=f"{name}-node"),
+        worker_crds))
+        for name, size in zip(WORKERS, worker_nodes(nodes), strict=True)}
+    return {"manager": manager, **workers}
+
+
+def worker_nodes(nodes: int) -> tuple[int, int]:
+    return nodes - nodes // 2, nodes // 2
 
 
 async def register_workers(manager: Kube, workers: dict[str, LocalCluster]) -> None:
@@ -110,58 +157,100 @@ async def workers_reachable(manager: Kube) -> None:
     raise TimeoutError("the workers were not reported Reachable within 300 s")
 
 
-async def run_way(way: str, nodes: int, jobs: int, runtime: str, timeout: float) -> Run:
+async def measure(result: Run, client: Kube, clusters: dict[str, LocalCluster],
+                  workloads: Kind, admission: str, make_job: Callable[[int], Obj],
+                  timeout: float) -> None:
+    """Create the Jobs on the manager and follow its Workloads until every one is Finished,
+    an admission being the condition `admission` turning True: the clock, the counts and
+    every control plane's API writes go into `result`."""
+    admitted: set[str] = set()
+    finished: set[str] = set()
+    started = time.monotonic()
+
+    def on_workload(_type: str, wl: Obj) -> None:
+        name = wl["metadata"]["name"]
+        if (condition(wl, admission) or {}).get("status") == "True" and name not in admitted:
+            admitted.add(name)
+            if len(admitted) == result.jobs:
+                result.all_admitted = time.monotonic() - started
+        if (condition(wl, CONDITION_FINISHED) or {}).get("status") == "True":
+            finished.add(name)
+
+    async with background(follow(client, workloads, on_workload)) as tasks:
+        before = {name: api_writes(c) for name, c in clusters.items()}
+        started = time.monotonic()
+        await bounded([client.create(kube.JOBS, make_job(i)) for i in range(result.jobs)])
+        result.created_in = time.monotonic() - started
+        try:
+            await wait_until(lambda: len(finished) >= result.jobs, timeout,
+                             "every Workload Finished", tasks)
+            result.all_finished = time.monotonic() - started
+        except TimeoutError:
+            result.timed_out = True
+        result.admitted, result.finished = len(admitted), len(finished)
+        result.writes = {name: api_writes(c) - before[name] for name, c in clusters.items()}
+
+
+def announce(way: str, jobs: int, runtime: str, nodes: int) -> None:
+    print(f"{way}: {jobs} Jobs of 1 GPU for {runtime} on {nodes} nodes x 8 GPUs", flush=True)
+
+
+async def run_admitter(way: str, nodes: int, jobs: int, runtime: str, timeout: float) -> Run:
     result = Run(way, jobs)
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as work:
-        if way == "single":
-            manager = stack.enter_context(control_plane(node_layout(nodes, cpu=64, gpus=8,
-                                                                    pods=110)))
-            clusters = {"manager": manager}
-        else:  # one CPU node of its own, left out of the model once WorkerClusters exist
-            manager = stack.enter_context(control_plane(node_layout(1, cpu=64)))
-            workers = {name: stack.enter_context(control_plane(
-                replace(node_layout(size, cpu=64, gpus=8, pods=110),
-                        name_prefix=f"{name}-node"), crd_dirs=()))
-                for name, size in zip(WORKERS, (nodes - nodes // 2, nodes // 2), strict=True)}
-            clusters = {"manager": manager, **workers}
+        # the fleet's manager: one CPU node, left out of the model once WorkerClusters exist
+        clusters = control_planes(stack, way == "fleet", nodes, (ROOT / "crds",), ())
+        manager, workers = clusters.pop("manager"), clusters
         client = await Kube.from_kubeconfig(str(manager.kubeconfig_path))
         await create_leaf_queue(client, NAMESPACE, GPU_RESOURCE, nodes * 8)
-        if way == "fleet":
+        if workers:
             await register_workers(client, workers)
         controller = ControllerProcess(manager.kubeconfig_path, Path(work), SETTINGS)
-        if way == "fleet":
+        if workers:
             await workers_reachable(client)
         await asyncio.sleep(3.0)  # informers listed before the first Job
-        admitted: set[str] = set()
-        finished: set[str] = set()
-
-        def on_workload(_type: str, wl: Obj) -> None:
-            name = wl["metadata"]["name"]
-            if (condition(wl, CONDITION_QUOTA_RESERVED) or {}).get("status") == "True" \
-                    and name not in admitted:
-                admitted.add(name)
-                if len(admitted) == jobs:
-                    result.all_admitted = time.monotonic() - started
-            if (condition(wl, CONDITION_FINISHED) or {}).get("status") == "True":
-                finished.add(name)
-
-        print(f"{way}: {jobs} Jobs of 1 GPU for {runtime} on {nodes} nodes x 8 GPUs",
-              flush=True)
-        async with background(follow(client, kube.WORKLOADS, on_workload)) as tasks:
-            before = {name: api_writes(c) for name, c in clusters.items()}
-            started = time.monotonic()
-            await bounded([client.create(kube.JOBS, small_job(i, runtime))
-                           for i in range(jobs)])
-            result.created_in = time.monotonic() - started
-            try:
-                await wait_until(lambda: len(finished) >= jobs, timeout,
-                                 "every Workload Finished", tasks)
-                result.all_finished = time.monotonic() - started
-            except TimeoutError:
-                result.timed_out = True
-            result.admitted, result.finished = len(admitted), len(finished)
-            result.writes = {name: api_writes(c) - before[name] for name, c in clusters.items()}
+        announce(way, jobs, runtime, nodes)
+        await measure(result, client, {"manager": manager, **workers}, kube.WORKLOADS,
+                      CONDITION_QUOTA_RESERVED, lambda i: small_job(i, runtime), timeout)
         result.controller = controller.stop()
+        result.controller_cpu = result.controller.cpu_seconds
+        await client.close()
+    return result
+
+
+async def run_kueue(way: str, nodes: int, jobs: int, runtime: str, timeout: float) -> Run:
+    """Kueue's manager on every control plane; over a fleet, MultiKueue on the manager."""
+    result = Run(way, jobs)
+    build = kueue_fleet.build()
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as work:
+        crds = (kueue_fleet.write_crds(build.source, Path(work) / "crds"),)
+        clusters = control_planes(stack, way == "multikueue", nodes, crds, crds)
+        kueues = [stack.enter_context(kueue_fleet.KueueProcess.start(
+            build, cluster, Path(work) / name)) for name, cluster in clusters.items()]
+        workers = {name: c for name, c in clusters.items() if name != "manager"}
+        for name, size in zip(WORKERS, worker_nodes(nodes), strict=True):
+            if name in workers:
+                kueue_fleet.apply(workers[name], kueue_fleet.queues(NAMESPACE, size * 8))
+        manager = clusters["manager"]
+        if workers:
+            kueue_fleet.apply(manager, kueue_fleet.multikueue(workers))
+        kueue_fleet.apply(manager, kueue_fleet.queues(
+            NAMESPACE, nodes * 8, kueue_fleet.CHECK if workers else None))
+        client = await Kube.from_kubeconfig(str(manager.kubeconfig_path))
+        for cluster in workers.values():
+            worker = await Kube.from_kubeconfig(str(cluster.kubeconfig_path))
+            await kueue_fleet.all_active(worker, (kueue_fleet.CLUSTER_QUEUES,))
+            await worker.close()
+        fleet_kinds = (kueue_fleet.MULTIKUEUE_CLUSTERS, kueue_fleet.ADMISSION_CHECKS)
+        await kueue_fleet.all_active(
+            client, (kueue_fleet.CLUSTER_QUEUES, *(fleet_kinds if workers else ())))
+        await asyncio.sleep(3.0)
+        announce(way, jobs, runtime, nodes)
+        await measure(result, client, clusters, kueue_fleet.WORKLOADS, CONDITION_ADMITTED,
+                      lambda i: kueue_fleet.job(small_job(i, runtime), bool(workers)), timeout)
+        for process in kueues:
+            process.raise_if_exited()
+        result.controller_cpu = sum(process_cpu(process.pid) for process in kueues)
         await client.close()
     return result
 
@@ -176,17 +265,32 @@ def report(runs: list[Run], nodes: int, runtime: str, console: Console) -> None:
     for run in runs:
         per = max(run.admitted, 1)
         by_plane = ", ".join(f"{name} {count / per:.2f}" for name, count in run.writes.items())
+        stats = run.controller
         table.add_row(
             run.way, f"{run.created_in:.1f}", f"{run.all_admitted:.1f}",
-            f"{run.admitted / run.all_admitted:.1f}",
+            f"{run.admissions_per_second():.1f}",
             f"{run.all_finished:.1f}" + (" (timed out)" if run.timed_out else ""),
             f"{run.finished:,}",
-            f"{sum(run.writes.values()) / per:.2f} ({by_plane})",
-            f"{run.controller.writes / max(run.controller.admissions, 1):.2f}",
-            f"{run.controller.passes}", f"{run.controller.cpu_seconds:.0f}")
+            f"{run.writes_per_admission():.2f} ({by_plane})",
+            "—" if stats is None else f"{stats.writes / max(stats.admissions, 1):.2f}",
+            "—" if stats is None else f"{stats.passes}", f"{run.controller_cpu:.0f}")
     console.print(table)
     for run in runs:
-        console.print(f"{run.way} controller {describe(run.controller)}")
+        if run.controller is not None:
+            console.print(f"{run.way} controller {describe(run.controller)}")
+    by_way = {run.way: run for run in runs}
+    for ours, theirs in (("fleet", "multikueue"), ("single", "kueue")):
+        if ours in by_way and theirs in by_way:
+            console.print(ratio(by_way[ours], by_way[theirs]))
+
+
+def ratio(ours: Run, theirs: Run) -> str:
+    return (f"{ours.way} / {theirs.way}: "
+            f"{ours.admissions_per_second() / theirs.admissions_per_second():.2f}x the "
+            f"admissions per second, "
+            f"{ours.writes_per_admission() / theirs.writes_per_admission():.2f}x the writes "
+            f"per admission, {ours.all_finished / theirs.all_finished:.2f}x the time to finish "
+            f"all")
 
 
 def main() -> None:
@@ -195,18 +299,22 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=8,
                         help="8-GPU nodes in all: the single cluster's, or the workers' halves")
     parser.add_argument("--runtime", default="5s", help="how long KWOK runs each pod")
-    parser.add_argument("--ways", default=",".join(WAYS),
+    parser.add_argument("--ways", default=",".join(ADMITTER_WAYS),
                         help=f"comma-separated, from {', '.join(WAYS)}")
+    parser.add_argument("--with-multikueue", action="store_true",
+                        help="add the multikueue way: Kueue's MultiKueue on the fleet's shape")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per way, seconds")
     args = parser.parse_args()
     if args.nodes < 2:
         parser.error(f"--nodes {args.nodes}: the fleet needs at least one node per worker")
     ways = [w for w in args.ways.split(",") if w]
+    if args.with_multikueue and "multikueue" not in ways:
+        ways.append("multikueue")
     unknown = set(ways) - set(WAYS)
     if unknown:
         parser.error(f"unknown ways: {', '.join(sorted(unknown))}")
-    runs = [asyncio.run(run_way(way, args.nodes, args.jobs, args.runtime, args.timeout))
-            for way in ways]
+    runs = [asyncio.run((run_kueue if way in KUEUE_WAYS else run_admitter)(
+        way, args.nodes, args.jobs, args.runtime, args.timeout)) for way in ways]
     report(runs, args.nodes, args.runtime, Console(width=200))
 
 
