@@ -85,7 +85,8 @@ class Run:
     way: str
     jobs: int
     created_in: float = float("nan")
-    all_admitted: float = float("nan")
+    last_admission: float = float("nan")
+    """Seconds from the first creation to the last admission seen."""
     all_finished: float = float("nan")
     admitted: int = 0
     finished: int = 0
@@ -97,8 +98,13 @@ class Run:
     controller_cpu: float = float("nan")
     """CPU seconds of the admission controller's processes (Kueue: all three)."""
 
+    @property
+    def all_admitted(self) -> float:
+        return self.last_admission if self.admitted == self.jobs else math.nan
+
     def admissions_per_second(self) -> float:
-        return self.admitted / self.all_admitted if self.all_admitted > 0 else math.nan
+        """To the last admission: of every Job, or of those admitted before the timeout."""
+        return self.admitted / self.last_admission if self.last_admission > 0 else math.nan
 
     def writes_per_admission(self) -> float:
         return sum(self.writes.values()) / max(self.admitted, 1)
@@ -171,8 +177,7 @@ async def measure(result: Run, client: Kube, clusters: dict[str, LocalCluster],
         name = wl["metadata"]["name"]
         if (condition(wl, admission) or {}).get("status") == "True" and name not in admitted:
             admitted.add(name)
-            if len(admitted) == result.jobs:
-                result.all_admitted = time.monotonic() - started
+            result.last_admission = time.monotonic() - started
         if (condition(wl, CONDITION_FINISHED) or {}).get("status") == "True":
             finished.add(name)
 
@@ -266,10 +271,12 @@ def report(runs: list[Run], nodes: int, runtime: str, console: Console) -> None:
         per = max(run.admitted, 1)
         by_plane = ", ".join(f"{name} {count / per:.2f}" for name, count in run.writes.items())
         stats = run.controller
+        admitted = (f"{run.all_admitted:.1f}" if run.admitted == run.jobs
+                    else f"{run.admitted:,} by {run.last_admission:.1f}")
         table.add_row(
-            run.way, f"{run.created_in:.1f}", f"{run.all_admitted:.1f}",
+            run.way, f"{run.created_in:.1f}", admitted,
             f"{run.admissions_per_second():.1f}",
-            f"{run.all_finished:.1f}" + (" (timed out)" if run.timed_out else ""),
+            "— (timed out)" if run.timed_out else f"{run.all_finished:.1f}",
             f"{run.finished:,}",
             f"{run.writes_per_admission():.2f} ({by_plane})",
             "—" if stats is None else f"{stats.writes / max(stats.admissions, 1):.2f}",
