@@ -320,8 +320,13 @@ def main() -> None:
     unknown = set(ways) - set(WAYS)
     if unknown:
         parser.error(f"unknown ways: {', '.join(sorted(unknown))}")
-    runs = [asyncio.run((run_kueue if way in KUEUE_WAYS else run_admitter)(
-        way, args.nodes, args.jobs, args.runtime, args.timeout)) for way in ways]
+    runs = []
+    for way in ways:
+        run = asyncio.run((run_kueue if way in KUEUE_WAYS else run_admitter)(
+            way, args.nodes, args.jobs, args.runtime, args.timeout))
+        print(f"{way}: {run.admitted} admitted by {run.last_admission:.1f} s, {run.finished} "
+              f"finished, {run.writes_per_admission():.2f} API writes per admission", flush=True)
+        runs.append(run)
     report(runs, args.nodes, args.runtime, Console(width=200))
 
 
