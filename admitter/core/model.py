@@ -337,6 +337,26 @@ class Workload:
             return None
         return self.admitted_at + self.max_runtime - self.ran_before
 
+    def pods_ready_deadline(self, timeout: float, now: float) -> float | None:
+        """When it is evicted unless its pods are all ready by then: `timeout` after its
+        admission, or after `now` for one holding no admission time (so never due yet); None
+        once they are ready."""
+        if self.pods_ready:
+            return None
+        return (now if self.admitted_at is None else self.admitted_at) + timeout
+
+    def running_moments(self, pods_ready_timeout: float,
+                        now: float) -> tuple[float | None, float | None, float | None]:
+        """The moments a cycle compares its `now` with while this workload runs, None for one
+        it has not: its pods-ready deadline and the end of its maximum run time (step 1), the
+        end of its protected min runtime (step 1 and the eviction rule)."""
+        return (self.pods_ready_deadline(pods_ready_timeout, now), self.runs_out_at(),
+                self.protected_until())
+
+    def starves_at(self, starvation_bound: float) -> float:
+        """When its wait passes the starvation bound, and a drain may make room for it."""
+        return self.submitted_at + starvation_bound
+
 
 @dataclass(frozen=True, slots=True)
 class FairShareSettings:

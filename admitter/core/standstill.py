@@ -7,8 +7,9 @@ it read as it was, so a later cycle decides the same if none of those inputs cha
 `now`, and `now` crossed nothing the cycle compares it with. Those comparisons are the
 workloads' own moments: a running workload's protected min runtime ending (who may be
 evicted, what yields to the short jobs' room, what a drain may take), its maximum run time and
-its pods-ready deadline (step 1, `_running_moments`); a waiting workload's backoff and its
-starvation bound (step 3); and what the cycle noted itself (`CycleResult.next_change`). Before
+its pods-ready deadline (step 1), all from `Workload.running_moments`; a waiting workload's
+backoff and its starvation bound (step 3, `Workload.starves_at`); and what the cycle noted
+itself (`CycleResult.next_change`). Before
 the first of them, each comparison comes out as it did, so every step takes the same path.
 
 Besides those, a cycle that held nodes for a starving gang compares, for each long workload
@@ -30,7 +31,6 @@ from collections.abc import Mapping
 
 from admitter.core.cycle_state import CycleInputs
 from admitter.core.decisions import CycleResult, CycleSettings, Pending
-from admitter.core.model import Workload
 
 
 class Standing:
@@ -99,33 +99,17 @@ class Standing:
             first = result.next_change
         timeout, bound = self.settings.pods_ready_timeout, self.settings.starvation_bound
         for workload in inputs.holding:
-            for moment in _running_moments(workload, timeout):
-                if now < moment < first:
-                    first = moment
             if not workload.pods_ready and workload.admitted_at is None:
-                return now
+                return now  # its pods-ready deadline is counted from each cycle's `now`
+            for moment in workload.running_moments(timeout, now):
+                if moment is not None and now < moment < first:
+                    first = moment
         waiting = [inputs.invalid, *inputs.waiting_funded.values(),
                    *inputs.waiting_unfunded.values()]
         for workloads in waiting:
             for workload in workloads:
-                for moment in (workload.eligible_at, workload.submitted_at + bound):
+                for moment in (workload.eligible_at, workload.starves_at(bound)):
                     if now < moment < first:
                         first = moment
         return first
 
-
-def _running_moments(workload: Workload, pods_ready_timeout: float) -> list[float]:
-    """The moments a cycle compares its `now` with for a running workload: the end of its min
-    runtime, of its maximum run time, and its pods-ready deadline while its pods are not all
-    ready (counted from its admission)."""
-    moments: list[float] = []
-    admitted_at = workload.admitted_at
-    if not workload.pods_ready and admitted_at is not None:
-        moments.append(admitted_at + pods_ready_timeout)
-    protected = workload.protected_until()
-    if protected is not None:
-        moments.append(protected)
-    runs_out = workload.runs_out_at()
-    if runs_out is not None:
-        moments.append(runs_out)
-    return moments

@@ -24,13 +24,13 @@ def evict_expired(cycle: CycleState) -> None:
                             f"ran {span(workload.max_runtime)}, its maximum run time")
                 continue
             cycle.until(runs_out)
-        started = now if workload.admitted_at is None else workload.admitted_at
-        if not workload.pods_ready:
-            if started + timeout <= now:
+        deadline = workload.pods_ready_deadline(timeout, now)
+        if deadline is not None:
+            if deadline <= now:
                 cycle.evict(workload, EvictionReason.PODS_READY_TIMEOUT,
                             f"pods not all running {span(timeout)} after admission")
                 continue
-            cycle.until(started + timeout)
+            cycle.until(deadline)
         if not cordoned_nodes:
             continue
         cordoned = sorted(cordoned_nodes.intersection(workload.placement))

@@ -116,8 +116,9 @@ def _starving(cycle: CycleState, bound: float) -> list[Workload]:
             if cycle.short_jobs.is_short(workload) or not cycle.past_backoff(workload,
                                                                              quiet=True):
                 continue  # a short job finds the headroom, not a drain
-            if workload.submitted_at + bound > cycle.now:
-                cycle.until(workload.submitted_at + bound)
+            starves_at = workload.starves_at(bound)
+            if starves_at > cycle.now:
+                cycle.until(starves_at)
                 continue
             if well_ranked is None:
                 well_ranked = not over_served(leaf)
