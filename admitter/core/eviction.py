@@ -179,6 +179,27 @@ class EvictionRule:
 
         return takes
 
+    def drain_waits_for(self, gang: Workload) -> Callable[[Workload], bool]:
+        """Whose work a drain for `gang` may wait for, besides what it takes once past its min
+        runtime (`drain_takes`): short work, whoever's (it ends within minutes: a debug job
+        landing on a drained node must not turn the drain away); and preemptible resumable
+        work of an allocation not ranked better than the gang's (its own queue's included),
+        which leaves as it ends or is requeued while nothing long lands on the drained nodes.
+        Better-ranked allocations' long work is not waited for: a domain it fills would stand
+        held for as long as that work runs (counting it cost seeds of the family up to 5 points
+        of occupancy), and neither is long non-resumable work. Asked of funded work only;
+        reads of a workload only what `reservation.drain_alike` keys."""
+        ranking = self.ranking
+
+        def waits_for(workload: Workload) -> bool:
+            kind = self.kind(workload)
+            if kind & SHORT:
+                return True
+            return (kind & (RESUMABLE | EVER_EVICTABLE) == RESUMABLE | EVER_EVICTABLE
+                    and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
+
+        return waits_for
+
     def victim(self, preemptor: Workload, victim: Workload, search: Search,
                drained: bool) -> Victim | None:
         """The eviction of `victim` for `preemptor`, if the rule allows it now (with use counted

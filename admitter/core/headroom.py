@@ -56,11 +56,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
+from admitter.core.eviction import Standing, kind_of, may_evict
 from admitter.core.fit import Shape, capacity
 from admitter.core.model import GPU, Phase, Workload
 from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.placement import Placement
 from admitter.core.policy import ShortJobs
+from admitter.core.room import Search
 
 
 def room_needed(gpus: int, short_gpus: float, short_jobs: ShortJobs) -> tuple[int, int, str]:
@@ -82,13 +84,14 @@ def room_needed(gpus: int, short_gpus: float, short_jobs: ShortJobs) -> tuple[in
 def yielded_gpus(workload: Workload, now: float, non_preemptible_priority: int | None,
                  short_jobs: ShortJobs) -> dict[str, int] | None:
     """GPUs per node that an admitted workload gives the short jobs at once, or None if it does
-    not yield: it yields if unfunded, or long, resumable, preemptible, past its min runtime and
-    on one node."""
-    if workload.funded:
-        until = workload.protected_until()
-        if (until is None or until > now or not workload.resumable or short_jobs.is_short(workload)
-                or not workload.preemptible(non_preemptible_priority)):
-            return None
+    not yield: what a short job may take from any allocation (`eviction.may_evict`: unfunded
+    work, or long resumable preemptible work on one node), once past its min runtime."""
+    kind = kind_of(workload, short_jobs, non_preemptible_priority)
+    if not may_evict(kind, Standing.OTHER_QUEUE, True, Search.RANKED):
+        return None
+    until = workload.protected_until()
+    if until is not None and until > now:
+        return None
     per_node = held_per_node(workload, GPU)
     return per_node if not workload.funded or len(per_node) == 1 else None
 

@@ -9,7 +9,7 @@ work's, and what the eviction rule lets a drain take past its min runtime,
 `eviction.EvictionRule.drain_takes`: a domain full of better-ranked work would empty only as that
 work finishes);
 a domain that could not be emptied even once every protection ends (long non-resumable,
-non-preemptible or better-ranked work holds too much; see `drain_waits_for`) is not
+non-preemptible or better-ranked work holds too much; see `EvictionRule.drain_waits_for`) is not
 chosen. In the domain, nodes that could be emptied come first, those with the most such GPUs first,
 and are picked until their allocatable capacity could hold the gang (`_enough`). Whatever is free
 on them is then held back from every long funded admission of the cycle (short jobs come before it,
@@ -42,26 +42,6 @@ def choose(state: ClusterState, nodes: dict[str, Node], workload: Workload,
     return _nodes_for(state, nodes, workload, displaceable, drainable)
 
 
-def drain_waits_for(rule: EvictionRule, gang: Workload) -> Callable[[Workload], bool]:
-    """Whose work a drain for `gang` may wait for, besides what it takes once past its min
-    runtime (`EvictionRule.drain_takes`): short work, whoever's (it ends within minutes: a debug
-    job landing on a drained node must not turn the drain away); and preemptible resumable work
-    of an allocation not ranked better than the gang's (its own queue's included), which
-    leaves as it ends or is requeued while nothing long lands on the drained nodes.
-    Better-ranked allocations' long work is not waited for: a domain it fills would stand
-    held for as long as that work runs (counting it cost seeds of the family up to 5 points
-    of occupancy), and neither is long non-resumable work. Reads of a funded workload only what
-    `drain_alike` keys."""
-    ranking, threshold, short = rule.ranking, rule.non_preemptible_priority, rule.short_jobs
-
-    def waits_for(workload: Workload) -> bool:
-        return short.is_short(workload) or (
-            workload.resumable and workload.preemptible(threshold)
-            and not ranking.clearly_worse(gang.queue, workload.queue, 0.0))
-
-    return waits_for
-
-
 def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: float,
                    takes: Callable[[Workload], bool], waits_for: Callable[[Workload], bool],
                    alike: Callable[[Workload], Hashable]
@@ -69,7 +49,7 @@ def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: f
     """GPUs per node a drain for a gang could take now: unfunded work's (`unfunded_gpus`), and
     the funded work past its min runtime that it `takes` (`EvictionRule.drain_takes`); and
     what leaves once every protection has ended: what it takes, and what it `waits_for`
-    besides (`drain_waits_for`). The two maps `choose` reads, in one pass.
+    besides (`EvictionRule.drain_waits_for`). The two maps `choose` reads, in one pass.
 
     Both questions read of a funded workload only what `alike` keys (`drain_alike`), and the
     ranking they ask does not move during the pass: each is asked once per such key, not once
@@ -99,7 +79,8 @@ def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: f
 
 def drain_alike(rule: EvictionRule, gang: Workload
                 ) -> Callable[[Workload], tuple[bool, str, int, int, int]]:
-    """What the questions of a drain for `gang` (`EvictionRule.drain_takes`, `drain_waits_for`)
+    """What the questions of a drain for `gang` (`EvictionRule.drain_takes` and
+    `drain_waits_for`)
     read of a funded running workload: whether it is of the gang's queue, the side its queue
     compares on with the gang's in the ranking (`Ranking.side`: where their paths diverge, so
     every leaf under another team compares alike), its priority, GPUs and kind (which holds

@@ -29,7 +29,7 @@ from admitter.core.nodes import ClusterState, held_per_node
 from admitter.core.policy import ShortJobs
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
-from admitter.core.reservation import drain_alike, drain_waits_for, drainable_gpus, unfunded_gpus
+from admitter.core.reservation import drain_alike, drainable_gpus, unfunded_gpus
 from admitter.core.room import Search
 from admitter.core.topology import HOSTNAME
 
@@ -221,7 +221,7 @@ def test_a_drain_answers_alike_for_running_work_alike(work, gang, window):
     running, usage = work
     cycle = _cycle_state(running, usage, window, [gang])
     rule = cycle.eviction
-    takes, waits_for, alike = rule.drain_takes(gang), drain_waits_for(rule, gang), drain_alike(
+    takes, waits_for, alike = rule.drain_takes(gang), rule.drain_waits_for(gang), drain_alike(
         rule, gang)
     twins = 0
     for workload in running:
@@ -248,7 +248,7 @@ def test_a_drains_maps_are_its_questions_asked_of_each_running_workload(work, ga
     running, usage = work
     cycle = _cycle_state(running, usage, window, [gang])
     rule = cycle.eviction
-    takes, waits_for = rule.drain_takes(gang), drain_waits_for(rule, gang)
+    takes, waits_for = rule.drain_takes(gang), rule.drain_waits_for(gang)
     unfunded = unfunded_gpus(running)
     now_held, later_held = dict(unfunded), dict(unfunded)
     for workload in running:

@@ -26,7 +26,6 @@ from admitter.core.reservation import (
     choose,
     describe,
     drain_alike,
-    drain_waits_for,
     drainable_gpus,
     hold,
     unfunded_gpus,
@@ -60,7 +59,7 @@ def drain_for_starving(cycle: CycleState) -> None:
                     cycle.until(until)
         # What a drain may take depends on the gang's queue and priority (its rank).
         takes = cycle.eviction.drain_takes(workload)
-        waits_for = drain_waits_for(cycle.eviction, workload)
+        waits_for = cycle.eviction.drain_waits_for(workload)
         taken = maps.get((workload.queue, workload.priority))
         if taken is None:
             taken = maps[workload.queue, workload.priority] = drainable_gpus(
