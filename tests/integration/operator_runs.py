@@ -1,10 +1,12 @@
 """What the tests that drive a job kind through its real operator share: the Workload fields
 the controller's writes read, the job as the API server has it now, a user allowed to edit
-the kind, and a namespace cleared of jobs after a test."""
+the kind, its pods checked against the nodes its admission counted, and a namespace cleared
+of jobs after a test."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Awaitable
 
 import pytest
@@ -15,10 +17,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admitter.api.workload import CONDITION_FINISHED, Reason
 from admitter.jobs.interface import LabelsPods
 from admitter.jobs.registry import job_of
-from admitter.jobs.workloads import resource_of
+from admitter.jobs.workloads import pod_set_of, resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kind, Kube
-from admitter.kube.objects import Obj, condition, is_true, pod_requests
+from admitter.kube.objects import Obj, condition, is_true, pinned_host, pod_requests
 from admitter.testing import RACK_LABEL
 from admitter.testing.waiting import eventually
 
@@ -44,6 +46,19 @@ async def workload_of(api: Kube, job: Obj) -> Obj | None:
     return next((wl for wl in listed
                  if any(owner.get("uid") == job["metadata"]["uid"]
                         for owner in wl["metadata"].get("ownerReferences") or ())), None)
+
+
+async def placed_as_counted(api: Kube, job: Obj, pods: list[Obj]) -> None:
+    """Each of the job's bound `pods` on the node admitter pinned it to, and as many pods of
+    each pod set on each node as the admission of its Workload counted there (its node
+    hints)."""
+    wl = await workload_of(api, job)
+    assert wl is not None, f"no Workload for {job['metadata']['name']}"
+    hinted = Counter({(hint["podSet"], hint["node"]): hint["count"]
+                      for hint in wl["status"]["admission"]["nodeHints"]})
+    pins = {p["metadata"]["name"]: (pinned_host(p), p["spec"]["nodeName"]) for p in pods}
+    assert all(pinned == bound for pinned, bound in pins.values()), pins
+    assert Counter((pod_set_of(p), p["spec"]["nodeName"]) for p in pods) == hinted, hinted
 
 
 UNSUSPEND = [{"op": "replace", "path": "/spec/suspend", "value": False}]

@@ -2,9 +2,10 @@
 publishes two KWOK nodes' GPUs as ResourceSlices (no device plugin GPUs on them), and a Job
 and a JobSet ask for GPUs only through ResourceClaimTemplates. Created suspended by the
 webhook, they are counted in their ClusterQueue's quota and fair share, admitted on the
-nodes the slices describe, their claims allocated there by kube-scheduler; a higher-priority
-Job preempts one of them, whose pods and claims go, and the devices it held serve the
-preemptor. A claim of a DeviceClass no mapping names is refused by the webhook, naming it."""
+nodes the slices describe, each pod pinned to the node its admission chose and its claim
+allocated there by kube-scheduler; a higher-priority Job preempts one of them, whose pods and
+claims go, and the devices it held serve the preemptor. A claim of a DeviceClass no mapping
+names is refused by the webhook, naming it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from admitter_world import FAST, apply_all, in_process_controller, jobs, priority_class
 from kubernetes_asyncio.client.exceptions import ApiException
-from operator_runs import clear, live_pods, read, workload_of
+from operator_runs import clear, live_pods, placed_as_counted, read, workload_of
 from test_jobset_operator import jobset_operator  # noqa: F401 (fixture)
 from test_unlabelled_work import delete_webhook_configurations
 
@@ -174,10 +175,8 @@ async def test_jobs_claiming_gpus_through_dra_are_queued_admitted_allocated_and_
                 (pod_set,) = wl["spec"]["podSets"]
                 assert str(pod_set["requests"][GPU_RESOURCE]) == "8", pod_set
                 assert pod_set["nodeSelector"] == {class_label(DEVICE_CLASS): "true"}
-                # The model placed it on a node that has the devices (kube-scheduler picks
-                # among such nodes of the admitted domain until pods are placed one by one).
-                hinted = {hint["node"] for hint in wl["status"]["admission"]["nodeHints"]}
-                assert len(hinted) == 1 and hinted <= set(dra_nodes), hinted
+                # Its pod is on the node the model chose for it, pinned there by admitter.
+                await placed_as_counted(api, owner, await live_pods(api, owner))
             assert sorted(nodes.values()) == sorted(dra_nodes)
             published, held = controller.caches.node_devices()
             assert {node: on.counts for node, on in published.items()} == {
@@ -191,12 +190,16 @@ async def test_jobs_claiming_gpus_through_dra_are_queued_admitted_allocated_and_
 
             status = await eventually(counted, "16 DRA GPUs allocated in the queue's status")
             assert status["admittedWorkloads"] == 2
-            assert GPU_RESOURCE in status["fairShare"]
+            # Fair share is capped by the queue's demand: the GPUs its jobs ask through claims
+            # (0 if the claims were not counted).
+            assert str(status["deserved"][GPU_RESOURCE]) == "16", status
+            assert str(status["fairShare"][GPU_RESOURCE]) == "16", status
 
             urgent = await api.create(kube.JOBS, claiming_job(namespace, "urgent", "dra-high"))
             freed = await eventually(
                 lambda: placed_on_their_devices(api, namespace, urgent),
                 "the high-priority Job bound where its claim was allocated", 120.0)
+            await placed_as_counted(api, urgent, await live_pods(api, urgent))
             victims = []
             for owner in (job, jobset):
                 wl = await workload_of(api, owner)

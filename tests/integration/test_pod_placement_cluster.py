@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from admitter_world import FAST, apply_all
 from burst_world import admitter_running, burst, placement_gate_in_effect, queue
 from kubernetes_asyncio.client.exceptions import ApiException
+from operator_runs import placed_as_counted
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
@@ -206,7 +206,7 @@ async def test_a_jobsets_pods_are_each_placed_where_their_pod_set_was_counted(
                     "parallelism": 1, "completions": 1, "template": template(2)}}},
                 {"name": "workers", "replicas": 2, "template": {"spec": {
                     "parallelism": 3, "completions": 3, "template": template(2)}}}]}}
-    await api.create(resource_of(JobSet()), body)
+    jobset = await api.create(resource_of(JobSet()), body)
 
     async def all_bound() -> list[Obj] | None:
         listed = await api.request("GET", kube.PODS.path(namespace), query={
@@ -215,19 +215,7 @@ async def test_a_jobsets_pods_are_each_placed_where_their_pod_set_was_counted(
         return pods if len(pods) == 7 and all(p["spec"].get("nodeName") for p in pods) else None
 
     pods = await eventually(all_bound, "the JobSet's 7 pods bound", 120)
-    await placed_as_counted(api, namespace, "gang", pods)
-
-
-async def placed_as_counted(api: Kube, namespace: str, owner: str, pods: list[Obj]) -> None:
-    """Each of `pods` bound on the node it was pinned to, and as many pods of each pod set
-    on each node as the admission of `owner`'s Workload counted there."""
-    (wl,) = [w for w in (await api.request("GET", kube.WORKLOADS.path(namespace)))["items"]
-             if w["metadata"]["ownerReferences"][0]["name"] == owner]
-    hinted = Counter({(h["podSet"], h["node"]): h["count"]
-                      for h in wl["status"]["admission"]["nodeHints"]})
-    assert all(pinned_host(p) == p["spec"]["nodeName"] for p in pods)
-    assert Counter((p["metadata"]["labels"][POD_SET_LABEL], p["spec"]["nodeName"])
-                   for p in pods) == hinted
+    await placed_as_counted(api, jobset, pods)
 
 
 async def test_a_rayjobs_head_and_workers_are_each_placed_where_counted(
@@ -250,7 +238,7 @@ async def test_a_rayjobs_head_and_workers_are_each_placed_where_counted(
                              "groupName": "gpu", "replicas": 3, "minReplicas": 0,
                              "maxReplicas": 3, "rayStartParams": {},
                              "template": template("ray-worker", {GPU: "2"})}]}}}
-    await api.create(resource_of(RayJob()), body)
+    rayjob = await api.create(resource_of(RayJob()), body)
 
     async def all_bound() -> list[Obj] | None:
         listed = await api.request("GET", kube.PODS.path(namespace), query={
@@ -259,7 +247,7 @@ async def test_a_rayjobs_head_and_workers_are_each_placed_where_counted(
         return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else None
 
     pods = await eventually(all_bound, "the Ray cluster's 4 pods bound", 180)
-    await placed_as_counted(api, namespace, "tune", pods)
+    await placed_as_counted(api, rayjob, pods)
 
 
 async def test_while_admitter_is_unreachable_pods_start_ungated_and_queued_jobs_wait(

@@ -1,6 +1,7 @@
 """TrainJob queued end to end, with admitter's controller (and, for users' requests, its
 webhooks) running against Kubeflow Trainer's and JobSet's real controllers: its pod sets read
-from the runtime the controller caches, admitted as one gang inside a rack, preempted by a
+from the runtime the controller caches, admitted as one gang inside a rack, each pod on the
+node its admission counted it on (gated and pinned through podSpecOverrides), preempted by a
 higher-priority Job in its queue at its limit (evicted as Preempted: suspended, pods gone,
 its own overrides back),
 admitted again, finished with its quota released; one naming a missing runtime waits with
@@ -29,6 +30,7 @@ from operator_runs import (
     UNSUSPEND,
     clear,
     finished_and_released,
+    placed_as_counted,
     read,
     users_jobs,
     workload_of,
@@ -119,6 +121,7 @@ async def test_a_queued_trainjob_runs_as_one_gang_is_preempted_and_runs_again(
             ("node", 2)]
         domain = wl["status"]["admission"]["topologyDomain"][RACK_LABEL]
         assert {racks[node] for node in placed.values()} == {domain}
+        await placed_as_counted(api, job, await pods(api, job))
         # Its JobSet is its child: not queued itself, and its pods count as the TrainJob's.
         assert [w["metadata"]["name"] for w in await workloads(api, namespace)] == [
             wl["metadata"]["name"]]
@@ -146,6 +149,7 @@ async def test_a_queued_trainjob_runs_as_one_gang_is_preempted_and_runs_again(
         placed = await eventually(lambda: bound(api, job), "2 node pods bound again",
                                   timeout=120.0)
         assert len({racks[node] for node in placed.values()}) == 1
+        await placed_as_counted(api, job, await pods(api, job))
         wl = await workload_of(api, job)
         assert wl is not None and wl["status"].get("evictionCount") == 1
 
