@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from admitter.api.errors import InputError
 from admitter.api.settings import Settings
 from admitter.controller.install_check import InstallCheck
-from admitter.controller.leader import Elector
+from admitter.controller.leader import LEASE_SECONDS, Elector
 from admitter.controller.reconciler import Reconciler
 from admitter.controller.server import health_app, serve
 from admitter.kube.client import Kube
@@ -29,7 +29,7 @@ from admitter.webhook.registration import (
     register_url_webhooks,
     settings_configurations,
 )
-from admitter.webhook.server import start_webhook_server
+from admitter.webhook.server import DEFAULT_PORT, start_webhook_server
 from admitter.webhook.thread import WebhookThread
 
 
@@ -39,7 +39,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--config", help="settings YAML (the Settings model); default values")
     parser.add_argument("--metrics-address", default="0.0.0.0:8080",
                         help="host:port for /metrics, /healthz, /readyz")
-    parser.add_argument("--webhook-address", default="0.0.0.0:9443",
+    parser.add_argument("--webhook-address", default=f"0.0.0.0:{DEFAULT_PORT}",
                         help="host:port of the admission webhooks (HTTPS)")
     parser.add_argument("--webhook-cert-dir",
                         help="directory with tls.crt and tls.key; without it no webhook is "
@@ -57,7 +57,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         help="admitter's own namespace: its Lease, and the Secrets holding "
                         "the kubeconfigs of WorkerClusters")
     parser.add_argument("--lease-name", default="admitter")
-    parser.add_argument("--lease-duration", type=int, default=15,
+    parser.add_argument("--lease-duration", type=int, default=LEASE_SECONDS,
                         help="seconds a leader holds the Lease without renewing it")
     parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
                         help="this replica's name in the Lease and in Events")

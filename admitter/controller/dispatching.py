@@ -90,7 +90,7 @@ class Dispatch:
             except ApiException as error:
                 await self._show(wl, "False", "CreateRefused",
                                  f"not created in cluster {worker.name}: {error.status} "
-                                 f"{' '.join(str(error.reason).split())[:300]}", now)
+                                 f"{kube.brief_reason(error)}", now)
                 return
         meta = copy["metadata"]
         where = f"cluster {worker.name} as {meta['namespace']}/{meta['name']}"

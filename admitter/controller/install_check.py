@@ -46,6 +46,11 @@ FIX = "render what the settings need: admitter webhooks --config SETTINGS | kube
 HOOK_DEFAULTS: Obj = {"failurePolicy": "Fail", "matchPolicy": "Equivalent",
                       "namespaceSelector": {}, "objectSelector": {}, "timeoutSeconds": 10}
 """What the API server writes into a webhook that leaves these fields out (v1)."""
+SERVICE_PORT_DEFAULT = 443
+"""What the API server writes into a webhook's `clientConfig.service` that names no port."""
+FINGERPRINT_DIGITS = 16
+"""Hex digits of a certificate's SHA-256 named in a problem: 64 bits tell any two CAs apart
+in a quarter of the digest's length, which keeps the log line and Event short."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ def _normalized(hook: Obj, mutating: bool) -> Obj:
     client = {key: value for key, value in (hook.get("clientConfig") or {}).items()
               if key != "caBundle"}
     if "service" in client:
-        client["service"] = {"port": 443, **client["service"]}
+        client["service"] = {"port": SERVICE_PORT_DEFAULT, **client["service"]}
     found["clientConfig"] = client
     return found
 
@@ -131,7 +136,7 @@ def _ca_problems(kind: str, name: str, hook: Obj, served_ca: x509.Certificate) -
 
 
 def _certificate(cert: x509.Certificate) -> str:
-    fingerprint = cert.fingerprint(hashes.SHA256()).hex()[:16]
+    fingerprint = cert.fingerprint(hashes.SHA256()).hex()[:FINGERPRINT_DIGITS]
     return f"{cert.subject.rfc4514_string()} (sha256 {fingerprint})"
 
 

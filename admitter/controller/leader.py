@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from fractions import Fraction
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -32,6 +33,22 @@ log = logging.getLogger(__name__)
 LEASE_ERRORS: tuple[type[BaseException], ...] = (ApiException, *kube.CONNECTION_ERRORS)
 """What a Lease read or write may fail with and be tried again at the next renewal: an answer
 from the API server (a conflict with another replica) or no answer at all."""
+LEASE_SECONDS = 15
+"""How long a Lease holds without renewal, by default: kube-controller-manager's and
+kube-scheduler's default (`--leader-elect-lease-duration`), so a leader that dies has a
+successor within 15 s, while an API server that pauses for a few seconds deposes no one."""
+RENEW_SHARE = Fraction(2, 3)
+"""`renew_deadline` as a part of the lease: Kubernetes' defaults renew within 10 s of a 15 s
+lease. The third left is the margin between the moment a leader that cannot renew stops
+acting and the earliest moment another replica may take over: a request in flight, and clocks
+that run at slightly different rates."""
+RETRY_SHARE = Fraction(1, 7)
+"""`retry_period` as a part of the lease: Kubernetes' defaults try every 2 s of a 15 s lease
+(15/7 is 2.1 s), so a leader has four tries to renew before its deadline and one lost
+request does not cost it the Lease, while a follower reads the Lease about every 2 s."""
+LEAST_RETRY_PERIOD = 1.0
+"""Seconds between tries however short the lease: a lease of a few seconds
+(`--lease-duration 3`) still leaves the API server a second between a replica's reads."""
 
 
 def _micro_time(seconds: float) -> str:
@@ -41,14 +58,14 @@ def _micro_time(seconds: float) -> str:
 
 class Elector:
     def __init__(self, client: Kube, namespace: str, name: str, identity: str,
-                 lease_seconds: int = 15, clock: Callable[[], float] = time.monotonic,
+                 lease_seconds: int = LEASE_SECONDS, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
         self.kube = client
         self.namespace, self.name, self.identity = namespace, name, identity
         # Whole seconds: the Lease object stores leaseDurationSeconds as an integer.
         self.lease_duration = lease_seconds
-        self.renew_deadline = lease_seconds * 2 / 3
-        self.retry_period = max(1.0, lease_seconds / 7)
+        self.renew_deadline = float(lease_seconds * RENEW_SHARE)
+        self.retry_period = max(LEAST_RETRY_PERIOD, float(lease_seconds * RETRY_SHARE))
         self.clock, self.wall = clock, wall
         self.proven_until = -math.inf
         """Until when (on `clock`) this replica is certainly the leader."""

@@ -34,6 +34,11 @@ def kueue_buckets(count: int) -> tuple[float, ...]:
     return (1.0, *(2.5 * 2 ** i for i in range(count - 1)))
 
 
+ADMISSION_WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600,
+                          24 * 3600)
+"""Seconds from creation to admission, in the steps an alert on it is written in: within a pass
+or a few (seconds), behind running work (minutes to an hour), behind a queue's spent share
+(hours, up to a day)."""
 READY_BUCKETS = kueue_buckets(14)
 """1 s to 2.8 h, as Kueue's `ready_wait_time_seconds` and `admitted_until_ready_...`."""
 WRITE_STEPS = (*(s.value for s in Step if s is not Step.NONE),
@@ -68,8 +73,7 @@ class Metrics:
                                 ["cluster_queue"], registry=r)
         self.wait = Histogram("admitter_admission_wait_time_seconds",
                               "Time from creation to admission", ["cluster_queue"],
-                              buckets=(1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600,
-                                       12 * 3600, 24 * 3600), registry=r)
+                              buckets=ADMISSION_WAIT_BUCKETS, registry=r)
         self.evicted = Counter("admitter_evicted_workloads", "Workloads evicted",
                                ["cluster_queue", "reason"], registry=r)
         self.usage = Gauge("admitter_cluster_queue_resource_usage",

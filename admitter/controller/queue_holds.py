@@ -31,7 +31,9 @@ IN_USE_FINALIZER = "admitter.dev/resource-in-use"
 `kueue.k8s.io/resource-in-use`), so a deleted queue goes only once nothing it admitted still
 runs on its quota."""
 NAMED = 3
-"""Workloads a waiting queue's message names; the rest are counted."""
+"""Workloads a deleted queue's message names while it waits for them; the rest are counted: a
+few names show where to look, and the condition's message stays one line however many hold
+the queue."""
 
 
 def terminating(obj: Obj) -> bool:

@@ -45,7 +45,8 @@ from admitter.kube.objects import Obj, format_time
 log = logging.getLogger(__name__)
 RESYNC = 10.0
 """Seconds between probes of each worker (and re-reads of its Secret, so a rotated kubeconfig
-is used within this long)."""
+is used within this long): a worker's state in `kubectl get workerclusters` is that fresh,
+and a lost one is noticed well within its grace period, at two small reads per worker."""
 
 
 class Fleet:
@@ -163,7 +164,7 @@ class Fleet:
                 return Health(False, "SecretNotFound",
                               f"Secret {self.namespace}/{ref.name} not found")
             return Health(False, "SecretUnreadable", f"Secret {self.namespace}/{ref.name}: "
-                          f"{error.status} {' '.join(str(error.reason).split())[:300]}")
+                          f"{error.status} {kube.brief_reason(error)}")
         encoded = (secret.get("data") or {}).get(ref.key)
         if encoded is None:
             await self._drop(name)

@@ -28,7 +28,10 @@ from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, pod_requests
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT = 10.0
-"""Seconds a worker has to answer a probe before it counts as unreachable."""
+"""Seconds a worker has to answer a probe before it counts as unreachable: an API server
+answers `/version` in milliseconds, and across regions well within a second, so ten seconds
+of silence is an outage rather than latency; what then befalls the worker's jobs waits for
+its far longer grace period (five minutes by default)."""
 COPY_LABEL = "admitter.dev/workload-uid"
 """On a job the manager created in a worker (and its pods' template): the uid of the
 manager's Workload it runs for. It makes creation idempotent (a copy found under the job's name
@@ -255,7 +258,7 @@ class LabelIndex:
             self._changed(None, obj)
 
 
-def _short(text: str | None, limit: int = 300) -> str:
+def _short(text: str | None, limit: int = kube.QUOTED_REASON_LIMIT) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= limit else text[:limit] + "…"
 

@@ -34,11 +34,23 @@ REQUEST_TIMEOUT = 30.0
 """Seconds a request may take in all: without a bound, a request to an API server that was
 stopped mid-answer (or a path cut) hangs forever and holds up whatever awaits it."""
 WATCH_TIMEOUT = 300
-"""Seconds the API server keeps a watch open; the client gives up 30 s after that."""
+"""Seconds the API server keeps a watch open (`timeoutSeconds`): client-go's reflector asks for
+5 to 10 minutes, and this is the shortest. An ended watch resumes from its resourceVersion at
+the cost of one request, and watches that end now and then spread over a cluster's API servers
+again after one of them restarted."""
+WATCH_GRACE = 30
+"""Seconds past WATCH_TIMEOUT after which the client gives up on a watch: the API server ends
+the watch itself, so only one whose server stopped answering mid-stream (stopped, its path
+cut) gets here, and the informer's cache then resumes instead of going stale forever."""
 ATTEMPTS = 4
 """Tries of a request that could not reach the API server (connection refused or reset,
-timed out), waiting 0.25, 0.5, 1 s between them; then the error is raised to the caller,
-which retries later (the next pass, the informer's backoff)."""
+timed out), waiting 0.25, 0.5, 1 s between them (CONNECT_BACKOFF); then the error is raised
+to the caller, which retries later (the next pass, the informer's backoff)."""
+CONNECT_BACKOFF = 0.25
+"""Seconds before the second try of a request that could not reach the API server, doubled
+before each next: a reset connection or an API server handing over is usually back within a
+second, and the waits between ATTEMPTS add up to 1.75 s, short next to a pass that awaits
+them."""
 THROTTLED_ATTEMPTS = 10
 """Tries of a request the API server answered 429 (too many requests, or storage that is
 re-initializing after an etcd restart), each after the Retry-After it names (client-go's
@@ -47,10 +59,18 @@ or an informer's re-list meanwhile."""
 RETRY_AFTER_BOUNDS = (0.1, 10.0)
 """Least and most seconds waited after a 429, whatever it names: no busy loop on a zero, and
 no pass or re-list held up for minutes (THROTTLED_ATTEMPTS bound the total wait too)."""
+DEFAULT_RETRY_AFTER = 1.0
+"""Seconds waited after a 429 that names no wait in seconds: what the API server's own
+max-in-flight throttling names (Retry-After: 1), so a 429 from a proxy in front of it that
+names nothing is waited out as one from the API server would be."""
 PAGE_SIZE = 500
 """Objects per page of a list (`limit`): client-go's informers list 500 at a time too, a
 page the API server builds in milliseconds while a re-list of tens of thousands of Workloads
 never holds one response of hundreds of megabytes in memory."""
+QUOTED_REASON_LIMIT = 300
+"""Most characters of an API server's answer quoted in a condition's message (`brief_reason`):
+its reason may be a whole Status object or a proxy's HTML page, and a condition is read in
+`kubectl describe`, where a few lines say what went wrong."""
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 """What a request raises when the API server cannot be reached or does not answer."""
 MERGE_PATCH = "application/merge-patch+json"
@@ -170,7 +190,7 @@ class Kube:
                 if failures == ATTEMPTS:
                     raise
                 log.info("%s %s: %r; trying again", method, path, error)
-                await asyncio.sleep(0.25 * 2 ** (failures - 1))
+                await asyncio.sleep(CONNECT_BACKOFF * 2 ** (failures - 1))
 
     async def _request(self, method: str, path: str, body: Any, query: dict[str, str] | None,
                        content_type: str) -> Obj:
@@ -234,7 +254,7 @@ class Kube:
             kind.path(), "GET", query_params=list(params.items()),
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
             _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=WATCH_TIMEOUT + 30,
+            _request_timeout=aiohttp.ClientTimeout(total=WATCH_TIMEOUT + WATCH_GRACE,
                                                    sock_connect=REQUEST_TIMEOUT),
         )
         async with response:
@@ -260,6 +280,11 @@ def is_not_found(error: ApiException) -> bool:
     return error.status == 404
 
 
+def brief_reason(error: ApiException) -> str:
+    """The API server's answer on one line, cut at QUOTED_REASON_LIMIT characters."""
+    return " ".join(str(error.reason).split())[:QUOTED_REASON_LIMIT]
+
+
 async def each(writes: Sequence[Coroutine[Any, Any, object]]) -> None:
     """Run writes with at most WRITE_CONCURRENCY in flight; every write is attempted even when
     one fails, then the first failure is raised (the next pass retries from the API state)."""
@@ -281,7 +306,8 @@ async def each(writes: Sequence[Coroutine[Any, Any, object]]) -> None:
 def _retry_after(error: ApiException) -> float:
     """The seconds a 429 asks the client to wait: its Retry-After header (the API server's own
     throttling sends one with a plain-text body), else its Status details (storage that is
-    re-initializing names them there too), else 1 s; within RETRY_AFTER_BOUNDS."""
+    re-initializing names them there too), else DEFAULT_RETRY_AFTER; within
+    RETRY_AFTER_BOUNDS."""
     headers: Mapping[str, str] = error.headers or {}
     named: Any = headers.get("Retry-After")
     if named is None:
@@ -293,8 +319,8 @@ def _retry_after(error: ApiException) -> float:
     try:
         seconds = float(named)
     except (TypeError, ValueError):  # absent, or an HTTP date: client-go reads seconds only
-        seconds = 1.0
+        seconds = DEFAULT_RETRY_AFTER
     if math.isnan(seconds):
-        seconds = 1.0
+        seconds = DEFAULT_RETRY_AFTER
     least, most = RETRY_AFTER_BOUNDS
     return min(max(seconds, least), most)

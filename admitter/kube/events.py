@@ -25,6 +25,10 @@ COMPONENT = "admitter"
 """The Events' `source.component` and `reportingComponent`, by which `kubectl admitter explain`
 picks admitter's Events out of an object's."""
 
+MESSAGE_LIMIT = 1024
+"""Most characters of an Event's message: the API server refuses a longer note from
+events.k8s.io/v1 clients (`NoteLengthLimit`) and kube-scheduler cuts its own Events' messages
+there too; an Event is a line read in `kubectl describe`, not a report."""
 REFUSED_FOR_CONTENT = (400, 422)
 """The API server's answers to a write it will never accept as written (malformed, or
 invalid: a Workload of more pod sets than it holds), unlike a conflict or an outage that
@@ -76,7 +80,7 @@ class EventRecorder:
                 "apiVersion": obj.get("apiVersion", ""), "kind": kind, "name": meta["name"],
                 "namespace": meta.get("namespace", ""), "uid": meta.get("uid", ""),
             },
-            "type": event_type, "reason": reason, "message": message[:1024],
+            "type": event_type, "reason": reason, "message": message[:MESSAGE_LIMIT],
             "firstTimestamp": format_time(now), "lastTimestamp": format_time(now), "count": 1,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": self.identity,

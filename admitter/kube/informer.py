@@ -27,7 +27,22 @@ log = logging.getLogger(__name__)
 READ_ERRORS: tuple[type[BaseException], ...] = (ApiException, *CONNECTION_ERRORS)
 """What a read raises when the API server cannot answer it (stopped, restarting)."""
 ABSENT_RETRY = 60.0
-"""Seconds between looks for an optional kind the API server does not serve."""
+"""Seconds between looks for an optional kind the API server does not serve: its CRD comes
+with an operator installed later, so a minute is soon enough to start queueing its jobs, and
+one list a minute per missing kind costs the API server nothing."""
+WATCH_BACKOFF_FIRST = 0.5
+"""Seconds an informer waits after its watch or list first fails: a watch cut by an API server
+that restarts or hands over is usually served again within a second (client-go's reflector
+starts at 0.8 s)."""
+WATCH_BACKOFF_MOST = 10.0
+"""The longest wait between tries, doubling from WATCH_BACKOFF_FIRST (from the sixth failure in a
+row on): once an outage ends, a cache catches up within this long, and passes decide from the
+caches; client-go's reflector waits up to 30 s, but one request per informer every 10 s is
+already no load on an API server that is coming back."""
+REFRESH_RETRY = 1.0
+"""Seconds between tries of `refresh`: a new leader awaits it before its first pass, so it is
+tried again as soon as an API server back from a restart may answer; one list a second from
+one replica is no load."""
 Key = tuple[str, str]
 """(namespace or "", name)."""
 _DELETED = "(deleted)"
@@ -119,7 +134,7 @@ class Informer:
 
     async def run(self) -> None:
         """List, then watch forever; re-list on 410 Gone, back off on other errors."""
-        backoff = 0.5
+        backoff = WATCH_BACKOFF_FIRST
         while True:
             try:
                 if not self.resource_version:
@@ -127,7 +142,7 @@ class Informer:
                 async for event in self.kube.watch(self.kind, self.resource_version,
                                                    self.query):
                     self._apply(event)
-                    backoff = 0.5
+                    backoff = WATCH_BACKOFF_FIRST
             except ApiException as error:
                 if self.optional and error.status == 404 and not self.store:
                     await self._wait_absent()
@@ -144,7 +159,7 @@ class Informer:
                 log.exception("%s: informer failed, listing again", self.kind.plural)
                 self.relisting()
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 10.0)
+            backoff = min(backoff * 2, WATCH_BACKOFF_MOST)
 
     async def _wait_absent(self) -> None:
         """The API does not serve the kind: empty and synced until it does."""
@@ -174,7 +189,7 @@ class Informer:
                 break
             except READ_ERRORS as error:
                 log.warning("%s not read afresh, trying again: %r", self.kind.plural, error)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(REFRESH_RETRY)
         for item in items:
             self.observe_read(item, touched)
 

@@ -7,10 +7,10 @@ GPU over-quota weight (Ai2's budgets are weights), each capped by the funded wor
 submitted that could run before the end (GPUs × the part of its duration that fits between its
 submission and the end); what a capped sibling cannot take goes to the others. So a team that
 submitted too little is owed only that, and a team with enough demand is owed its weight's
-part of what the idle teams leave. This is the definition `../shared/scenarios/score.py`
-scores by. Quotas do not enter it (a queue with weight 0 is owed nothing); the admission
-cycle's budget (`ranking.gpu_budgets`) counts them, so where quotas are not in proportion to
-weights the two differ.
+part of what the idle teams leave. It follows the scoring the scenario family uses: the same
+measure of what a team was owed. Quotas do not enter it (a queue with weight 0 is owed
+nothing); the admission cycle's budget (`ranking.gpu_budgets`) counts them, so where quotas
+are not in proportion to weights the two differ.
 
 Computed once per run (not per simulated moment), from the submissions alone: what the
 scheduler did cannot change what a team is owed.

@@ -59,6 +59,10 @@ CONTRACT_ANNOTATIONS = (
     TOPOLOGY_PREFERRED_ANNOTATION,
 )
 
+UNREADABLE_SHOWN = 200
+"""Most characters of an unreadable pod's containers quoted in a refusal: enough to spot the
+garbled quantity, few enough that kubectl prints the refusal in a line or two."""
+
 _LABEL_PATH = f"metadata.labels[{QUEUE_LABEL}]"
 _ADMITTED_PATH = f"metadata.annotations[{ADMITTED_WORKLOAD_ANNOTATION}]"
 
@@ -415,7 +419,7 @@ def _requests(pod: Mapping[str, Any]) -> dict[str, str]:
     try:
         return {name: str(amount) for name, amount in sorted(pod_requests(pod).items())}
     except ValueError:
-        return {"(unreadable)": repr(pod.get("containers"))[:200]}
+        return {"(unreadable)": repr(pod.get("containers"))[:UNREADABLE_SHOWN]}
 
 
 async def _moving_admitted_workload_problems(request: AdmissionRequest,

@@ -11,7 +11,6 @@ their Job is queued.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from admitter.api.contract import QUEUE_LABEL
 from admitter.core.model import GPU
@@ -21,6 +20,7 @@ from admitter.kube.objects import (
     ADMISSION_GATE,
     PLACEMENT_GATE,
     POD_SET_LABEL,
+    Obj,
     add_gate_ops,
     is_gated,
     pod_requests,
@@ -38,8 +38,6 @@ from admitter.webhook.jobs import (
 )
 from admitter.webhook.lookup import Lookup
 from admitter.webhook.review import AdmissionRequest, JsonPatch, Verdict, allow, deny_problems
-
-Pod = dict[str, Any]
 
 
 async def mutate_pod(request: AdmissionRequest, lookup: Lookup, policy: JobPolicy) -> Verdict:
@@ -96,7 +94,7 @@ def validate_pod(request: AdmissionRequest, policy: JobPolicy) -> Verdict:
     return deny_problems(request.display_name, problems) if problems else allow()
 
 
-def _gate_problems(new: Pod, old: Pod) -> Iterator[Problem]:
+def _gate_problems(new: Obj, old: Obj) -> Iterator[Problem]:
     if not is_gated(old):
         return
     if not is_gated(new):
@@ -110,7 +108,7 @@ def _gate_problems(new: Pod, old: Pod) -> Iterator[Problem]:
             "create it anew to queue it elsewhere")
 
 
-def _queued_kind(pod: Pod) -> bool:
+def _queued_kind(pod: Obj) -> bool:
     """A plain Pod (no queued job owns it or, for the kinds whose pods a label names, names
     it: a queued RayJob's Ray pods are owned by its RayCluster) that requests GPUs."""
     labels = pod["metadata"].get("labels") or {}

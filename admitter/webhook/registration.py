@@ -29,8 +29,13 @@ from admitter.kube.names import (
 from admitter.kube.objects import POD_SET_LABEL, Obj
 
 SERVICE_PORT = 9443
+"""The port of the webhooks' Service (deploy/service.yaml): the one the server listens on
+(`server.DEFAULT_PORT`), so a single number leads from the webhook configuration to the pod."""
 TIMEOUT_SECONDS = 5
-"""How long the API server waits for a webhook; the server answers within `DECISION_TIMEOUT`."""
+"""How long the API server waits for a webhook: half its default of 10 s, since every Job
+creation waits on the call, and while admitter is unreachable a creation fails only after it;
+the server answers within `DECISION_TIMEOUT`, a second less, so its own reason arrives before
+the deadline."""
 GATE_TIMEOUT_SECONDS = 2
 """How long the API server waits for the placement webhook, which reads nothing and answers
 at once: while admitter is unreachable, each pod of a started job is created that much later

@@ -33,6 +33,9 @@ KINDS: dict[str, type[Resource]] = {
 """The kinds `validate_resource` checks; the webhook configuration registers exactly these."""
 
 Problem = tuple[str, str]
+NAMES_SHOWN = 10
+"""Most ClusterQueue names a refusal lists, the rest counted: a cluster may hold hundreds, and
+ten show what a valid name looks like while the refusal stays a few lines."""
 
 
 async def validate_resource(
@@ -125,7 +128,7 @@ def _leaf_problems(target: str, existing: list[ClusterQueue]) -> Iterator[Proble
         )
 
 
-def _some(names: list[str], limit: int = 10) -> str:
+def _some(names: list[str], limit: int = NAMES_SHOWN) -> str:
     if not names:
         return "none"
     shown = ", ".join(names[:limit])

@@ -48,6 +48,8 @@ from admitter.webhook.tls import ReloadingCertificate
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9443
+"""The port the webhooks are served on: controller-runtime's webhook port (Kueue's too), above
+1024 so a process that runs as no privileged user (deploy/deployment.yaml) may listen on it."""
 MAX_BODY = 8 * 1024 * 1024
 """A review carries the object twice (old and new); API objects are at most ~1.5 MiB each."""
 

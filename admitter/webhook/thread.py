@@ -17,6 +17,11 @@ from contextlib import AbstractAsyncContextManager
 
 from aiohttp import web
 
+STOP_WAIT = 10.0
+"""Seconds `stop` waits for the thread to end: reviews in flight take at most the server's
+`DECISION_TIMEOUT` (4 s) to answer, and the process ends well within the 30 s Kubernetes
+grants a terminating pod by default, whatever the thread (a daemon) still does."""
+
 
 class WebhookThread:
     """`start` enters `serve` (a context that serves the webhooks while entered, yielding
@@ -52,4 +57,4 @@ class WebhookThread:
     async def stop(self) -> None:
         if self._loop is not None and self._stopping is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
-        await asyncio.to_thread(self._thread.join, 10.0)
+        await asyncio.to_thread(self._thread.join, STOP_WAIT)
