@@ -54,6 +54,7 @@ from common import (
     process_cpu,
     waits_cell,
 )
+from controller_process import describe
 from rich.console import Console
 from rich.table import Table
 
@@ -194,6 +195,8 @@ def _row(system: str, shape: Shape, cohorts: int, finished: int, wall: float, ti
 def run_admitter(shape: Shape, cohorts: int, timeout: float) -> Row:
     run = asyncio.run(run_mode("workloads", shape, cohorts, timeout, None))
     stats = run.controller
+    Console().print(f"admitter: {stats.passes:,} passes, {stats.cycle_seconds:.1f} s in the "
+                    f"decision core; {describe(stats)}")
     waits = {c.name: run.waits(c.name) for c in shape.classes}
     wall = run.timeout if run.timed_out else run.wall()
     return _row("admitter (Workload mode)", shape, cohorts, run.finished(), wall,

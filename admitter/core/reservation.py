@@ -80,12 +80,11 @@ def drainable_gpus(running: Iterable[Workload], unfunded: dict[str, int], now: f
 def drain_alike(rule: EvictionRule, gang: Workload
                 ) -> Callable[[Workload], tuple[bool, str, int, int, int]]:
     """What the questions of a drain for `gang` (`EvictionRule.drain_takes` and
-    `drain_waits_for`)
-    read of a funded running workload: whether it is of the gang's queue, the side its queue
-    compares on with the gang's in the ranking (`Ranking.side`: where their paths diverge, so
-    every leaf under another team compares alike), its priority, GPUs and kind (which holds
-    whether it is short, resumable and preemptible). Workloads alike in these get the same
-    answers while the ranking stands."""
+    `drain_waits_for`) read of a funded running workload: whether it is of the gang's queue,
+    the side its queue compares on with the gang's in the ranking (`Ranking.side`: where their
+    paths diverge, so every leaf under another team compares alike), its priority, GPUs and
+    kind (which holds whether it is short, resumable and preemptible). Workloads alike in these
+    get the same answers while the ranking stands."""
     ranking, kind, queue = rule.ranking, rule.kind, gang.queue
     sides: dict[str, str] = {}
 
