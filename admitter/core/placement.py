@@ -49,8 +49,16 @@ class PlacementFailure:
     reason: str
 
 
-def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailure:
-    """Find a placement for every pod of `workload`; leaves `state` as it was."""
+UNEXPLAINED = PlacementFailure("")
+"""What `place` answers without `explain`: a search that only asks whether a plan fits (a
+victim search, held capacity) discards the reason, and naming the blocking fact walks the
+domains again (`_explain`)."""
+
+
+def place(state: ClusterState, workload: Workload, explain: bool = True
+          ) -> Placement | PlacementFailure:
+    """Find a placement for every pod of `workload`; leaves `state` as it was. Without
+    `explain`, a workload that fits no domain gets `UNEXPLAINED`."""
     demand = state.demand(workload)
     if demand is None:
         return PlacementFailure(_unknown_resource(state, workload))
@@ -74,6 +82,8 @@ def place(state: ClusterState, workload: Workload) -> Placement | PlacementFailu
                     counts, affinities = packed
                     return Placement(domain.level, domain.value, dict(domain.affinity), counts,
                                      affinities)
+    if not explain:
+        return UNEXPLAINED
     return PlacementFailure(_explain(state, workload, demand, depths[-1]))
 
 

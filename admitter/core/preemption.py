@@ -214,7 +214,7 @@ class RoomFinder:
         (a `swap`) taking only what its victims freed (`Headroom.takes_nothing`): a swap is
         never refused for a room it leaves as it found it, but a plan that could refill the
         room keeps its victims for that."""
-        result = place(self._state, preemptor)
+        result = place(self._state, preemptor, explain=False)  # a failed plan is dropped
         if not isinstance(result, Placement):
             return None
         headroom = self._headroom

@@ -24,7 +24,7 @@ from admitter.core.model import (
     Workload,
 )
 from admitter.core.nodes import ClusterState
-from admitter.core.placement import Placement, place
+from admitter.core.placement import UNEXPLAINED, Placement, PlacementFailure, place
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations
 from admitter.core.statement import Statement
@@ -273,6 +273,23 @@ def test_single_pod_set_matches_brute_force(all_nodes: list[Node],
         assert got.domain_level == want[0]
         assert bin_pack_key(members, workload.pod_sets[0], left) == want[1]
         assert got.node_counts[0] == packed(members, workload.pod_sets[0], left)
+
+
+@PROPERTY
+@given(nodes(), workloads())
+def test_without_explain_the_same_placement_and_a_failure_named_by_nothing(
+        all_nodes: list[Node], batch: list[Workload]) -> None:
+    """A victim search asks only whether a plan fits: it gets the same placement, and where
+    the workload fits nowhere, a failure without the reason's walk over the domains."""
+    state = ClusterState(all_nodes, LEVELS)
+    for workload in batch:
+        explained, unexplained = place(state, workload), place(state, workload, explain=False)
+        if isinstance(explained, Placement):
+            assert unexplained == explained
+            state.assume(workload.key, workload.pod_sets, explained.node_counts)
+        else:
+            assert isinstance(explained, PlacementFailure) and explained.reason
+            assert unexplained == explained or unexplained is UNEXPLAINED
 
 
 @PROPERTY

@@ -43,7 +43,7 @@ def start_on_held(cycle: CycleState, workload: Workload) -> bool:
     statement = cycle.statement
     mark = statement.checkpoint()
     statement.release(RESERVATION_KEY)
-    placed = place(cycle.state, workload)
+    placed = place(cycle.state, workload, explain=False)  # the reason is never read here
     if isinstance(placed, PlacementFailure):
         cycle.failures[shape] = placed  # capacity only shrinks until something is evicted
     if not isinstance(placed, Placement) or cycle.headroom.refusal(
