@@ -128,12 +128,20 @@ def _at(obj: Obj, path: Sequence[str]) -> Any:
 
 
 def _patched(obj: Obj, ops: Sequence[Mapping[str, Any]]) -> Obj:
-    """`obj` with JSON patch `add` and `remove` operations applied (all `run_patch` makes)."""
+    """`obj` with JSON patch `add`, `copy` and `remove` operations applied (all `run_patch`
+    makes)."""
     for op in ops:
         *parents, last = [_unescape(p) for p in op["path"].split("/")[1:]]
         target = _at(obj, parents)
         if op["op"] == "add":
             target[last] = copy.deepcopy(op["value"])
+        elif op["op"] == "copy":
+            try:
+                found = _at(obj, [_unescape(p) for p in op["from"].split("/")[1:]])
+            except (KeyError, IndexError):
+                raise ValueError(f"the job has nothing at {op['from']} to copy to "
+                                 f"{op['path']}") from None
+            target[last] = copy.deepcopy(found)
         elif op["op"] == "remove":
             del target[last]
         else:

@@ -1,7 +1,17 @@
-"""RayJob (KubeRay, `ray.io/v1`): the Ray cluster it makes is its pod sets, the head group
-(one pod) and each worker group, admitted as one gang and suspended through `spec.suspend`
-(KubeRay deletes the RayCluster of a suspended RayJob and makes it anew from the RayJob's
-spec on unsuspend, so the templates may be pinned while it is suspended).
+"""RayJob (KubeRay, `ray.io/v1`): its pod sets are everything KubeRay runs for it, admitted as
+one gang and suspended through `spec.suspend` (KubeRay deletes the RayCluster and the submitter
+Job of a suspended RayJob and makes them anew from the RayJob's spec on unsuspend, so the
+templates may be pinned while it is suspended):
+- the Ray cluster it makes: the head group (one pod) and each worker group;
+- in `K8sJobMode` (`spec.submissionMode`'s default), last, `submitter`: the one pod of the
+  Kubernetes Job KubeRay makes, once the cluster is up, to run `ray job submit`, from
+  `spec.submitterPodTemplate`, or KubeRay's default template when the user gave none (one
+  container `ray-job-submitter` of the head's image, requests 500m CPU and 200Mi, limits 1 CPU
+  and 1Gi: KubeRay's `GetDefaultSubmitterTemplate`);
+- in `SidecarMode`, no pod set more, but the head's pods ask the submitter container KubeRay
+  adds to them too (the default's resources: KubeRay ignores `submitterPodTemplate` there);
+- `HTTPMode` and `InteractiveMode` run no submitter pod.
+As Kueue's RayJob integration does, so a RayJob's quota charges every pod it runs.
 
 A worker group counts the pods KubeRay starts it with: `replicas` held inside
 [`minReplicas`, `maxReplicas`] (`maxReplicas` when the two contradict), times `numOfHosts`,
@@ -9,30 +19,60 @@ exactly as KubeRay's RayCluster controller sizes it. Not `maxReplicas`: it defau
 and would ask quota for pods that never run; growth beyond the start size is the autoscaler's
 business, which a queued RayJob should not use (it would outgrow its admission).
 
-The submitter pod KubeRay adds in `K8sJobMode` (a small CPU-only Job that runs
-`ray job submit` once the cluster is up) is not a pod set here.
-
 KubeRay labels the Ray pods only with the generated RayCluster's name (`ray.io/cluster`), and
-they are owned by that RayCluster, not by the RayJob. So admitter labels the head and worker
-templates with the RayJob's name (`POD_LABEL`) in the same patch that starts it; KubeRay copies
-template labels onto every pod it makes, so the running pods name their RayJob directly, as a
-JobSet's do. The label goes again when the RayJob is restored after an eviction."""
+they are owned by that RayCluster (the submitter pod by its Job), not by the RayJob. So
+admitter labels every template with the RayJob's name (`POD_LABEL`) in the same patch that
+starts it; KubeRay copies template labels onto every pod it makes, so the running pods name
+their RayJob directly, as a JobSet's do. A RayJob without a `submitterPodTemplate` gets, in
+that patch, the default template KubeRay would have made (marked `MADE_TEMPLATE_ANNOTATION`;
+KubeRay fills in its command, as it does for any template without one), pinned and labelled
+like the others; restoring after an eviction takes admitter's marks off, and a template
+admitter made goes whole, so the RayJob is again what its user wrote.
+
+Hazards:
+- Readiness: KubeRay's status counts the cluster's ready pods, and the submitter starts only
+  once they are all up, so the submitter counts as ready with them (`pods_ready`): a
+  pods-ready deadline never evicts a RayJob whose cluster is up and whose submitter is still
+  to come.
+- Topology: the submitter pod set is pinned to the admitted domain like the Ray pods (or to
+  a narrower one its template's annotations ask for, as Kueue reads them): admitter admits a
+  workload into one domain, the core counts the submitter's CPU there, and a pod outside it
+  would use room the core counted free for others; it also keeps the submitter near the
+  head it talks to. Its 500m CPU joins what the domain must hold.
+- Pod sets: with the submitter, a `K8sJobMode` RayJob holds at most MAX_POD_SETS - 2 worker
+  groups (the webhook names the limit).
+- A RayJob an earlier admitter started without a submitter pod set is evicted as changed
+  (its Workload does not charge the submitter) and admitted again with it."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from admitter.jobs.interface import PodSetInfo, dotted
+from admitter.jobs.interface import NO_NARROWER, PodSetInfo, dotted, nested, pointer
 from admitter.jobs.templated import TemplatedJob
 from admitter.kube.objects import Obj
 
 HEAD_POD_SET = "head"
+SUBMITTER_POD_SET = "submitter"
 CLUSTER = ("spec", "rayClusterSpec")
+SUBMITTER_TEMPLATE = ("spec", "submitterPodTemplate")
+HEAD_IMAGE = (*CLUSTER, "headGroupSpec", "template", "spec", "containers", "0", "image")
+"""KubeRay's default submitter runs the head's first container's image."""
+K8S_JOB_MODE = "K8sJobMode"
+SIDECAR_MODE = "SidecarMode"
+SUBMITTER_CONTAINER = "ray-job-submitter"
+SUBMITTER_RESOURCES = {"limits": {"cpu": "1", "memory": "1Gi"},
+                       "requests": {"cpu": "500m", "memory": "200Mi"}}
+"""KubeRay's default submitter container's resources (`GetDefaultSubmitterContainer`)."""
+MADE_TEMPLATE_ANNOTATION = "admitter.dev/made-submitter-template"
+"""On a `submitterPodTemplate` admitter wrote (the RayJob had none): restoring removes it."""
 SUCCEEDED = "SUCCEEDED"
 FAILED_DEPLOYMENTS = frozenset({"Failed", "ValidationFailed"})
 POD_LABEL = "admitter.dev/rayjob-name"
-"""Put on a started RayJob's head and worker templates: its pods name the RayJob."""
+"""Put on a started RayJob's templates: its pods name the RayJob."""
 
 
 def _count(group: Obj, field: str, default: int) -> int:
@@ -43,6 +83,19 @@ def _count(group: Obj, field: str, default: int) -> int:
         raise ValueError(f"workerGroupSpecs[{group.get('groupName')}].{field} must be a "
                          f"whole number of at least 0, not {value!r}")
     return value
+
+
+def submission_mode(obj: Obj) -> str:
+    """How KubeRay submits the Ray job: `spec.submissionMode`, `K8sJobMode` when unset (the
+    CRD defaults it, so a RayJob read from the API server always names one)."""
+    mode = obj["spec"].get("submissionMode")
+    return K8S_JOB_MODE if mode is None else str(mode)
+
+
+def submitter_container() -> Obj:
+    """KubeRay's default submitter container as admitter reads it (it runs the head's image)."""
+    resources = {key: dict(amounts) for key, amounts in SUBMITTER_RESOURCES.items()}
+    return {"name": SUBMITTER_CONTAINER, "resources": resources}
 
 
 def worker_pods(group: Obj) -> int:
@@ -75,16 +128,76 @@ class RayJob(TemplatedJob):
         for index, group in enumerate(cluster.get("workerGroupSpecs") or ()):
             shapes.append((group["groupName"], worker_pods(group),
                            (*CLUSTER, "workerGroupSpecs", str(index), "template", "spec")))
+        if submission_mode(obj) == K8S_JOB_MODE:
+            shapes.append((SUBMITTER_POD_SET, 1, (*SUBMITTER_TEMPLATE, "spec")))
         return shapes
 
     def size_field(self, path: tuple[str, ...]) -> str:
-        """The group whose template is at `path` (a worker group's `replicas` sizes it)."""
+        """The group whose template is at `path` (a worker group's `replicas` sizes it); the
+        submitter's one pod comes with the submission mode."""
+        if path[:len(SUBMITTER_TEMPLATE)] == SUBMITTER_TEMPLATE:
+            return dotted((*SUBMITTER_TEMPLATE[:-1], "submissionMode"))
         return dotted(path[:-2])
+
+    def with_submitter(self, obj: Obj) -> Obj:
+        """`obj` as admitter reads and pins it: in `K8sJobMode` without a
+        `submitterPodTemplate`, with the template admitter writes for it at start (KubeRay's
+        default, marked as admitter's; of its pod spec, what admitter reads)."""
+        if (submission_mode(obj) != K8S_JOB_MODE
+                or obj["spec"].get(SUBMITTER_TEMPLATE[-1]) is not None):
+            return obj
+        made = {"metadata": {"annotations": {MADE_TEMPLATE_ANNOTATION: "true"}},
+                "spec": {"containers": [submitter_container()]}}
+        return {**obj, "spec": {**obj["spec"], SUBMITTER_TEMPLATE[-1]: made}}
 
     def pod_sets(self, obj: Obj) -> list[PodSetInfo]:
         """Worker groups of no pods (suspended, or sized 0) are left out: a Workload's pod
-        set holds at least one pod. Their templates are still pinned, like the others."""
-        return [pod_set for pod_set in super().pod_sets(obj) if pod_set.count > 0]
+        set holds at least one pod. Their templates are still pinned, like the others. In
+        `SidecarMode` the head's pods also run KubeRay's submitter container."""
+        found = [pod_set for pod_set in super().pod_sets(self.with_submitter(obj))
+                 if pod_set.count > 0]
+        if submission_mode(obj) != SIDECAR_MODE:
+            return found
+        return [replace(pod_set, pod_spec={
+            **pod_set.pod_spec,
+            "containers": [*(pod_set.pod_spec.get("containers") or ()), submitter_container()]})
+            if pod_set.name == HEAD_POD_SET else pod_set for pod_set in found]
+
+    def user_affinities(self, obj: Obj) -> list[Any]:
+        """Also of the submitter's template, when an admitter that had no submitter pod set
+        started the RayJob: then that template was never pinned, and is the user's own."""
+        obj = self.with_submitter(obj)
+        own = super().user_affinities(obj)
+        shapes = self.pod_set_shapes(obj)
+        if len(own) == len(shapes) - 1 and shapes[-1][0] == SUBMITTER_POD_SET:
+            own.append(nested(obj, shapes[-1][2]).get(self.pin_field))
+        return own
+
+    def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
+                  narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER,
+                  place_pods: bool = False) -> list[Obj]:
+        """Also, first, the submitter template admitter makes for a RayJob that has none
+        (`with_submitter`), KubeRay's default whole: `restartPolicy: Never`, and the head's
+        image, copied by the API server (`copy`: the cached RayJob admitter starts from keeps
+        no images); then it is pinned and labelled like the others."""
+        view = self.with_submitter(obj)
+        ops = super().run_patch(view, workload_name, domain, narrower, place_pods)
+        if view is obj:
+            return ops
+        made = view["spec"][SUBMITTER_TEMPLATE[-1]]
+        image = (*SUBMITTER_TEMPLATE, "spec", "containers", "0", "image")
+        return [{"op": "add", "path": pointer(SUBMITTER_TEMPLATE),
+                 "value": {**made, "spec": {**made["spec"], "restartPolicy": "Never"}}},
+                {"op": "copy", "from": pointer(HEAD_IMAGE), "path": pointer(image)}, *ops]
+
+    def restore_patch(self, obj: Obj) -> list[Obj]:
+        """Also the submitter template taken away whole if admitter made it."""
+        ops = super().restore_patch(self.with_submitter(obj))
+        template = obj["spec"].get(SUBMITTER_TEMPLATE[-1]) or {}
+        if MADE_TEMPLATE_ANNOTATION in ((template.get("metadata") or {}).get("annotations")
+                                        or {}):
+            ops.append({"op": "remove", "path": pointer(SUBMITTER_TEMPLATE)})
+        return ops
 
     own_labels = (*TemplatedJob.own_labels, POD_LABEL)
 
@@ -112,19 +225,29 @@ class RayJob(TemplatedJob):
             found.append(("spec.rayClusterSpec.enableInTreeAutoscaling", (
                 "is true: the autoscaler would change the pod counts admitter admitted; "
                 "set it to false and size each worker group with replicas")))
+        reserved = {HEAD_POD_SET: "the head's"}
+        if submission_mode(obj) == K8S_JOB_MODE:
+            reserved[SUBMITTER_POD_SET] = "the submitter's"
         for index, group in enumerate(cluster.get("workerGroupSpecs") or ()):
-            if isinstance(group, dict) and group.get("groupName") == HEAD_POD_SET:
+            name = group.get("groupName") if isinstance(group, dict) else None
+            if name in reserved:
                 found.append((f"spec.rayClusterSpec.workerGroupSpecs[{index}].groupName", (
-                    f"is {HEAD_POD_SET!r}, the name of the head's pod set; rename the group")))
+                    f"is {name!r}, the name of {reserved[name]} pod set; rename the group")))
         return found
 
     def pods_ready(self, obj: Obj) -> int:
         """The Ray cluster's ready pods as KubeRay counts them: its ready workers, and the
-        head once its `HeadPodReady` condition holds."""
+        head once its `HeadPodReady` condition holds; and the submitter's pod once they all
+        are: KubeRay makes it only then, so a gang whose cluster is up is ready (a pods-ready
+        deadline must not evict it while its submitter is being made, gated and placed)."""
         cluster = (obj.get("status") or {}).get("rayClusterStatus") or {}
         head = any(c.get("type") == "HeadPodReady" and c.get("status") == "True"
                    for c in cluster.get("conditions") or ())
-        return int(cluster.get("readyWorkerReplicas") or 0) + int(head)
+        ready = int(cluster.get("readyWorkerReplicas") or 0) + int(head)
+        *ray, last = self.pod_set_shapes(obj)
+        if last[0] == SUBMITTER_POD_SET and ready >= sum(count for _, count, _ in ray):
+            ready += 1
+        return ready
 
     def progress(self, obj: Obj) -> str:
         """`Running: Ray cluster tune-x7k2p, Ray job RUNNING`: KubeRay's deployment status, the

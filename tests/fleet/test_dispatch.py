@@ -130,10 +130,15 @@ def test_a_rayjobs_copy_is_unsuspended_pinned_and_its_ray_pods_name_it_and_the_w
     assert "status" not in copy and copy["spec"]["suspend"] is False
     assert copy["spec"]["entrypoint"] == "python t.py"
     cluster = copy["spec"]["rayClusterSpec"]
-    for template in (cluster["headGroupSpec"]["template"],
-                     cluster["workerGroupSpecs"][0]["template"]):
+    submitter = copy["spec"]["submitterPodTemplate"]  # KubeRay's default, of the head's image
+    assert [(c["name"], c["image"]) for c in submitter["spec"]["containers"]] == [
+        ("ray-job-submitter", "rayproject/ray")]
+    ours = {COPY_LABEL: UID, RAYJOB_POD_LABEL: "tune"}
+    for template, own in ((cluster["headGroupSpec"]["template"], {"team": "vision"}),
+                          (cluster["workerGroupSpecs"][0]["template"], {"team": "vision"}),
+                          (submitter, {})):
         labels = template["metadata"]["labels"]
-        assert labels == {"team": "vision", COPY_LABEL: UID, RAYJOB_POD_LABEL: "tune"}
+        assert labels == {**own, **ours}
         (term,) = template["spec"]["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         # pinned to the block, not the cluster: the worker's nodes carry no cluster label
@@ -142,6 +147,16 @@ def test_a_rayjobs_copy_is_unsuspended_pinned_and_its_ray_pods_name_it_and_the_w
         pod = {"kind": "Pod", "metadata": {"namespace": "ml", "labels": labels}}
         assert copy_job_key(pod) == ("RayJob", "ml", "tune")  # its pods lead to the RayJob
     assert copy_job_key(copy) == ("RayJob", "ml", "tune")
+
+
+def test_a_rayjob_whose_head_names_no_image_is_not_copied_naming_the_field():
+    """KubeRay's default submitter runs the head's image: without one it could not run."""
+    job = _rayjob()
+    del job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0][
+        "image"]
+    with pytest.raises(ValueError, match="nothing at /spec/rayClusterSpec/headGroupSpec/"
+                                         "template/spec/containers/0/image"):
+        copy_manifest(job, _admitted({CLUSTER: "east"}))
 
 
 def test_a_job_of_a_kind_not_dispatched_is_refused_by_name():

@@ -566,11 +566,11 @@ async def test_a_rayjob_runs_as_one_copy_in_the_worker_that_serves_it_until_its_
 
             async def bound_in_east() -> list[Obj] | None:
                 pods = await _ray_pods(fleet["east"], namespace, "tune")
-                return pods if len(pods) == 3 and all(
+                return pods if len(pods) == 4 and all(
                     p["spec"].get("nodeName") for p in pods) else None
 
-            pods = await eventually(bound_in_east, "the RayJob's head and 2 workers bound in "
-                                    "east", 150)
+            pods = await eventually(bound_in_east, "the RayJob's head, 2 workers and submitter "
+                                    "bound in east", 150)
             (wl,) = await workloads(api, namespace)
             hinted = {hint["node"] for hint in wl["status"]["admission"]["nodeHints"]}
             east_nodes = {WORKERS["east"].node_name(i) for i in range(WORKERS["east"].nodes)}
@@ -626,9 +626,10 @@ async def test_a_preempted_rayjobs_copy_and_ray_pods_go_before_its_room_is_given
         async with in_process_controller(kubeconfig):
             async def low_bound() -> bool:
                 pods = await _ray_pods(fleet["east"], namespace, "low")
-                return len(pods) == 5 and all(p["spec"].get("nodeName") for p in pods)
+                return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
 
-            await eventually(low_bound, "low's head and 4 workers bound in east", 150)
+            await eventually(low_bound, "low's head, 4 workers and submitter bound in east",
+                             150)
             sampler = asyncio.create_task(_sample_east_gpus(fleet["east"], namespace,
                                                             east_gpus))
             try:

@@ -1,10 +1,12 @@
 """RayJob through admitter's job interface against KubeRay's real operator: a suspended RayJob
-gets no Ray cluster; the writes the controller makes for an admission (pin the head and every
-worker group to the admitted domain, label them with the RayJob, unsuspend) make KubeRay create
-its RayCluster, whose pods carry the label and are placed in that domain; an eviction (suspend)
-makes KubeRay delete the cluster, and after the user's own templates are restored it runs again
-in another domain. Then end to end, with admitter's controller (and, for users' requests, its
-webhooks) running: a queued RayJob admitted in a rack, its pods counted as its admission,
+gets no Ray cluster; the writes the controller makes for an admission (pin the head, every
+worker group and the submitter to the admitted domain, label them with the RayJob, write
+KubeRay's default submitter template for a RayJob that has none, unsuspend) make KubeRay create
+its RayCluster and then its submitter Job, whose pods carry the label and are placed in that
+domain; an eviction (suspend) makes KubeRay delete them, and after the user's own templates
+are restored (the submitter template admitter wrote gone) it runs again in another domain.
+Then end to end, with admitter's controller (and, for users' requests, its webhooks) running:
+a queued RayJob admitted in a rack, its pods (the submitter's too) counted as its admission,
 preempted by a higher-priority Job (its cluster torn down), waiting suspended while the queue
 has no room and admitted again once there is; one that ends (KubeRay's deadline) finished with
 its quota released and its cluster deleted; a forged unsuspend and a cluster kept after the
@@ -39,7 +41,6 @@ from admitter.api.contract import (
     QUEUE_LABEL,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
-from admitter.api.quantity import to_base_units
 from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, MAX_POD_SETS, Reason
 from admitter.controller.actions import Actions
 from admitter.core.decisions import EvictionReason
@@ -47,7 +48,7 @@ from admitter.jobs.rayjob import POD_LABEL, RayJob
 from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
-from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition, pod_requests
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.kuberay_operator import running_kuberay_operator
 from admitter.testing.waiting import eventually
@@ -115,20 +116,15 @@ async def bound_pods(api: Kube, job: Obj) -> dict[str, str] | None:
     return nodes if len(nodes) == 4 and all(nodes.values()) else None
 
 
-async def submitter_usage(api: Kube, job: Obj) -> dict[str, dict[str, int]]:
-    """Per node, the requests (base units) of the RayJob's bound submitter pod: KubeRay's Job
-    named after the RayJob that runs `ray job submit` once the Ray cluster is up."""
+async def bound_submitter(api: Kube, job: Obj) -> Obj | None:
+    """The RayJob's live submitter pod, once bound: of the Job named after the RayJob that
+    KubeRay makes, once the Ray cluster is up, to run `ray job submit`."""
     meta = job["metadata"]
     listed = await api.request("GET", f"/api/v1/namespaces/{meta['namespace']}/pods", query={
         "labelSelector": f"batch.kubernetes.io/job-name={meta['name']}"})
-    usage: dict[str, dict[str, int]] = {}
-    for pod in listed["items"]:
-        node = pod["spec"].get("nodeName")
-        if node and pod["status"].get("phase") not in TERMINAL_POD_PHASES:
-            amounts = usage.setdefault(node, {})
-            for resource, amount in pod_requests(pod["spec"]).items():
-                amounts[resource] = amounts.get(resource, 0) + to_base_units(resource, amount)
-    return usage
+    return next((pod for pod in listed["items"] if pod["spec"].get("nodeName")
+                 and not pod["metadata"].get("deletionTimestamp")
+                 and pod["status"].get("phase") not in TERMINAL_POD_PHASES), None)
 
 
 async def ray_clusters(api: Kube, namespace: str) -> list[Obj]:
@@ -158,6 +154,16 @@ async def test_a_rayjobs_cluster_runs_in_the_admitted_rack_and_in_another_after_
     assert made["metadata"]["ownerReferences"][0]["name"] == job["metadata"]["name"]
     assert {p["metadata"]["labels"][POD_LABEL] for p in await cluster_pods(api, job)} == {
         job["metadata"]["name"]}
+    # KubeRay's default submitter, from the template admitter wrote: the head's image, the
+    # default's requests, labelled and pinned like the Ray pods.
+    submitter = await eventually(lambda: bound_submitter(api, job), "the submitter pod bound",
+                                 timeout=90.0)
+    assert racks.get(submitter["spec"]["nodeName"]) == "rack-1"
+    assert submitter["metadata"]["labels"][POD_LABEL] == job["metadata"]["name"]
+    (container,) = submitter["spec"]["containers"]
+    assert (container["name"], container["image"]) == ("ray-job-submitter", "rayproject/ray")
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "200Mi"}
+    assert container["command"]  # filled in by KubeRay
 
     # Evicted: KubeRay deletes the Ray cluster; back to pending: the user's own placement.
     await actions.suspend_job(await read(api, job))
@@ -174,6 +180,7 @@ async def test_a_rayjobs_cluster_runs_in_the_admitted_rack_and_in_another_after_
     for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
         assert "affinity" not in group["template"]["spec"]
         assert "metadata" not in group["template"]
+    assert "submitterPodTemplate" not in restored["spec"]  # admitter's, not the user's
     marks = restored["metadata"].get("annotations") or {}
     assert ADMITTED_WORKLOAD_ANNOTATION not in marks and ORIGINAL_AFFINITY_ANNOTATION not in marks
 
@@ -181,6 +188,9 @@ async def test_a_rayjobs_cluster_runs_in_the_admitted_rack_and_in_another_after_
     placed = await eventually(lambda: bound_pods(api, job), "the cluster's pods bound again",
                               timeout=90.0)
     assert {racks.get(node) for node in placed.values()} == {"rack-2"}
+    submitter = await eventually(lambda: bound_submitter(api, job),
+                                 "the submitter pod bound again", timeout=90.0)
+    assert racks.get(submitter["spec"]["nodeName"]) == "rack-2"
 
 
 # End to end, with admitter's controller (and, for users' requests, its webhooks) running ---
@@ -229,27 +239,28 @@ async def test_a_queued_rayjob_is_preempted_by_a_higher_priority_job_and_waits_f
                                   timeout=90.0)
         wl = await workload_of(api, job)
         assert wl is not None
-        assert [p["name"] for p in wl["spec"]["podSets"]] == ["head", "gpu"]
+        # The admission charges the submitter KubeRay runs: its pod set, KubeRay's default.
+        assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [
+            ("head", 1), ("gpu", 3), ("submitter", 1)]
+        assert wl["spec"]["podSets"][-1]["requests"] == {"cpu": "500m", "memory": "200Mi"}
         assert wl["status"]["admission"]["topologyDomain"][RACK_LABEL] == "rack-1"
-        for pod in await cluster_pods(api, job):
+        submitter = await eventually(lambda: bound_submitter(api, job),
+                                     "the submitter pod bound", timeout=90.0)
+        for pod in [*await cluster_pods(api, job), submitter]:
             assert rack_pin(pod) == ["rack-1"]
             assert pod["metadata"]["labels"][POD_LABEL] == "tune"
-        # The Ray cluster's pods are counted as the RayJob's admission, where they run, and
-        # hold the GPUs it is charged. The only foreign usage on their nodes is KubeRay's
-        # submitter pod, once it makes one (not a pod set: see `admitter.jobs.rayjob`).
-        counted = controller.caches.bound_pods()[("RayJob", namespace, job["metadata"]["name"])]
-        assert counted == dict(Counter(placed.values()))
-        ray_nodes = set(placed.values())
+        # All its pods, the submitter's too, are counted as the RayJob's admission where they
+        # run and hold the GPUs it is charged; nothing on their nodes is foreign usage.
+        nodes = Counter([*placed.values(), submitter["spec"]["nodeName"]])
+        key = ("RayJob", namespace, job["metadata"]["name"])
 
-        async def only_the_submitter_foreign() -> bool:
-            foreign = {node: amounts for node, amounts in controller.caches.foreign_usage().items()
-                       if node in ray_nodes}
-            submitter = await submitter_usage(api, job)
-            return foreign == {node: amounts for node, amounts in submitter.items()
-                               if node in ray_nodes}
+        async def all_counted_and_none_foreign() -> bool:
+            foreign = controller.caches.foreign_usage()
+            return (controller.caches.bound_pods().get(key) == dict(nodes)
+                    and not any(foreign.get(node) for node in nodes))
 
-        await eventually(only_the_submitter_foreign,
-                         "no foreign usage on the Ray nodes but the submitter's", timeout=30.0)
+        await eventually(all_counted_and_none_foreign,
+                         "the RayJob's pods counted as its own, none foreign", timeout=30.0)
         assert await holds_what_it_is_charged(api, job, "the RayJob") == 3
 
         # Funded (a min runtime), of higher priority and needing all of rack-1: it may
@@ -325,23 +336,23 @@ async def test_the_webhook_suspends_a_users_rayjob_and_refuses_what_admitter_can
                   "value": True}]
     assert "spec.rayClusterSpec.enableInTreeAutoscaling: is true" in (
         await rayjobs.refused(rayjobs.patch("tune", autoscale)))
-    # A head and 8 worker groups: 9 pod sets, one more than a Workload holds.
-    too_many = with_worker_groups(queued_rayjob(namespace, "wide"), MAX_POD_SETS)
-    assert (f"spec.rayClusterSpec: {MAX_POD_SETS + 1} pod sets (head, gpu-1, gpu-2, gpu-3, "
-            f"gpu-4, gpu-5, gpu-6, gpu-7, gpu-8) are more than a Workload holds "
+    # A head, 7 worker groups and the submitter: 9 pod sets, one more than a Workload holds.
+    too_many = with_worker_groups(queued_rayjob(namespace, "wide"), MAX_POD_SETS - 1)
+    assert (f"spec: {MAX_POD_SETS + 1} pod sets (head, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, "
+            f"gpu-6, gpu-7, submitter) are more than a Workload holds "
             f"({MAX_POD_SETS})") in await rayjobs.refused(rayjobs.create(too_many))
 
 
 async def test_a_rayjob_whose_workload_the_api_server_refuses_is_told_so_by_a_warning_event(
         kuberay_operator: None, api: Kube, namespace: str, kubeconfig: Path) -> None:
-    """Made past the webhook (before it ran): the Workload CRD refuses 9 pod sets, and the
-    RayJob says why it waits."""
+    """Made past the webhook (before it ran): the Workload CRD refuses 9 pod sets (the head,
+    7 worker groups and the submitter), and the RayJob says why it waits."""
     await cluster_topology(api)
     name = f"rayjobs-{secrets.token_hex(3)}"
     await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
                     local_queue(name, namespace=namespace))
     job = await api.create(RAYJOBS, with_worker_groups(queued_rayjob(namespace, "wide"),
-                                                       MAX_POD_SETS))
+                                                       MAX_POD_SETS - 1))
 
     async def told() -> Obj | None:
         events = await api.request("GET", kube.EVENTS.path(namespace))

@@ -218,10 +218,11 @@ async def test_a_jobsets_pods_are_each_placed_where_their_pod_set_was_counted(
     await placed_as_counted(api, jobset, pods)
 
 
-async def test_a_rayjobs_head_and_workers_are_each_placed_where_counted(
+async def test_a_rayjobs_head_workers_and_submitter_are_each_placed_where_counted(
         api: Kube, namespace: str, operators: None, placing: Settings) -> None:
-    """KubeRay copies the template labels admitter put on to the Ray pods it makes: the head
-    and three 2-GPU workers are held, then each pinned where its group was counted."""
+    """KubeRay copies the template labels admitter put on to the pods it makes: the head,
+    three 2-GPU workers and, once they are up, the submitter are held, then each pinned where
+    its pod set was counted."""
     def template(container: str, limits: dict[str, str]) -> Obj:
         return {"spec": {"containers": [{"name": container, "image": "rayproject/ray",
                                          "resources": {"limits": limits}}]}}
@@ -244,9 +245,9 @@ async def test_a_rayjobs_head_and_workers_are_each_placed_where_counted(
         listed = await api.request("GET", kube.PODS.path(namespace), query={
             "labelSelector": f"{RAY_POD_LABEL}=tune"})
         pods = [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
-        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else None
+        return pods if len(pods) == 5 and all(p["spec"].get("nodeName") for p in pods) else None
 
-    pods = await eventually(all_bound, "the Ray cluster's 4 pods bound", 180)
+    pods = await eventually(all_bound, "the Ray cluster's 4 pods and the submitter bound", 180)
     await placed_as_counted(api, rayjob, pods)
 
 

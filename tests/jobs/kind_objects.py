@@ -20,14 +20,21 @@ def pod_template(gpus: int, affinity: dict | None = None) -> dict:
 
 
 def apply(obj: dict, ops: list[dict]) -> dict:
-    """A minimal JSON patch (add/remove on existing parents), as the API server applies it."""
+    """A minimal JSON patch (add/copy/remove on existing parents), as the API server applies
+    it."""
     out = copy.deepcopy(obj)
     for op in ops:
-        steps = [s.replace("~1", "/").replace("~0", "~") for s in op["path"].split("/")[1:]]
+        steps = _steps(op["path"])
         parent = nested(out, steps[:-1])
         key = int(steps[-1]) if isinstance(parent, list) else steps[-1]
         if op["op"] == "add":
             parent[key] = op["value"]
+        elif op["op"] == "copy":
+            parent[key] = copy.deepcopy(nested(out, _steps(op["from"])))
         else:
             del parent[key]
     return out
+
+
+def _steps(pointer: str) -> list[str]:
+    return [s.replace("~1", "/").replace("~0", "~") for s in pointer.split("/")[1:]]

@@ -157,18 +157,21 @@ def templates_of(obj: dict) -> list[dict]:
         return [r["template"]["spec"]["template"] for r in spec["replicatedJobs"]]
     if "rayClusterSpec" in spec:
         cluster = spec["rayClusterSpec"]
+        submitter = [spec["submitterPodTemplate"]] if "submitterPodTemplate" in spec else []
         return [cluster["headGroupSpec"]["template"],
-                *(group["template"] for group in cluster["workerGroupSpecs"])]
+                *(group["template"] for group in cluster["workerGroupSpecs"]), *submitter]
     return [spec["template"]]
 
 
 def rayjob_of_two_groups() -> dict:
     worker = {"groupName": "gpu", "replicas": 2,
               "template": {"metadata": {"labels": {"team": "a"}}, **pod_template(8)}}
+    head = pod_template(0)
+    head["spec"]["containers"][0]["image"] = "rayproject/ray"
     return {"apiVersion": "ray.io/v1", "kind": "RayJob",
             "metadata": {"name": "tune", "namespace": "ns", "uid": "u", "resourceVersion": "3"},
             "spec": {"suspend": True, "shutdownAfterJobFinishes": True, "rayClusterSpec": {
-                "headGroupSpec": {"template": pod_template(0)}, "workerGroupSpecs": [worker]}}}
+                "headGroupSpec": {"template": head}, "workerGroupSpecs": [worker]}}}
 
 
 @pytest.mark.parametrize("job", [

@@ -72,13 +72,16 @@ async def test_a_rayjob_of_more_pod_sets_than_a_workload_holds_is_refused_naming
     job = rayjob(suspend=True)
     groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     groups[:] = [{**copy.deepcopy(groups[0]), "groupName": f"g{index}"}
-                 for index in range(1, MAX_POD_SETS)]
-    assert (await verdict(job)).allowed  # the head and 7 groups: 8 pod sets
-    groups.append({**copy.deepcopy(groups[0]), "groupName": f"g{MAX_POD_SETS}"})
+                 for index in range(1, MAX_POD_SETS - 1)]
+    assert (await verdict(job)).allowed  # the head, 6 groups and the submitter: 8 pod sets
+    groups.append({**copy.deepcopy(groups[0]), "groupName": f"g{MAX_POD_SETS - 1}"})
     denied = await verdict(job)
     assert not denied.allowed
-    assert (f"spec.rayClusterSpec: {MAX_POD_SETS + 1} pod sets (head, g1, g2, g3, g4, g5, g6, "
-            f"g7, g8) are more than a Workload holds ({MAX_POD_SETS})") in denied.message
+    assert (f"spec: {MAX_POD_SETS + 1} pod sets (head, g1, g2, g3, g4, g5, g6, g7, submitter) "
+            f"are more than a Workload holds ({MAX_POD_SETS})") in denied.message
+    # Submitted over HTTP, it runs no submitter pod: the head and 7 groups.
+    assert (await verdict({**job, "spec": {**job["spec"], "submissionMode": "HTTPMode"}})
+            ).allowed
     # A group of no pods is no pod set.
     groups[-1]["replicas"] = 0
     assert (await verdict(job)).allowed
