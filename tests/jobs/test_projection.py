@@ -139,7 +139,11 @@ def rayjobs(draw: st.DrawFn) -> dict:
                      "entrypoint": "python tune.py",
                      "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {},
                                                           "template": draw(templates())},
-                                        "workerGroupSpecs": groups}}}
+                                        "workerGroupSpecs": groups},
+                     **draw(st.fixed_dictionaries({}, optional={
+                         "submissionMode": st.sampled_from(
+                             ["K8sJobMode", "SidecarMode", "HTTPMode", "InteractiveMode"]),
+                         "submitterPodTemplate": templates()}))}}
 
 
 TRAINER_JOB = {"name": "node", "template": {

@@ -15,6 +15,7 @@ from admitter.api.contract import (
     JobContract,
 )
 from admitter.controller.converge import equivalent
+from admitter.controller.snapshot import _pods_ready
 from admitter.jobs.rayjob import MADE_TEMPLATE_ANNOTATION, POD_LABEL, RayJob, worker_pods
 from admitter.jobs.registry import job_of
 from admitter.jobs.workloads import workload_for
@@ -312,7 +313,9 @@ def test_the_submitter_counts_as_ready_once_the_ray_cluster_is(mode, submitter):
     pods-ready deadline holds the gang to its Ray cluster."""
     job = rayjob(worker_group("gpu", 8, replicas=2), submissionMode=mode)
     head_ready = [{"type": "HeadPodReady", "status": "True"}]
-    expected = sum(s.count for s in RayJob().pod_sets(job))
+    made = workload_for(job, JobContract(3600.0, True, "rack", None), priority=0)
+    admitted = {**made, "status": {"admission": {"clusterQueue": "team-a"}}}
+    expected = sum(p["count"] for p in made["spec"]["podSets"])   # as the controller counts
     for status, ready in [({}, 0),
                           ({"readyWorkerReplicas": 2}, 2),
                           ({"readyWorkerReplicas": 1, "conditions": head_ready}, 2),
@@ -320,6 +323,7 @@ def test_the_submitter_counts_as_ready_once_the_ray_cluster_is(mode, submitter):
                            3 + submitter)]:
         job["status"] = {"rayClusterStatus": status}
         assert RayJob().pods_ready(job) == ready
+        assert _pods_ready(admitted, job, expected, {}) is (ready == expected)
     assert RayJob().pods_ready(job) == expected
 
 
