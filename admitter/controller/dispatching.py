@@ -211,7 +211,8 @@ class Dispatch:
 _COPY_POD_LABELS = ((JobSet.kind, JobSet.pod_label), (RayJob.kind, RayJob.pod_label),
                     (BatchJob.kind, "batch.kubernetes.io/job-name"))
 """(kind, label naming the job) on a copy's pods, the outermost kind first: a JobSet's pods
-carry its child Job's name too; a RayJob's Ray pods name it (`rayjob.POD_LABEL`)."""
+carry its child Job's name too; a RayJob's Ray pods and submitter pod name it
+(`rayjob.POD_LABEL`), the submitter pod its Job too."""
 
 
 def copy_job_key(obj: Obj) -> JobKey | None:

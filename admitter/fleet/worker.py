@@ -38,7 +38,8 @@ manager's Workload it runs for. It makes creation idempotent (a copy found under
 with this uid is adopted, with another uid it is stale) and tells the copy's pods, counted
 through the Workload's admission, from the worker's own. A JobSet's copy carries it on the
 JobSet and its pod templates, not on its child Jobs; a RayJob's on the RayJob and its Ray
-pods' templates, not on the RayCluster or the submitter Job KubeRay makes from it."""
+pods' and submitter's templates, not on the RayCluster or the submitter Job KubeRay makes
+from it."""
 COPIED_KINDS = (BatchJob.kind, JobSet.kind, RayJob.kind)
 """The kinds the manager creates copies of in workers; a worker that does not serve one (its
 CRD is missing) takes no job of that kind (`Worker.serves`). TrainJobs and plain Pods are

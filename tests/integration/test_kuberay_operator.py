@@ -138,6 +138,7 @@ async def test_a_rayjobs_cluster_runs_in_the_admitted_rack_and_in_another_after_
              for node in local_cluster.layout.nodes_in_rack(rack)}
     actions = Actions(api)
     job = await api.create(RAYJOBS, head_and_workers(namespace))
+    assert job["spec"]["submissionMode"] == "K8sJobMode"  # the CRD's default: a submitter Job
 
     async def suspended_by_kuberay() -> bool:
         status = (await read(api, job)).get("status") or {}
