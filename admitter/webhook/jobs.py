@@ -311,6 +311,7 @@ def _admitted_size_problems(kind: str, new: Job, old: Job | None) -> Iterator[Pr
         return
     fix = f"delete the {kind} and create it again with the new size to queue it for that"
     yield from _size_field_problems(kind, new, old, fix)
+    yield from _pod_set_names_problems(kind, new, old, fix)
     for before, after in _matching_pod_sets(old, new):
         if before.count != after.count:
             yield after.size_field, (
@@ -376,6 +377,27 @@ def _unsupported_problems(new: Job, old: Job | None) -> Iterator[Problem]:
         return
     before = set(reader.unsupported(dict(old))) if old is not None else set()
     yield from (problem for problem in reader.unsupported(dict(new)) if problem not in before)
+
+
+def _pod_set_names_problems(kind: str, new: Job, old: Job, fix: str) -> Iterator[Problem]:
+    """A pod set added, gone or moved while admitted (a worker group sized up from 0, a
+    RayJob's submission mode changed): its pods would run uncharged, or the admission would name pod
+    sets the job no longer has, and the user's templates could not be restored."""
+    before, after = _pod_sets(old), _pod_sets(new)
+    if before is None or after is None:
+        return
+    names = [pod_set.name for pod_set in before], [pod_set.name for pod_set in after]
+    if names[0] == names[1]:
+        return
+    # The field named is the first pod set added, else gone, else moved (the user's
+    # templates are kept by position, so an order changed is a change too).
+    changed = next((pod_set for pod_set in after if pod_set.name not in names[0]), None) or next(
+        (pod_set for pod_set in before if pod_set.name not in names[1]), None) or next(
+        new_set for old_set, new_set in zip(before, after, strict=True)
+        if old_set.name != new_set.name)
+    yield changed.size_field, (
+        f"the {kind} is admitted with pod sets {', '.join(names[0])}; they cannot change to "
+        f"{', '.join(names[1]) or 'none'} while admitted; {fix}")
 
 
 def _size_field_problems(kind: str, new: Job, old: Job, fix: str) -> Iterator[Problem]:

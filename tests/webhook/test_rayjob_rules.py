@@ -68,6 +68,33 @@ async def test_an_admitted_rayjob_cannot_grow_a_worker_group_naming_the_group():
             "pod set 'gpu'; it cannot change to 4 while admitted") in denied.message
 
 
+async def test_an_admitted_rayjob_cannot_change_its_submission_mode_naming_the_field():
+    running = changed(rayjob(), suspend=False,
+                      annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
+    moved = copy.deepcopy(running)
+    moved["spec"]["submissionMode"] = "HTTPMode"
+    denied = await verdict(moved, running)
+    assert not denied.allowed
+    assert ("spec.submissionMode: the RayJob is admitted with pod sets head, gpu, submitter; "
+            "they cannot change to head, gpu while admitted") in denied.message
+
+
+async def test_an_admitted_rayjob_cannot_gain_a_worker_group_naming_it():
+    running = changed(rayjob(), suspend=False,
+                      annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
+    grown = copy.deepcopy(running)
+    groups = grown["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    groups.append({**copy.deepcopy(groups[0]), "groupName": "more"})
+    denied = await verdict(grown, running)
+    assert not denied.allowed
+    assert ("spec.rayClusterSpec.workerGroupSpecs[1]: the RayJob is admitted with pod sets "
+            "head, gpu, submitter; they cannot change to head, gpu, more, submitter while "
+            "admitted") in denied.message
+    # The same change while suspended and not admitted is the user's to make.
+    waiting = changed(grown, suspend=True, annotations={ADMITTED_WORKLOAD_ANNOTATION: None})
+    assert (await verdict(waiting, rayjob(suspend=True))).allowed
+
+
 async def test_a_rayjob_of_more_pod_sets_than_a_workload_holds_is_refused_naming_count_and_limit():
     job = rayjob(suspend=True)
     groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
