@@ -9,7 +9,8 @@ Then end to end, with admitter's controller (and, for users' requests, its webho
 a queued RayJob admitted in a rack, its pods (the submitter's too) counted as its admission,
 preempted by a higher-priority Job (its cluster torn down), waiting suspended while the queue
 has no room and admitted again once there is; one that ends (KubeRay's deadline) finished with
-its quota released and its cluster deleted; a forged unsuspend and a cluster kept after the
+its quota released and its cluster deleted; one in `SidecarMode` charged on its head for
+the submitter container KubeRay adds there; a forged unsuspend and a cluster kept after the
 job ends refused naming the field."""
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from admitter.api.contract import (
     QUEUE_LABEL,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
+from admitter.api.quantity import kube_base_units, to_base_units
 from admitter.api.workload import CONDITION_FINISHED, CONDITION_QUOTA_RESERVED, MAX_POD_SETS, Reason
 from admitter.controller.actions import Actions
 from admitter.core.decisions import EvictionReason
@@ -48,7 +50,7 @@ from admitter.jobs.rayjob import POD_LABEL, RayJob
 from admitter.jobs.workloads import resource_of
 from admitter.kube import client as kube
 from admitter.kube.client import Kube
-from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition
+from admitter.kube.objects import TERMINAL_POD_PHASES, Obj, condition, pod_requests
 from admitter.testing import RACK_LABEL, LocalCluster
 from admitter.testing.kuberay_operator import running_kuberay_operator
 from admitter.testing.waiting import eventually
@@ -315,6 +317,38 @@ async def test_a_rayjob_that_ends_releases_its_quota_and_its_cluster_goes(
             return await ray_clusters(api, namespace) == [] and not await cluster_pods(api, job)
 
         await eventually(gone, "the ended RayJob's cluster deleted", timeout=90.0)
+
+
+async def test_a_sidecar_mode_rayjob_charges_its_head_for_the_submitter_kuberay_adds_to_it(
+        kuberay_operator: None, api: Kube, namespace: str, kubeconfig: Path) -> None:
+    """In `SidecarMode` KubeRay runs `ray job submit` in a container it adds to the head pod,
+    and makes no submitter Job: the head's pod set asks exactly what that pod asks."""
+    await cluster_topology(api)
+    name = f"rayjobs-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
+                    local_queue(name, namespace=namespace))
+    wanted = queued_rayjob(namespace, "sidecar")
+    wanted["spec"]["submissionMode"] = "SidecarMode"
+    job = await api.create(RAYJOBS, wanted)
+    async with in_process_controller(kubeconfig) as controller:
+        placed = await eventually(lambda: bound_pods(api, job), "head and 3 workers bound",
+                                  timeout=90.0)
+        wl = await workload_of(api, job)
+        assert wl is not None
+        assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [
+            ("head", 1), ("gpu", 3)]
+        (head,) = [pod for pod in await cluster_pods(api, job)
+                   if pod["metadata"]["labels"].get("ray.io/node-type") == "head"]
+        assert "ray-job-submitter" in [c["name"] for c in head["spec"]["containers"]]
+        charged = {resource: kube_base_units(resource, amount)
+                   for resource, amount in wl["spec"]["podSets"][0]["requests"].items()}
+        assert charged == {resource: to_base_units(resource, amount)
+                           for resource, amount in pod_requests(head["spec"]).items()}
+        assert charged["cpu"] == 1500  # the head's 1 CPU and the submitter's 500m
+        assert await bound_submitter(api, job) is None  # no submitter Job in this mode
+        key = ("RayJob", namespace, job["metadata"]["name"])
+        assert controller.caches.bound_pods().get(key) == dict(Counter(placed.values()))
+        assert not set(controller.caches.foreign_usage()) & set(placed.values())
 
 
 async def test_the_webhook_suspends_a_users_rayjob_and_refuses_what_admitter_cannot_count(
