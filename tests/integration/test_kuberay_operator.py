@@ -129,6 +129,15 @@ async def bound_submitter(api: Kube, job: Obj) -> Obj | None:
                  and pod["status"].get("phase") not in TERMINAL_POD_PHASES), None)
 
 
+async def bound_and_charged(api: Kube, job: Obj) -> tuple[dict[str, str], Obj]:
+    """Once the Ray cluster's pods are bound: pod → node, and the RayJob's Workload."""
+    placed = await eventually(lambda: bound_pods(api, job), "head and 3 workers bound",
+                              timeout=90.0)
+    wl = await workload_of(api, job)
+    assert wl is not None
+    return placed, wl
+
+
 async def ray_clusters(api: Kube, namespace: str) -> list[Obj]:
     listed = await api.request("GET", f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters")
     return [c for c in listed["items"] if not c["metadata"].get("deletionTimestamp")]
@@ -207,6 +216,13 @@ def queued_rayjob(namespace: str, name: str) -> Obj:
     return job
 
 
+async def rayjobs_queue(api: Kube, namespace: str) -> None:
+    """A ClusterQueue of 16 GPUs and 8 CPUs, which the namespace's LocalQueue `default` feeds."""
+    name = f"rayjobs-{secrets.token_hex(3)}"
+    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
+                    local_queue(name, namespace=namespace))
+
+
 def with_worker_groups(job: Obj, groups: int) -> Obj:
     """The RayJob with `groups` worker groups like its first (each a pod set of its own)."""
     cluster = job["spec"]["rayClusterSpec"]
@@ -228,9 +244,7 @@ async def test_a_queued_rayjob_is_preempted_by_a_higher_priority_job_and_waits_f
         kuberay_operator: None, api: Kube, namespace: str, kubeconfig: Path) -> None:
     await cluster_topology(api)
     await priority_class(api, "rayjob-high", 100)
-    name = f"rayjobs-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
-                    local_queue(name, namespace=namespace))
+    await rayjobs_queue(api, namespace)
     # The user keeps the Ray cluster in rack-1: once that rack is taken, it has to wait.
     wanted = queued_rayjob(namespace, "tune")
     cluster = wanted["spec"]["rayClusterSpec"]
@@ -238,10 +252,7 @@ async def test_a_queued_rayjob_is_preempted_by_a_higher_priority_job_and_waits_f
         group["template"]["spec"]["nodeSelector"] = {RACK_LABEL: "rack-1"}
     job = await api.create(RAYJOBS, wanted)
     async with in_process_controller(kubeconfig) as controller:
-        placed = await eventually(lambda: bound_pods(api, job), "head and 3 workers bound",
-                                  timeout=90.0)
-        wl = await workload_of(api, job)
-        assert wl is not None
+        placed, wl = await bound_and_charged(api, job)
         # The admission charges the submitter KubeRay runs: its pod set, KubeRay's default.
         assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [
             ("head", 1), ("gpu", 3), ("submitter", 1)]
@@ -300,9 +311,7 @@ async def test_a_rayjob_that_ends_releases_its_quota_and_its_cluster_goes(
     """KWOK runs no Ray, so the Ray job never reports an end: KubeRay's own deadline ends the
     RayJob (`activeDeadlineSeconds`, deployment `Failed`), which is an end like any other."""
     await cluster_topology(api)
-    name = f"rayjobs-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
-                    local_queue(name, namespace=namespace))
+    await rayjobs_queue(api, namespace)
     wanted = queued_rayjob(namespace, "deadline")
     wanted["spec"]["activeDeadlineSeconds"] = 15
     job = await api.create(RAYJOBS, wanted)
@@ -324,17 +333,12 @@ async def test_a_sidecar_mode_rayjob_charges_its_head_for_the_submitter_kuberay_
     """In `SidecarMode` KubeRay runs `ray job submit` in a container it adds to the head pod,
     and makes no submitter Job: the head's pod set asks exactly what that pod asks."""
     await cluster_topology(api)
-    name = f"rayjobs-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
-                    local_queue(name, namespace=namespace))
+    await rayjobs_queue(api, namespace)
     wanted = queued_rayjob(namespace, "sidecar")
     wanted["spec"]["submissionMode"] = "SidecarMode"
     job = await api.create(RAYJOBS, wanted)
     async with in_process_controller(kubeconfig) as controller:
-        placed = await eventually(lambda: bound_pods(api, job), "head and 3 workers bound",
-                                  timeout=90.0)
-        wl = await workload_of(api, job)
-        assert wl is not None
+        placed, wl = await bound_and_charged(api, job)
         assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [
             ("head", 1), ("gpu", 3)]
         (head,) = [pod for pod in await cluster_pods(api, job)
@@ -383,9 +387,7 @@ async def test_a_rayjob_whose_workload_the_api_server_refuses_is_told_so_by_a_wa
     """Made past the webhook (before it ran): the Workload CRD refuses 9 pod sets (the head,
     7 worker groups and the submitter), and the RayJob says why it waits."""
     await cluster_topology(api)
-    name = f"rayjobs-{secrets.token_hex(3)}"
-    await apply_all(api, cluster_queue(name, resources={GPU: {"quota": 16}, "cpu": {"quota": 8}}),
-                    local_queue(name, namespace=namespace))
+    await rayjobs_queue(api, namespace)
     job = await api.create(RAYJOBS, with_worker_groups(queued_rayjob(namespace, "wide"),
                                                        MAX_POD_SETS - 1))
 

@@ -1,9 +1,12 @@
 """The job webhooks on a RayJob: the settings admitter cannot account for refused when a
-request sets them, and a resize while admitted named by its worker group (what every queued
-kind shares is in test_queued_kinds.py)."""
+request sets them, and a resize, a pod set added or the submission mode changed while admitted
+named by its field (what every queued kind shares is in test_queued_kinds.py)."""
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
+import pytest
 from review_fixtures import NAMESPACE, changed, verdict
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
@@ -57,41 +60,44 @@ async def test_a_setting_made_before_the_webhook_does_not_block_later_updates_bu
     assert "shutdownAfterJobFinishes" not in denied.message
 
 
-async def test_an_admitted_rayjob_cannot_grow_a_worker_group_naming_the_group():
-    running = changed(rayjob(), suspend=False,
-                      annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
-    grown = copy.deepcopy(running)
-    grown["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 4
-    denied = await verdict(grown, running)
-    assert not denied.allowed
-    assert ("spec.rayClusterSpec.workerGroupSpecs[0]: the RayJob is admitted with 2 pods in "
-            "pod set 'gpu'; it cannot change to 4 while admitted") in denied.message
+def admitted_rayjob() -> dict[str, Any]:
+    """The fixture's RayJob as the controller leaves it once admitted: unsuspended, marked."""
+    return changed(rayjob(), suspend=False,
+                   annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
 
 
-async def test_an_admitted_rayjob_cannot_change_its_submission_mode_naming_the_field():
-    running = changed(rayjob(), suspend=False,
-                      annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
-    moved = copy.deepcopy(running)
-    moved["spec"]["submissionMode"] = "HTTPMode"
-    denied = await verdict(moved, running)
-    assert not denied.allowed
-    assert ("spec.submissionMode: the RayJob is admitted with pod sets head, gpu, submitter; "
-            "they cannot change to head, gpu while admitted") in denied.message
+def grown_group(job: dict[str, Any]) -> None:
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 4
 
 
-async def test_an_admitted_rayjob_cannot_gain_a_worker_group_naming_it():
-    running = changed(rayjob(), suspend=False,
-                      annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
-    grown = copy.deepcopy(running)
-    groups = grown["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+def other_mode(job: dict[str, Any]) -> None:
+    job["spec"]["submissionMode"] = "HTTPMode"
+
+
+def one_more_group(job: dict[str, Any]) -> None:
+    groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     groups.append({**copy.deepcopy(groups[0]), "groupName": "more"})
-    denied = await verdict(grown, running)
+
+
+@pytest.mark.parametrize(("edit", "refusal"), [
+    (grown_group, "spec.rayClusterSpec.workerGroupSpecs[0]: the RayJob is admitted with 2 pods "
+                  "in pod set 'gpu'; it cannot change to 4 while admitted"),
+    (other_mode, "spec.submissionMode: the RayJob is admitted with pod sets head, gpu, "
+                 "submitter; they cannot change to head, gpu while admitted"),
+    (one_more_group, "spec.rayClusterSpec.workerGroupSpecs[1]: the RayJob is admitted with pod "
+                     "sets head, gpu, submitter; they cannot change to head, gpu, more, "
+                     "submitter while admitted"),
+])
+async def test_an_admitted_rayjob_keeps_its_pod_sets_and_sizes_naming_the_field(
+        edit: Callable[[dict[str, Any]], None], refusal: str) -> None:
+    running = admitted_rayjob()
+    edited = copy.deepcopy(running)
+    edit(edited)
+    denied = await verdict(edited, running)
     assert not denied.allowed
-    assert ("spec.rayClusterSpec.workerGroupSpecs[1]: the RayJob is admitted with pod sets "
-            "head, gpu, submitter; they cannot change to head, gpu, more, submitter while "
-            "admitted") in denied.message
+    assert refusal in denied.message
     # The same change while suspended and not admitted is the user's to make.
-    waiting = changed(grown, suspend=True, annotations={ADMITTED_WORKLOAD_ANNOTATION: None})
+    waiting = changed(edited, suspend=True, annotations={ADMITTED_WORKLOAD_ANNOTATION: None})
     assert (await verdict(waiting, rayjob(suspend=True))).allowed
 
 
