@@ -41,8 +41,9 @@ Hazards:
   head it talks to. Its 500m CPU joins what the domain must hold.
 - Pod sets: with the submitter, a `K8sJobMode` RayJob holds at most MAX_POD_SETS - 2 worker
   groups (the webhook names the limit).
-- A RayJob an earlier admitter started without a submitter pod set is evicted as changed
-  (its Workload does not charge the submitter) and admitted again with it."""
+- Upgrade: a RayJob an earlier admitter started without a submitter pod set keeps being read
+  without one while it runs (`started_uncharged`), so it matches its Workload and is not
+  evicted as changed."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from admitter.jobs.interface import NO_NARROWER, PodSetInfo, dotted, nested, pointer
+from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION
+from admitter.jobs.interface import NO_NARROWER, PodSetInfo, dotted, pointer
 from admitter.jobs.templated import TemplatedJob
 from admitter.kube.objects import Obj
 
@@ -98,6 +100,19 @@ def submitter_container() -> Obj:
     return {"name": SUBMITTER_CONTAINER, "resources": resources}
 
 
+def started_uncharged(obj: Obj) -> bool:
+    """Started by an admitter that charged no submitter: marked as started, with no
+    `POD_LABEL` on its submitter template, which every start now puts there (on the template
+    the user gave, or on the one admitter writes). Such a RayJob is read as it was admitted,
+    without a submitter pod set, so an upgrade does not evict every running RayJob as
+    changed; its submitter pod counts as foreign usage on its node until the RayJob ends or
+    is evicted, after which it is charged like any other."""
+    if ADMITTED_WORKLOAD_ANNOTATION not in (obj["metadata"].get("annotations") or {}):
+        return False
+    template = obj["spec"].get(SUBMITTER_TEMPLATE[-1]) or {}
+    return POD_LABEL not in ((template.get("metadata") or {}).get("labels") or {})
+
+
 def worker_pods(group: Obj) -> int:
     """Pods KubeRay starts for a worker group (its `GetWorkerGroupDesiredReplicas`)."""
     if group.get("suspend"):
@@ -128,7 +143,7 @@ class RayJob(TemplatedJob):
         for index, group in enumerate(cluster.get("workerGroupSpecs") or ()):
             shapes.append((group["groupName"], worker_pods(group),
                            (*CLUSTER, "workerGroupSpecs", str(index), "template", "spec")))
-        if submission_mode(obj) == K8S_JOB_MODE:
+        if submission_mode(obj) == K8S_JOB_MODE and not started_uncharged(obj):
             shapes.append((SUBMITTER_POD_SET, 1, (*SUBMITTER_TEMPLATE, "spec")))
         return shapes
 
@@ -144,7 +159,8 @@ class RayJob(TemplatedJob):
         `submitterPodTemplate`, with the template admitter writes for it at start (KubeRay's
         default, marked as admitter's; of its pod spec, what admitter reads)."""
         if (submission_mode(obj) != K8S_JOB_MODE
-                or obj["spec"].get(SUBMITTER_TEMPLATE[-1]) is not None):
+                or obj["spec"].get(SUBMITTER_TEMPLATE[-1]) is not None
+                or started_uncharged(obj)):
             return obj
         made = {"metadata": {"annotations": {MADE_TEMPLATE_ANNOTATION: "true"}},
                 "spec": {"containers": [submitter_container()]}}
@@ -164,14 +180,8 @@ class RayJob(TemplatedJob):
             if pod_set.name == HEAD_POD_SET else pod_set for pod_set in found]
 
     def user_affinities(self, obj: Obj) -> list[Any]:
-        """Also of the submitter's template, when an admitter that had no submitter pod set
-        started the RayJob: then that template was never pinned, and is the user's own."""
-        obj = self.with_submitter(obj)
-        own = super().user_affinities(obj)
-        shapes = self.pod_set_shapes(obj)
-        if len(own) == len(shapes) - 1 and shapes[-1][0] == SUBMITTER_POD_SET:
-            own.append(nested(obj, shapes[-1][2]).get(self.pin_field))
-        return own
+        """Also of the submitter template admitter writes at start, when the RayJob has none."""
+        return super().user_affinities(self.with_submitter(obj))
 
     def run_patch(self, obj: Obj, workload_name: str, domain: Mapping[str, str],
                   narrower: Mapping[str, Mapping[str, str]] = NO_NARROWER,

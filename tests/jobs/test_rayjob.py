@@ -295,16 +295,32 @@ def test_a_users_submitter_template_is_pinned_and_labelled_and_restored_as_it_wa
     assert apply(suspended, kind.restore_patch(suspended))["spec"] == job["spec"]
 
 
-def test_a_rayjob_started_before_its_submitter_was_a_pod_set_reads_and_restores():
-    """Its kept affinities name the Ray pods' templates only: the submitter's template was
-    never pinned, so its own affinity is the template's."""
+@pytest.mark.parametrize("users_template", [None, {"spec": {"containers": [
+    {"name": "submit", "image": "mine", "resources": {"requests": {"cpu": "2"}}}]}}])
+def test_a_rayjob_started_before_its_submitter_was_a_pod_set_is_read_as_admitted(
+        users_template):
+    """Started by an admitter that charged no submitter (marked, its submitter template
+    without the RayJob's label, or none): read as its Workload has it, so an upgrade evicts
+    no running RayJob; once restored, it is charged its submitter like any other."""
     kind = RayJob()
-    job = rayjob(worker_group("gpu", 8, replicas=2))
-    job["metadata"]["annotations"] = {ORIGINAL_AFFINITY_ANNOTATION: json.dumps([None, OWN])}
-    assert [s.name for s in kind.pod_sets(job)] == ["head", "gpu", "submitter"]
-    restored = apply(job, kind.restore_patch(job))
+    spec = {} if users_template is None else {"submitterPodTemplate": users_template}
+    job = rayjob(worker_group("gpu", 8, replicas=2), **spec)
+    before = workload_for(job, JobContract(3600.0, True, "rack", None), priority=0)
+    started = apply(job, kind.run_patch(job, "rayjob-tune-abcde", RACK))
+    running = copy.deepcopy(job)
+    running["spec"]["suspend"] = False
+    running["metadata"]["annotations"] = {
+        ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde",
+        ORIGINAL_AFFINITY_ANNOTATION: json.dumps([None, OWN])}
+    assert [s.name for s in kind.pod_sets(running)] == ["head", "gpu"]
+    assert [s.name for s in kind.pod_sets(started)] == ["head", "gpu", "submitter"]
+    legacy = {**before, "spec": {**before["spec"], "podSets": before["spec"]["podSets"][:-1]}}
+    assert equivalent(running, legacy)
+    assert not equivalent(started, legacy)
+    suspended = apply(running, [{"op": "add", "path": "/spec/suspend", "value": True}])
+    restored = apply(suspended, kind.restore_patch(suspended))
     assert restored["spec"] == job["spec"]
-    assert ORIGINAL_AFFINITY_ANNOTATION not in restored["metadata"]["annotations"]
+    assert [s.name for s in kind.pod_sets(restored)] == ["head", "gpu", "submitter"]
 
 
 @pytest.mark.parametrize(("mode", "submitter"), [("K8sJobMode", 1), ("HTTPMode", 0)])

@@ -11,6 +11,7 @@ from review_fixtures import NAMESPACE, changed, verdict
 
 from admitter.api.contract import ADMITTED_WORKLOAD_ANNOTATION, QUEUE_LABEL
 from admitter.api.workload import MAX_POD_SETS
+from admitter.jobs.rayjob import MADE_TEMPLATE_ANNOTATION, POD_LABEL, submitter_container
 
 
 def rayjob(**spec: object) -> dict:
@@ -61,9 +62,15 @@ async def test_a_setting_made_before_the_webhook_does_not_block_later_updates_bu
 
 
 def admitted_rayjob() -> dict[str, Any]:
-    """The fixture's RayJob as the controller leaves it once admitted: unsuspended, marked."""
-    return changed(rayjob(), suspend=False,
-                   annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
+    """The fixture's RayJob as the controller leaves it once admitted: unsuspended, marked,
+    with the submitter template it writes, labelled with the RayJob."""
+    job = changed(rayjob(), suspend=False,
+                  annotations={ADMITTED_WORKLOAD_ANNOTATION: "rayjob-tune-abcde"})
+    job["spec"]["submitterPodTemplate"] = {
+        "metadata": {"labels": {POD_LABEL: "tune"},
+                     "annotations": {MADE_TEMPLATE_ANNOTATION: "true"}},
+        "spec": {"containers": [submitter_container()], "restartPolicy": "Never"}}
+    return job
 
 
 def grown_group(job: dict[str, Any]) -> None:
