@@ -247,7 +247,7 @@ class Reconciler:
         if not missing:
             return True
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
-        tree = QueueTree(core_queues(by_name))
+        tree = QueueTree(core_queues(by_name, translations=self.translations))
         self.creations = asyncio.create_task(
             kube.each([self._create_workload(kind, job, tree, now) for kind, job in missing]))
         self.creations.add_done_callback(_log_failure)
