@@ -439,7 +439,7 @@ class Reconciler:
         self.usage.decided(evicted, [w for w in view.snapshot.workloads if w.key in starting],
                            now)
         self.queue_finalizers.sync(view.cluster_queues, view.local_queues, view.workloads,
-                                   admissions)
+                                   admissions, now)
         for admission in admissions:
             wl = view.workloads[admission.key]
             token = None if self.fencing_token is None else self.fencing_token()
