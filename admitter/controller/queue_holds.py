@@ -169,20 +169,21 @@ class QueueFinalizers:
         longer)."""
 
     def sync(self, cluster_queues: Mapping[str, Obj], local_queues: Mapping[Key, Obj],
-             workloads: Mapping[str, Obj], admissions: Sequence[Admission],
+             workloads: Mapping[str, Obj], held: Holdings, admissions: Sequence[Admission],
              now: float) -> None:
-        """Hold every queue that holds, or is about to hold, admitted Workloads; release
-        those being deleted that hold nothing, and those that have held nothing for
-        RELEASE_AFTER. Each of `admissions` then waits for its queues (`held`)."""
-        held = holdings(cluster_queues, workloads.values())
+        """Hold every queue that holds (`held`, of `workloads`), or is about to hold,
+        admitted Workloads; release those being deleted that hold nothing, and those that
+        have held nothing for RELEASE_AFTER. Each of `admissions` then waits for its queues
+        (`held`)."""
+        starting = Holdings()
         for admission in admissions:
             wl = workloads[admission.key]
-            held.add(cluster_queues, admission.queue,
-                     (wl["metadata"]["namespace"], wl["spec"]["queueName"]), admission.key)
+            starting.add(cluster_queues, admission.queue,
+                         (wl["metadata"]["namespace"], wl["spec"]["queueName"]), admission.key)
         adding: dict[str, list[asyncio.Task[bool]]] = {}
         idle: dict[Key, float] = {}
         for queue in [*cluster_queues.values(), *local_queues.values()]:
-            keys = held.of(queue)
+            keys = [*held.of(queue), *starting.of(queue)]
             if not keys and not terminating(queue):
                 place = key_of(queue)
                 idle[place] = since = self._idle_since.get(place, now)

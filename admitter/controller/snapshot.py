@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from admitter.api.clusterqueue import ClusterQueueSpec
@@ -14,7 +15,7 @@ from admitter.api.settings import Settings
 from admitter.api.workload import WorkloadSpec
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.pod_index import JobKey
-from admitter.controller.queue_holds import closed_reason
+from admitter.controller.queue_holds import Holdings, closed_reason, holdings
 from admitter.controller.status import QueueUsage
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.core.decisions import Pending, PendingReason, Snapshot
@@ -54,6 +55,12 @@ class View:
     orphans: list[Obj] = field(default_factory=list)
     """Unfinished Workloads made for a Job that is gone: left out of the snapshot, to be
     finished."""
+
+    @cached_property
+    def holdings(self) -> Holdings:
+        """What every queue holds in this view, worked out once for the pass's steps that
+        read it (the finalizers, the metrics, the queues' status)."""
+        return holdings(self.cluster_queues, self.workloads.values())
 
 
 @dataclass(slots=True)
