@@ -1,15 +1,23 @@
 """Prometheus metrics, named and labelled after Kueue's (`admitter_` for `kueue_`) where they
 mean the same, so existing dashboards and alerts translate directly. Every counter's series
 exist at 0 from the start (for each label value it can take, and each queue once seen), so an
-`increase()` alert sees the first event (docs/controller.md, "What it exports")."""
+`increase()` alert sees the first event (docs/controller.md, "What it exports").
+
+The gauges that describe the last pass (per queue, per LocalQueue, per admitted workload) are
+computed when scraped (`PassGauge`), from what the pass kept (`PassFigures`): setting a
+labelled child of every such gauge on every pass cost more than the rest of the controller
+on a thousand queues (BENCHMARKS.md, Kueue's large-scale shape), while Prometheus reads them
+every 15-60 s."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from admitter.api.quantity import from_base_units
 from admitter.controller.converge import Step
@@ -18,8 +26,10 @@ from admitter.controller.plain_pods import PodStep
 from admitter.controller.queue_holds import Holdings, closed_reason, terminating
 from admitter.controller.snapshot import View
 from admitter.controller.status import QueueUsage
-from admitter.core.decisions import CycleResult, EvictionReason, Snapshot
+from admitter.core.decisions import CycleResult, EvictionReason, Pending, QueueStatus
+from admitter.core.fairshare import FairShare
 from admitter.core.model import GPU, UNLIMITED, Phase
+from admitter.core.ranking import Ranking
 from admitter.core.topology import CLUSTER
 from admitter.core.usage import HOUR
 from admitter.kube.core_values import admitted_cluster
@@ -53,6 +63,53 @@ invalid spec), admitting, being deleted."""
 LOCAL_QUEUE_ACTIVE = ("True", "False")
 
 
+Series = Iterable[tuple[tuple[str, ...], float]]
+"""A gauge's samples: label values (in the gauge's label order) and value."""
+
+
+class PassGauge(Collector):
+    """A gauge whose series are computed when the registry is read, by `series` (from the
+    last pass's figures), instead of being set on every pass."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Iterable[str],
+                 series: Callable[[], Series], registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.series = series
+        registry.register(self)
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in self.series():
+            family.add_metric(labels, float(value))
+        return [family]
+
+
+@dataclass(frozen=True, slots=True)
+class PassFigures:
+    """What the last pass decided on and decided, kept for the gauges to read when scraped.
+
+    Hazard: the gauges read these objects later, at a scrape between or during passes. None
+    of them changes after its pass: the view's dicts and snapshot are built anew each pass
+    from cached objects that are replaced, never modified; the queue statuses and pending
+    list are the cycle's, read (and so fixed) when the pass ends; a fair share and a ranking
+    are made per cycle. Only `usage`, the ledger, moves on: its GPU-hours are read as the
+    ledger holds them at the scrape (the newer figure). Keeping them holds one pass's view
+    alive until the next pass replaces it."""
+
+    view: View
+    statuses: Mapping[str, QueueStatus]
+    pending: tuple[Pending, ...]
+    fair: FairShare
+    ranking: Ranking | None
+    holds: Holdings
+    usage: QueueUsage | None
+
+
 @dataclass(frozen=True, slots=True)
 class AwaitingReady:
     """An admission this controller made, whose pods are not all ready yet."""
@@ -67,8 +124,10 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.pending = Gauge("admitter_pending_workloads", "Workloads waiting for admission",
-                             ["cluster_queue"], registry=r)
+        self.last: PassFigures | None = None
+        """The last pass's figures, which the per-pass gauges read when scraped."""
+        self.pending = PassGauge("admitter_pending_workloads", "Workloads waiting for admission",
+                                 ["cluster_queue"], self._pending_series, r)
         self.admitted = Counter("admitter_admitted_workloads", "Workloads admitted",
                                 ["cluster_queue"], registry=r)
         self.wait = Histogram("admitter_admission_wait_time_seconds",
@@ -76,22 +135,22 @@ class Metrics:
                               buckets=ADMISSION_WAIT_BUCKETS, registry=r)
         self.evicted = Counter("admitter_evicted_workloads", "Workloads evicted",
                                ["cluster_queue", "reason"], registry=r)
-        self.usage = Gauge("admitter_cluster_queue_resource_usage",
-                           "Resources held by admitted workloads (devices, cores, bytes)",
-                           ["cluster_queue", "resource"], registry=r)
-        self.fair_share = Gauge("admitter_cluster_queue_fair_share",
-                                "Fair share (devices, cores, bytes)",
-                                ["cluster_queue", "resource"], registry=r)
+        self.usage = PassGauge("admitter_cluster_queue_resource_usage",
+                               "Resources held by admitted workloads (devices, cores, bytes)",
+                               ["cluster_queue", "resource"], self._allocated_series, r)
+        self.fair_share = PassGauge("admitter_cluster_queue_fair_share",
+                                    "Fair share (devices, cores, bytes)",
+                                    ["cluster_queue", "resource"], self._fair_share_series, r)
         self.cycle = Histogram("admitter_admission_cycle_duration_seconds",
                                "Wall time of one admission cycle", buckets=CYCLE_BUCKETS,
                                registry=r)
         self.unreadable = Gauge("admitter_unreadable_objects",
                                 "Objects read from the API server that could not be understood "
                                 "and are ignored until they change", ["kind"], registry=r)
-        self.pending_by_reason = Gauge(
+        self.pending_by_reason = PassGauge(
             "admitter_pending_workloads_by_reason",
             "Workloads waiting for admission, by the reason the last cycle gave",
-            ["cluster_queue", "reason"], registry=r)
+            ["cluster_queue", "reason"], self._pending_by_reason_series, r)
         self.attempts = Counter("admitter_admission_attempts",
                                 "Workloads tried by a cycle: success (admitted) or inadmissible "
                                 "(left waiting)", ["result"], registry=r)
@@ -99,18 +158,20 @@ class Metrics:
             "admitter_admission_attempt_duration_seconds",
             "Wall time of a cycle, by whether it admitted anything (success) or not",
             ["result"], buckets=CYCLE_BUCKETS, registry=r)
-        self.reservation = Gauge("admitter_cluster_queue_resource_reservation",
-                                 "Quota reserved by admitted workloads (devices, cores, bytes)",
-                                 ["cluster_queue", "resource"], registry=r)
-        self.gpu_hours = Gauge("admitter_cluster_queue_gpu_hours_in_window",
-                               "Funded GPU-hours used inside the fair-share window (leaves)",
-                               ["cluster_queue"], registry=r)
-        self.owed = Gauge("admitter_cluster_queue_owed_gpu_hours_in_window",
-                          "GPU budget times the fair-share window: the GPU-hours owed there",
-                          ["cluster_queue"], registry=r)
-        self.protection = Gauge("admitter_workload_protection_remaining_seconds",
-                                "Min-runtime protection left of each admitted funded workload",
-                                ["cluster_queue", "namespace", "workload"], registry=r)
+        self.reservation = PassGauge(
+            "admitter_cluster_queue_resource_reservation",
+            "Quota reserved by admitted workloads (devices, cores, bytes)",
+            ["cluster_queue", "resource"], self._allocated_series, r)
+        self.gpu_hours = PassGauge("admitter_cluster_queue_gpu_hours_in_window",
+                                   "Funded GPU-hours used inside the fair-share window (leaves)",
+                                   ["cluster_queue"], self._gpu_hours_series, r)
+        self.owed = PassGauge("admitter_cluster_queue_owed_gpu_hours_in_window",
+                              "GPU budget times the fair-share window: the GPU-hours owed there",
+                              ["cluster_queue"], self._owed_series, r)
+        self.protection = PassGauge(
+            "admitter_workload_protection_remaining_seconds",
+            "Min-runtime protection left of each admitted funded workload",
+            ["cluster_queue", "namespace", "workload"], self._protection_series, r)
         self.failed_writes = Counter("admitter_failed_writes",
                                      "Writes for one object that failed; a later pass retries",
                                      ["step"], registry=r)
@@ -118,23 +179,26 @@ class Metrics:
             "admitter_install_problems",
             "Differences between the registered webhook configurations and what the settings "
             "need, by kind (install_check.py); 0 when the install matches", ["kind"], registry=r)
-        self.nominal_quota = Gauge("admitter_cluster_queue_nominal_quota",
-                                   "The ClusterQueue's deserved quota (devices, cores, bytes)",
-                                   ["cluster_queue", "resource"], registry=r)
-        self.borrowing_limit = Gauge(
+        self.nominal_quota = PassGauge(
+            "admitter_cluster_queue_nominal_quota",
+            "The ClusterQueue's deserved quota (devices, cores, bytes)",
+            ["cluster_queue", "resource"], self._nominal_quota_series, r)
+        self.borrowing_limit = PassGauge(
             "admitter_cluster_queue_borrowing_limit",
             "The ClusterQueue's limit: the most it may hold, borrowing included (devices, cores, "
-            "bytes); +Inf when unlimited", ["cluster_queue", "resource"], registry=r)
-        self.admitted_active = Gauge("admitter_admitted_active_workloads",
-                                     "Admitted Workloads not finished (parents count their "
-                                     "subtree)", ["cluster_queue"], registry=r)
-        self.reserving_active = Gauge(
+            "bytes); +Inf when unlimited", ["cluster_queue", "resource"],
+            self._borrowing_limit_series, r)
+        self.admitted_active = PassGauge("admitter_admitted_active_workloads",
+                                         "Admitted Workloads not finished (parents count their "
+                                         "subtree)", ["cluster_queue"], self._admitted_series, r)
+        self.reserving_active = PassGauge(
             "admitter_reserving_active_workloads",
             "Workloads holding quota: the admitted ones (admitter reserves and admits at once)",
-            ["cluster_queue"], registry=r)
-        self.queue_status = Gauge("admitter_cluster_queue_status",
-                                  "1 for the ClusterQueue's one status: pending, active or "
-                                  "terminated", ["cluster_queue", "status"], registry=r)
+            ["cluster_queue"], self._admitted_series, r)
+        self.queue_status = PassGauge("admitter_cluster_queue_status",
+                                      "1 for the ClusterQueue's one status: pending, active or "
+                                      "terminated", ["cluster_queue", "status"],
+                                      self._queue_status_series, r)
         self.preempted = Counter("admitter_preempted_workloads",
                                  "Workloads evicted to make room for another, by the preemptor's "
                                  "ClusterQueue", ["preempting_cluster_queue", "reason"],
@@ -147,16 +211,18 @@ class Metrics:
             "Time from admission until the pods are all ready", ["cluster_queue"],
             buckets=READY_BUCKETS, registry=r)
         local = ["name", "namespace"]
-        self.local_admitted_active = Gauge("admitter_local_queue_admitted_active_workloads",
-                                           "Admitted Workloads not finished, per LocalQueue",
-                                           local, registry=r)
-        self.local_reserving_active = Gauge(
+        self.local_admitted_active = PassGauge(
+            "admitter_local_queue_admitted_active_workloads",
+            "Admitted Workloads not finished, per LocalQueue", local,
+            self._local_admitted_series, r)
+        self.local_reserving_active = PassGauge(
             "admitter_local_queue_reserving_active_workloads",
-            "Workloads holding quota, per LocalQueue: the admitted ones", local, registry=r)
-        self.local_status = Gauge("admitter_local_queue_status",
-                                  "1 for whether the LocalQueue admits (True) or its queue is "
-                                  "missing or being deleted (False)", [*local, "active"],
-                                  registry=r)
+            "Workloads holding quota, per LocalQueue: the admitted ones", local,
+            self._local_admitted_series, r)
+        self.local_status = PassGauge("admitter_local_queue_status",
+                                      "1 for whether the LocalQueue admits (True) or its queue "
+                                      "is missing or being deleted (False)", [*local, "active"],
+                                      self._local_status_series, r)
         self.local_ready_wait = Histogram("admitter_local_queue_ready_wait_time_seconds",
                                           "Time from creation until the pods are all ready",
                                           local, buckets=READY_BUCKETS, registry=r)
@@ -210,41 +276,18 @@ class Metrics:
 
     def observe_cycle(self, result: CycleResult, seconds: float, view: View,
                       holds: Holdings, usage: QueueUsage | None = None) -> None:
-        """Cycle time and the queues' gauges; admissions and evictions are counted as they
-        are carried out, so a pass that fails half way counts only what it did. `holds` gives
-        the Workloads each queue holds, `usage` each leaf's windowed use."""
-        queues = view.cluster_queues
+        """Cycle time, and the figures the per-pass gauges read when scraped; admissions and
+        evictions are counted as they are carried out, so a pass that fails half way counts
+        only what it did. `holds` gives the Workloads each queue holds, `usage` each leaf's
+        windowed use."""
         self.cycle.observe(seconds)
         self.attempts.labels("success").inc(len(result.admissions))
         self.attempts.labels("inadmissible").inc(len(result.pending))
         self.attempt_duration.labels("success" if result.admissions else "inadmissible"
                                      ).observe(seconds)
-        fair = result.fair_share
-        ranking = result.ranking
-        for gauge in (self.pending_by_reason, self.pending, self.usage, self.reservation,
-                      self.fair_share, self.gpu_hours, self.owed):
-            gauge.clear()  # a queue deleted, or left out of the tree, has none
-        for pending in result.pending:
-            self.pending_by_reason.labels(pending.queue, pending.reason.value).inc()
-        for name in queues:
-            status = result.queues.get(name)
-            if status is None:
-                continue
-            self.pending.labels(name).set(status.pending)
-            for resource in fair.resources:
-                held = float(from_base_units(resource, status.allocated.get(resource, 0)))
-                self.usage.labels(name, resource).set(held)
-                self.reservation.labels(name, resource).set(held)
-                self.fair_share.labels(name, resource).set(
-                    float(from_base_units(resource, fair.share(name, resource))))
-            if usage is not None:
-                self.gpu_hours.labels(name).set(usage.status(name)["gpuHoursInWindow"])
-                budget = ranking.budget(name) if ranking is not None else 0.0
-                self.owed.labels(name).set(budget * max(usage.window, 0.0) / HOUR)
-        self.protection.clear()
-        self._protection(view.snapshot)
-        self._queues(result, view)
-        self._local_queues(view, holds)
+        self.last = PassFigures(view, result.queues, result.pending, result.fair_share,
+                                result.ranking, holds, usage)
+        self._count_queues(view)
         self._ready(view)
 
     def observe_fleet(self, view: View, reachable: Mapping[str, bool]) -> None:
@@ -276,28 +319,9 @@ class Metrics:
         for cluster, answers in reachable.items():
             self.worker_reachable.labels(cluster).set(int(answers))
 
-    def _queues(self, result: CycleResult, view: View) -> None:
-        """Quota, limit, workloads held and status of every ClusterQueue; the counters of one
-        first seen, at 0."""
-        for gauge in (self.nominal_quota, self.borrowing_limit, self.admitted_active,
-                      self.reserving_active, self.queue_status):
-            gauge.clear()
-        for queue in view.snapshot.queues:
-            for resource, quota in queue.resources.items():
-                self.nominal_quota.labels(queue.name, resource).set(
-                    float(from_base_units(resource, quota.quota)))
-                self.borrowing_limit.labels(queue.name, resource).set(
-                    math.inf if quota.limit == UNLIMITED
-                    else float(from_base_units(resource, quota.limit)))
-        for name, cq in view.cluster_queues.items():
-            status = result.queues.get(name)
-            admitted = 0 if status is None else status.admitted
-            self.admitted_active.labels(name).set(admitted)
-            self.reserving_active.labels(name).set(admitted)
-            shown = ("terminated" if terminating(cq) else
-                     "pending" if status is None else "active")
-            for value in QUEUE_STATUSES:
-                self.queue_status.labels(name, value).set(int(value == shown))
+    def _count_queues(self, view: View) -> None:
+        """The counters and histograms of a queue first seen, at 0."""
+        for name in view.cluster_queues:
             if name not in self._counted:
                 self._counted.add(name)
                 for series in (self.admitted, self.wait, self.ready_wait,
@@ -307,23 +331,113 @@ class Metrics:
                     self.evicted.labels(name, reason.value)
                 for reason_value in PREEMPTION_REASONS:
                     self.preempted.labels(name, reason_value)
-
-    def _local_queues(self, view: View, holds: Holdings) -> None:
-        for gauge in (self.local_admitted_active, self.local_reserving_active,
-                      self.local_status):
-            gauge.clear()
-        for (namespace, name), lq in view.local_queues.items():
-            admitted = len(holds.of(lq))
-            self.local_admitted_active.labels(name, namespace).set(admitted)
-            self.local_reserving_active.labels(name, namespace).set(admitted)
-            active = str(closed_reason(view.local_queues, view.cluster_queues, namespace,
-                                       name) is None)
-            for value in LOCAL_QUEUE_ACTIVE:
-                self.local_status.labels(name, namespace, value).set(int(value == active))
+        for namespace, name in view.local_queues:
             if (namespace, name) not in self._counted_local:
                 self._counted_local.add((namespace, name))
                 self.local_ready_wait.labels(name, namespace)
                 self.local_admitted_until_ready.labels(name, namespace)
+
+    # The per-pass gauges, read from the last pass when scraped. A queue deleted, or left out
+    # of the tree, has none. -----------------------------------------------------------------
+
+    def _decided_queues(self, last: PassFigures) -> Iterable[tuple[str, QueueStatus]]:
+        """The ClusterQueues the last pass decided for, with their status."""
+        for name in last.view.cluster_queues:
+            status = last.statuses.get(name)
+            if status is not None:
+                yield name, status
+
+    def _pending_by_reason_series(self) -> Series:
+        counts: dict[tuple[str, ...], int] = {}
+        for pending in self.last.pending if self.last is not None else ():
+            labels = (pending.queue, pending.reason.value)
+            counts[labels] = counts.get(labels, 0) + 1
+        return counts.items()
+
+    def _pending_series(self) -> Series:
+        if (last := self.last) is not None:
+            for name, status in self._decided_queues(last):
+                yield (name,), status.pending
+
+    def _allocated_series(self) -> Series:
+        """What admitted workloads hold: both the usage and the reservation."""
+        if (last := self.last) is not None:
+            for name, status in self._decided_queues(last):
+                for resource in last.fair.resources:
+                    yield (name, resource), float(from_base_units(
+                        resource, status.allocated.get(resource, 0)))
+
+    def _fair_share_series(self) -> Series:
+        if (last := self.last) is not None:
+            for name, _ in self._decided_queues(last):
+                for resource in last.fair.resources:
+                    yield (name, resource), float(from_base_units(
+                        resource, last.fair.share(name, resource)))
+
+    def _gpu_hours_series(self) -> Series:
+        if (last := self.last) is not None and (usage := last.usage) is not None:
+            for name, _ in self._decided_queues(last):
+                yield (name,), usage.gpu_hours_in_window(name)
+
+    def _owed_series(self) -> Series:
+        if (last := self.last) is not None and last.usage is not None:
+            window = max(last.usage.window, 0.0)
+            for name, _ in self._decided_queues(last):
+                budget = last.ranking.budget(name) if last.ranking is not None else 0.0
+                yield (name,), budget * window / HOUR
+
+    def _nominal_quota_series(self) -> Series:
+        if (last := self.last) is not None:
+            for queue in last.view.snapshot.queues:
+                for resource, quota in queue.resources.items():
+                    yield (queue.name, resource), float(from_base_units(resource, quota.quota))
+
+    def _borrowing_limit_series(self) -> Series:
+        if (last := self.last) is not None:
+            for queue in last.view.snapshot.queues:
+                for resource, quota in queue.resources.items():
+                    yield (queue.name, resource), (
+                        math.inf if quota.limit == UNLIMITED
+                        else float(from_base_units(resource, quota.limit)))
+
+    def _admitted_series(self) -> Series:
+        """Admitted Workloads held: both the admitted and the reserving count."""
+        if (last := self.last) is not None:
+            for name in last.view.cluster_queues:
+                status = last.statuses.get(name)
+                yield (name,), 0 if status is None else status.admitted
+
+    def _queue_status_series(self) -> Series:
+        if (last := self.last) is not None:
+            for name, cq in last.view.cluster_queues.items():
+                shown = ("terminated" if terminating(cq) else
+                         "pending" if name not in last.statuses else "active")
+                for value in QUEUE_STATUSES:
+                    yield (name, value), int(value == shown)
+
+    def _local_admitted_series(self) -> Series:
+        if (last := self.last) is not None:
+            for (namespace, name), lq in last.view.local_queues.items():
+                yield (name, namespace), len(last.holds.of(lq))
+
+    def _local_status_series(self) -> Series:
+        if (last := self.last) is not None:
+            view = last.view
+            for namespace, name in view.local_queues:
+                active = str(closed_reason(view.local_queues, view.cluster_queues, namespace,
+                                           name) is None)
+                for value in LOCAL_QUEUE_ACTIVE:
+                    yield (name, namespace, value), int(value == active)
+
+    def _protection_series(self) -> Series:
+        if (last := self.last) is not None:
+            snapshot = last.view.snapshot
+            for workload in snapshot.workloads:
+                if workload.phase is Phase.ADMITTED and workload.admitted_at is not None and (
+                        workload.funded):
+                    namespace, _, name = workload.key.partition("/")
+                    yield (workload.queue, namespace, name), max(
+                        0.0, workload.admitted_at + workload.min_runtime - snapshot.now)
 
     def _ready(self, view: View) -> None:
         """Time the admissions made here whose pods this pass first sees all ready; forget
@@ -345,11 +459,3 @@ class Metrics:
             self.admitted_until_ready.labels(awaiting.cluster_queue).observe(since_admission)
             self.local_ready_wait.labels(name, namespace).observe(since_creation)
             self.local_admitted_until_ready.labels(name, namespace).observe(since_admission)
-
-    def _protection(self, snapshot: Snapshot) -> None:
-        for workload in snapshot.workloads:
-            if workload.phase is Phase.ADMITTED and workload.admitted_at is not None and (
-                    workload.funded):
-                namespace, _, name = workload.key.partition("/")
-                left = max(0.0, workload.admitted_at + workload.min_runtime - snapshot.now)
-                self.protection.labels(workload.queue, namespace, name).set(left)

@@ -5,8 +5,8 @@ for. A ClusterQueue holds its whole subtree's Workloads: deleting a parent would
 
 Each pass adds the finalizer to the queues its admissions go to before writing them (a queue
 whose deletion began meanwhile refuses the new finalizer, and the admission is dropped), and
-removes it from queues left holding nothing. Passes run one after another, so an add and a
-remove never race each other.
+removes it from queues being deleted that hold nothing, and from queues that have held nothing
+for RELEASE_AFTER. Passes run one after another, so an add and a remove never race each other.
 """
 
 from __future__ import annotations
@@ -30,6 +30,14 @@ IN_USE_FINALIZER = "admitter.dev/resource-in-use"
 """Kept on a queue while Workloads are admitted through it (as Kueue's
 `kueue.k8s.io/resource-in-use`), so a deleted queue goes only once nothing it admitted still
 runs on its quota."""
+RELEASE_AFTER = 60.0
+"""Seconds a queue holds nothing before its finalizer is removed; a queue being deleted loses
+it as soon as it holds nothing, so no deletion waits for this. Short jobs leave their queue
+empty between one another, and adding and removing the finalizer around each one cost two
+writes per admission (a conditional patch, often after a read) on a shape of many queues
+(BENCHMARKS.md, Kueue's large-scale shape); the finalizer matters only to a queue being
+deleted. Hazard: a controller stopped within this time leaves the finalizer on an idle queue,
+as on one still holding Workloads, and deleting that queue then waits for a controller."""
 NAMED = 3
 """Workloads a deleted queue's message names while it waits for them; the rest are counted: a
 few names show where to look, and the condition's message stays one line however many hold
@@ -155,23 +163,37 @@ class QueueFinalizers:
         """Per queue, the last finalizer write asked for (add or remove) and its task."""
         self._holds: dict[str, list[asyncio.Task[bool]]] = {}
         """Per admission being written, the additions it waits for."""
+        self._idle_since: dict[Key, float] = {}
+        """Per queue holding nothing (and not being deleted), since when this process saw it
+        so (a new leader starts counting afresh: its queues keep the finalizer a little
+        longer)."""
 
     def sync(self, cluster_queues: Mapping[str, Obj], local_queues: Mapping[Key, Obj],
-             workloads: Mapping[str, Obj], admissions: Sequence[Admission]) -> None:
-        """Hold every queue that holds, or is about to hold, admitted Workloads; release the
-        others. Each of `admissions` then waits for its queues (`held`)."""
-        held = holdings(cluster_queues, workloads.values())
+             workloads: Mapping[str, Obj], held: Holdings, admissions: Sequence[Admission],
+             now: float) -> None:
+        """Hold every queue that holds (`held`, of `workloads`), or is about to hold,
+        admitted Workloads; release those being deleted that hold nothing, and those that
+        have held nothing for RELEASE_AFTER. Each of `admissions` then waits for its queues
+        (`held`)."""
+        starting = Holdings()
         for admission in admissions:
             wl = workloads[admission.key]
-            held.add(cluster_queues, admission.queue,
-                     (wl["metadata"]["namespace"], wl["spec"]["queueName"]), admission.key)
+            starting.add(cluster_queues, admission.queue,
+                         (wl["metadata"]["namespace"], wl["spec"]["queueName"]), admission.key)
         adding: dict[str, list[asyncio.Task[bool]]] = {}
+        idle: dict[Key, float] = {}
         for queue in [*cluster_queues.values(), *local_queues.values()]:
-            keys = held.of(queue)
+            keys = [*held.of(queue), *starting.of(queue)]
+            if not keys and not terminating(queue):
+                place = key_of(queue)
+                idle[place] = since = self._idle_since.get(place, now)
+                if now - since < RELEASE_AFTER:
+                    continue  # kept for the next short job, or released later
             task = self._write(queue, bool(keys))
             if task is not None and keys:
                 for key in keys:
                     adding.setdefault(key, []).append(task)
+        self._idle_since = idle  # queues gone or holding again start afresh
         for admission in admissions:
             self._holds[admission.key] = adding.get(admission.key, [])
 

@@ -37,7 +37,7 @@ from admitter.controller.pacing import DEBOUNCE, SWEEP_EVERY, matters_when_idle,
 from admitter.controller.placement import PodPlacer, Stranded
 from admitter.controller.plain_pods import PlainPods
 from admitter.controller.pod_index import JobKey
-from admitter.controller.queue_holds import QueueClosing, QueueFinalizers, holdings
+from admitter.controller.queue_holds import QueueClosing, QueueFinalizers
 from admitter.controller.snapshot import Translations, View, build_view, core_queues
 from admitter.controller.status import QueueUsage, StatusWriter
 from admitter.controller.unreadable import UNREADABLE_ERRORS
@@ -222,7 +222,7 @@ class Reconciler:
         result = await asyncio.to_thread(decide_frozen, self.decide, view.snapshot)
         elapsed = time.perf_counter() - began
         self.metrics.observe_cycle(result, elapsed, view,
-                                   holdings(view.cluster_queues, view.workloads.values()),
+                                   view.holdings,
                                    self.usage)
         self.metrics.observe_fleet(view, self.fleet.reachable())
         await self.apply(view, result, now)
@@ -247,7 +247,7 @@ class Reconciler:
         if not missing:
             return True
         by_name = {cq["metadata"]["name"]: cq for cq in self.caches.cluster_queues.items()}
-        tree = QueueTree(core_queues(by_name))
+        tree = QueueTree(core_queues(by_name, translations=self.translations))
         self.creations = asyncio.create_task(
             kube.each([self._create_workload(kind, job, tree, now) for kind, job in missing]))
         self.creations.add_done_callback(_log_failure)
@@ -439,7 +439,7 @@ class Reconciler:
         self.usage.decided(evicted, [w for w in view.snapshot.workloads if w.key in starting],
                            now)
         self.queue_finalizers.sync(view.cluster_queues, view.local_queues, view.workloads,
-                                   admissions)
+                                   view.holdings, admissions, now)
         for admission in admissions:
             wl = view.workloads[admission.key]
             token = None if self.fencing_token is None else self.fencing_token()
@@ -493,7 +493,7 @@ class Reconciler:
         decisions = [*result.pending, *view.closed.values()]
         explain = self.status.pending_due(view.workloads, decisions, now)
         pending = [view.workloads[p.key] for p in decisions if p.key in view.workloads]
-        held = holdings(view.cluster_queues, view.workloads.values())
+        held = view.holdings
         writes = [
             *(self._explain(wl, p, now) for wl, p in explain),
             *self.status.cluster_queue_writes(view.cluster_queues, result, self.usage, held,

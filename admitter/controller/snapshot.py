@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from admitter.api.clusterqueue import ClusterQueueSpec
@@ -14,7 +15,7 @@ from admitter.api.settings import Settings
 from admitter.api.workload import WorkloadSpec
 from admitter.controller.cache import Caches, job_key
 from admitter.controller.pod_index import JobKey
-from admitter.controller.queue_holds import closed_reason
+from admitter.controller.queue_holds import Holdings, closed_reason, holdings
 from admitter.controller.status import QueueUsage
 from admitter.controller.unreadable import UNREADABLE_ERRORS, Unreadable
 from admitter.core.decisions import Pending, PendingReason, Snapshot
@@ -54,6 +55,12 @@ class View:
     orphans: list[Obj] = field(default_factory=list)
     """Unfinished Workloads made for a Job that is gone: left out of the snapshot, to be
     finished."""
+
+    @cached_property
+    def holdings(self) -> Holdings:
+        """What every queue holds in this view, worked out once for the pass's steps that
+        read it (the finalizers, the metrics, the queues' status)."""
+        return holdings(self.cluster_queues, self.workloads.values())
 
 
 @dataclass(slots=True)
@@ -115,8 +122,8 @@ class Translation:
 
 
 class Translations:
-    """Translations kept from pass to pass per Workload uid, and Nodes per name: translating
-    every object on every pass dominated building the view."""
+    """Translations kept from pass to pass per Workload uid, and Nodes and ClusterQueues per
+    name: translating every object on every pass dominated building the view."""
 
     def __init__(self) -> None:
         self._last: dict[str, Translation] = {}
@@ -124,6 +131,9 @@ class Translations:
         self._nodes: dict[str, tuple[str | None, dict[str, int], DevicesOnNode, Node]] = {}
         self._nodes_seen: dict[str, tuple[str | None, dict[str, int], DevicesOnNode,
                                           Node]] = {}
+        self._queues: dict[str, tuple[str, Queue]] = {}
+        """ClusterQueue name → the resourceVersion translated and its core Queue."""
+        self._queues_seen: dict[str, tuple[str, Queue]] = {}
 
     def of(self, wl: Obj) -> Translation:
         meta = wl["metadata"]
@@ -143,6 +153,23 @@ class Translations:
         """Keep only what the pass just used, so deleted Workloads and Nodes do not linger."""
         self._last, self._seen = self._seen, {}
         self._nodes, self._nodes_seen = self._nodes_seen, {}
+        self._queues, self._queues_seen = self._queues_seen, {}
+
+    def queue(self, cq: Obj, order: int) -> Queue:
+        """The core Queue of a ClusterQueue at its creation rank `order`, translated (its spec
+        validated) again only when the object or its rank changed. Hazard: the object's
+        resourceVersion stands for its content, as the API server changes it with every
+        write; an object without one (never served) is translated every time. A spec that
+        is invalid raises every time, as it is not kept."""
+        meta = cq["metadata"]
+        version = meta.get("resourceVersion")
+        known = self._queues.get(meta["name"])
+        if known is None or version is None or known[0] != version or known[1].order != order:
+            spec = ClusterQueueSpec.model_validate(cq.get("spec") or {})
+            known = (version, core_queue(meta["name"], spec, order))
+        if version is not None:
+            self._queues_seen[meta["name"]] = known
+        return known[1]
 
     def node(self, node: Obj, used: Mapping[str, int],
              devices: DevicesOnNode = NO_DEVICES) -> Node:
@@ -168,7 +195,7 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     workers that answer, labelled with their cluster (`fleet.py`)."""
     unreadable = unreadable if unreadable is not None else Unreadable()
     cluster_queues = {cq["metadata"]["name"]: cq for cq in caches.cluster_queues.items()}
-    queues = core_queues(cluster_queues, unreadable)
+    queues = core_queues(cluster_queues, unreadable, translations)
     devices, held = caches.node_devices()
     foreign = caches.foreign_usage(held)
     listed = caches.nodes.items()
@@ -251,18 +278,18 @@ def build_view(caches: Caches, settings: Settings, now: float, translations: Tra
     return View(snapshot, objects, cluster_queues, local_queues, closed, orphans)
 
 
-def core_queues(cluster_queues: dict[str, Obj],
-                unreadable: Unreadable | None = None) -> list[Queue]:
+def core_queues(cluster_queues: dict[str, Obj], unreadable: Unreadable | None = None,
+                translations: Translations | None = None) -> list[Queue]:
     """ClusterQueues in creation order; one with an invalid spec is left out (logged, and
-    recorded in `unreadable`)."""
+    recorded in `unreadable`). `translations` keeps them from pass to pass."""
     ordered = sorted(cluster_queues.values(),
                      key=lambda cq: (cq["metadata"].get("creationTimestamp", ""),
                                      cq["metadata"]["name"]))
+    kept = translations if translations is not None else Translations()
     queues = []
     for order, cq in enumerate(ordered):
         try:
-            spec = ClusterQueueSpec.model_validate(cq.get("spec") or {})
-            queues.append(core_queue(cq["metadata"]["name"], spec, order))
+            queues.append(kept.queue(cq, order))
         except UNREADABLE_ERRORS as error:  # a pydantic ValidationError is a ValueError
             log.warning("ClusterQueue %s ignored: %s", cq["metadata"]["name"], error)
             if unreadable is not None:

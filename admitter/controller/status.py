@@ -136,7 +136,12 @@ class QueueUsage:
         return {"usage": [{"start": format_time(hour * HOUR), "gpuSeconds": seconds}
                           for hour, seconds in hours.items()],
                 "usageAccountedAt": format_time(accounted),
-                "gpuHoursInWindow": round(sum(hours.values()) / HOUR, 3)}
+                "gpuHoursInWindow": _in_hours(hours)}
+
+    def gpu_hours_in_window(self, name: str) -> float:
+        """The queue's `gpuHoursInWindow` as `status` has it."""
+        found = self.ledger.hours(name)
+        return 0.0 if found is None else _in_hours(found[1])
 
     def _restore(self, name: str, status: Obj, now: float) -> None:
         """Hazard: status is written by whoever may write it, not only by admitter; a bucket
@@ -170,6 +175,11 @@ def _budget(result: CycleResult, ranks: Mapping[str, int], name: str,
     return {"gpuBudget": round(budget, 3),
             "owedGpuHoursInWindow": round(budget * max(window, 0.0) / HOUR, 3),
             "rank": ranks.get(name, 0)}
+
+
+def _in_hours(hours: Mapping[int, float]) -> float:
+    """GPU-seconds by hour, summed in GPU-hours as the status shows them."""
+    return round(sum(hours.values()) / HOUR, 3)
 
 
 def _gpus(workload: Workload) -> float:

@@ -14,6 +14,7 @@ from admitter.api.contract import QUEUE_LABEL
 from admitter.api.workload import CONDITION_ACTIVE, CONDITION_QUOTA_RESERVED, Reason
 from admitter.controller.queue_holds import (
     IN_USE_FINALIZER,
+    RELEASE_AFTER,
     Holdings,
     active_condition,
     closed_reason,
@@ -104,7 +105,29 @@ async def test_queues_holding_admitted_workloads_carry_the_finalizer_until_none_
         {"type": "Complete", "status": "True"}]}}
     add(api, controller.caches.jobs["Job"], kube.JOBS, finished)
     await settle(controller)
+    kept = {name for name, found in finalizers(api).items() if IN_USE_FINALIZER in found}
+    assert kept == holding, "kept a while for the next job: no write for each short one"
+    ticking = controller.clock
+    controller.clock = lambda: ticking() + RELEASE_AFTER
+    await settle(controller)
     assert not any(finalizers(api).values())
+
+
+async def test_a_queue_being_deleted_loses_the_finalizer_as_soon_as_it_holds_nothing():
+    api, controller = world()
+    add(api, controller.caches.jobs["Job"], kube.JOBS,
+        JobWrapper("train", "ns").min_runtime(None).obj())
+    await settle(controller)
+    finished = {**stored(api, kube.JOBS, "train", "ns"), "status": {"conditions": [
+        {"type": "Complete", "status": "True"}]}}
+    add(api, controller.caches.jobs["Job"], kube.JOBS, finished)
+    await settle(controller)
+    assert IN_USE_FINALIZER in finalizers(api)["team"], "idle for less than RELEASE_AFTER"
+    delete(api, controller, kube.CLUSTER_QUEUES, "team")
+    delete(api, controller, kube.LOCAL_QUEUES, "default", "ns")
+    await settle(controller)
+    remaining = {name for name, found in finalizers(api).items() if IN_USE_FINALIZER in found}
+    assert remaining == {"org"}, "the queues being deleted go at once; the parent later"
 
 
 async def test_a_cluster_queue_being_deleted_admits_nothing_new_and_says_what_it_waits_for():
