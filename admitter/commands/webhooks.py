@@ -7,8 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
+from admitter.api import yaml_text
 from admitter.api.errors import InputError
 from admitter.commands.run import load_settings
 from admitter.kube.objects import Obj
@@ -45,6 +44,6 @@ def rendered(settings_path: str | None, ca_path: str | None, url_host: str | Non
 
 
 def run(args: argparse.Namespace) -> int:
-    print(yaml.safe_dump_all(rendered(args.config, args.ca_file, args.url_host),
+    print(yaml_text.dump_all(rendered(args.config, args.ca_file, args.url_host),
                              sort_keys=False), end="")
     return 0

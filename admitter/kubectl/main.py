@@ -9,11 +9,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException
 from rich.console import Console, Group, RenderableType
 
+from admitter.api import yaml_text
 from admitter.kube.client import CONNECTION_ERRORS
 from admitter.kubectl import clusters, explain, queues, top
 from admitter.kubectl.state import (
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output == "json":
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     elif args.output == "yaml":
-        print(yaml.safe_dump(data, sort_keys=True), end="")
+        print(yaml_text.dump(data, sort_keys=True), end="")
     else:
         Console(width=max(Console().width, 120) if args.output == "wide" else None).print(view)
     return 0

@@ -23,9 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import yaml
-
 from admitter import pki
+from admitter.api import yaml_text
 from admitter.testing import kwok
 from admitter.testing.binaries import Binaries
 from admitter.testing.kubeapi import ApiError, HttpsClient
@@ -308,7 +307,7 @@ class LocalCluster:
         sa = pki.service_account_keys()
         pki.write_pem(pki_dir / "sa.key", sa.private_pem, private=True)
         pki.write_pem(pki_dir / "sa.pub", sa.public_pem)
-        self.kubeconfig_path.write_text(yaml.safe_dump(self._kubeconfig(ca, admin)))
+        self.kubeconfig_path.write_text(yaml_text.dump(self._kubeconfig(ca, admin)))
         self.kubeconfig_path.chmod(0o600)
         kwok.write_config(self.state_dir / "kwok.yaml")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from admitter.api import yaml_text
 from admitter.api.settings import Settings
 from admitter.kube.names import NAMESPACE
 from admitter.kube.objects import Obj
@@ -34,7 +35,7 @@ def render(values: Obj | None = None, namespace: str = NAMESPACE, release: str =
     done = subprocess.run(
         [str(helm()), "template", release, str(CHART), "--namespace", namespace,
          "--include-crds", "--values", "-", *cluster],
-        input=yaml.safe_dump(values or {}), capture_output=True, text=True, timeout=120)
+        input=yaml_text.dump(values or {}), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise ChartError(done.stderr.strip())
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]

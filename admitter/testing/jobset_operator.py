@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from admitter import pki
+from admitter.api import yaml_text
 from admitter.kube.objects import Obj
 from admitter.testing.cluster import LocalCluster
 from admitter.testing.operators import Operator, free_port, running_manager, wait_serving
@@ -65,7 +66,7 @@ def running_jobset_operator(cluster: LocalCluster,
         f"metrics: {{bindAddress: '127.0.0.1:{free_port()}'}}\n"
         f"health: {{healthProbeBindAddress: '127.0.0.1:{free_port()}'}}\n")
     registrations = work_dir / "webhooks.yaml"
-    registrations.write_text(yaml.safe_dump_all(
+    registrations.write_text(yaml_text.dump_all(
         _jobset_webhooks(module, f"https://127.0.0.1:{port}", ca.cert_pem)))
     with running_manager(JOBSET, cluster, [f"--config={config}"], work_dir) as process:
         try:

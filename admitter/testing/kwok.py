@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from admitter.api import yaml_text
 from admitter.testing.nodes import SIMULATED_RUNTIME_ANNOTATION
 
 _NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
@@ -118,5 +117,5 @@ def pod_stages() -> list[dict[str, Any]]:
 
 def write_config(path: Path) -> Path:
     """Write the stages as a multi-document KWOK `--config` file."""
-    path.write_text(yaml.safe_dump_all(pod_stages(), sort_keys=False))
+    path.write_text(yaml_text.dump_all(pod_stages(), sort_keys=False))
     return path

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from admitter.api import yaml_text
+
 CHUNK = 65536
 
 
@@ -54,7 +56,7 @@ class PartitionableRelay:
         config = yaml.safe_load(original.read_text())
         for cluster in config["clusters"]:
             cluster["cluster"]["server"] = f"https://127.0.0.1:{self.port}"
-        path.write_text(yaml.safe_dump(config))
+        path.write_text(yaml_text.dump(config))
         path.chmod(0o600)
         return path
 

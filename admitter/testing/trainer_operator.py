@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
-
+from admitter.api import yaml_text
 from admitter.testing.cluster import LocalCluster
 from admitter.testing.operators import Operator, free_port, running_manager, still_running
 from admitter.testing.waiting import wait_for
@@ -76,7 +75,7 @@ def running_trainer_operator(cluster: LocalCluster,
     """Install Trainer's CRDs and its ClusterTrainingRuntimes and run its manager until the
     block ends; its log goes to `work_dir`."""
     module = TRAINER.install(cluster)
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_bootstrap_objects()))
+    cluster.kubectl("apply", "-f", "-", input=yaml_text.dump_all(_bootstrap_objects()))
     probe = free_port()
     args = ["--metrics-bind-address=0", f"--health-probe-bind-address=127.0.0.1:{probe}",
             f"--webhook-server-port={free_port()}"]

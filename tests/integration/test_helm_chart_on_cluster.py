@@ -34,6 +34,7 @@ from test_unlabelled_work import (
     unlabelled_webhooks_in_effect,
 )
 
+from admitter.api import yaml_text
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
 from admitter.kube import client as kube
@@ -55,10 +56,17 @@ RENAMED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
 OPT_IN_LABEL = "admitter.dev/quota"
 
 
+def label_token() -> str:
+    """A random suffix that is also a safe label value. A bare hex token such as `1e5678` is
+    dumped unquoted by PyYAML and read back as a number by the API server's YAML reader, which
+    then refuses the selector."""
+    return f"t{secrets.token_hex(3)}"
+
+
 def relocated(docs: list[Obj], namespace: str, suffix: str) -> list[Obj]:
     """`docs` moved into `namespace` (admitter's namespace becomes it), cluster-wide names
     suffixed, webhooks selecting nothing."""
-    text = yaml.safe_dump_all(docs).replace(f"namespace: {NAMESPACE}", f"namespace: {namespace}")
+    text = yaml_text.dump_all(docs).replace(f"namespace: {NAMESPACE}", f"namespace: {namespace}")
     moved = [doc for doc in yaml.safe_load_all(text) if doc]
     for doc in moved:
         if doc["kind"] == "Namespace":
@@ -81,7 +89,7 @@ def apply(local_cluster: LocalCluster, admitter_crds: None) -> Iterator[Any]:
     applied: list[Obj] = []
 
     def apply_objects(docs: list[Obj]) -> str:
-        text = yaml.safe_dump_all(docs)
+        text = yaml_text.dump_all(docs)
         local_cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=text)
         applied.extend(d for d in docs if d["kind"] in RENAMED)
         return local_cluster.kubectl("apply", "-f", "-", input=text).stdout
@@ -99,7 +107,7 @@ def kustomized(cluster: LocalCluster) -> list[Obj]:
 
 def test_the_chart_and_the_kustomization_are_accepted_by_the_api_server(
         local_cluster: LocalCluster, namespace: str, apply: Any) -> None:
-    suffix = secrets.token_hex(3)
+    suffix = label_token()
     kustomize, chart = kustomized(local_cluster), render(namespace=NAMESPACE)
     # The same objects: the chart adds its certificate Secret, kustomize the Namespace.
     assert {k: v for k, v in comparable(chart).items() if k != ("Secret", SECRET)} == {
@@ -126,14 +134,14 @@ def service_account_kubeconfig(cluster: LocalCluster, namespace: str, path: Path
                             "--duration=1h").stdout.strip()
     config = yaml.safe_load(cluster.kubeconfig_path.read_text())
     config["users"] = [{"name": config["users"][0]["name"], "user": {"token": token}}]
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml_text.dump(config))
     return path
 
 
 async def test_a_chart_install_with_unlabelled_work_runs_on_its_own_account_without_a_403(
         local_cluster: LocalCluster, api: Kube, namespace: str, apply: Any,
         tmp_path: Path) -> None:
-    token = secrets.token_hex(3)
+    token = label_token()
     values = {"settings": {"cycle": "1s", "unlabelledWork": {
         "namespaceSelector": {"matchLabels": {OPT_IN_LABEL: token}}}}}
     docs = render(values, namespace=namespace)

@@ -24,6 +24,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admitter import pki
+from admitter.api import yaml_text
 from admitter.api.base import GROUP, VERSION
 from admitter.api.contract import QUEUE_LABEL
 from admitter.api.settings import Settings
@@ -309,7 +310,7 @@ def kubectl_stdin(cluster: LocalCluster, docs: list[dict[str, Any]], *args: str)
     """`kubectl ARGS -f -` with `docs` on stdin."""
     argv = [str(cluster.binaries.kubectl), "--kubeconfig", str(cluster.kubeconfig_path), *args]
     result = subprocess.run(
-        [*argv, "-f", "-"], input=yaml.safe_dump_all(docs), capture_output=True, text=True,
+        [*argv, "-f", "-"], input=yaml_text.dump_all(docs), capture_output=True, text=True,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
