@@ -101,7 +101,9 @@ class Simulation:
         random.Random(seed).shuffle(nodes)
         self._nodes = {node.name: node for node in nodes}
         self._cordoned: set[str] = set()
-        self._settings = core_cycle_settings(scenario.settings)
+        self._settings = replace(core_cycle_settings(scenario.settings), reasons=False)
+        """The scenario's, asking for no reasons: the loop reads admissions and evictions
+        only."""
         self._core = IncrementalCore(nodes, topology_levels(scenario), queues,
                                      self._settings)
         """Told every change; the cycle rolls its own changes back."""
