@@ -118,7 +118,7 @@ def run(family_dir: Path, seed: int, days: int, scale: float) -> list[str]:
     generated = bench_impact._scaled(family.generate(seed, days), scale)
     scenario = parse_scenario(generated, f"seed{seed}-{days}d.yaml")
     watch = Watch()
-    outcome = Simulation(scenario, decide=watch).run()
+    outcome = Simulation(scenario, decide=watch, reasons=True).run()
     is_short = core_cycle_settings(scenario.settings).short_jobs.is_short
     short = [job for job in outcome.jobs if is_short(job.instance.pending)]
     waits = sorted((job.first_start if job.first_start is not None else outcome.end)

@@ -55,7 +55,7 @@ def main(days: float) -> None:
         return result
 
     scenario = parse_scenario(bench_simulator.scenario_data(days), "bench")
-    Simulation(scenario, decide=observed).run()
+    Simulation(scenario, decide=observed, reasons=True).run()
     cycles = max(counts["cycles"], 1)
     table = Table(title=f"simulator cycles after day {WARM_UP_DAYS} of {days:g}")
     table.add_column("figure")

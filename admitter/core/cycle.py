@@ -15,8 +15,9 @@ in this order, for these reasons:
    had its turn: what is idle now would otherwise stand idle.
 6. Unfunded work, last: it takes only what funded work leaves idle.
 
-Every workload still pending leaves with the fact that blocks it (`CycleState.wait`). As many
-workloads are admitted per cycle as fit; there is no one-head-per-queue limit.
+Every workload still pending leaves with the fact that blocks it (`CycleState.wait`), if the
+caller asked for reasons (`CycleSettings.reasons`; the simulator does not). As many workloads
+are admitted per cycle as fit; there is no one-head-per-queue limit.
 """
 
 from __future__ import annotations

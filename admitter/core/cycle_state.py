@@ -44,7 +44,7 @@ from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations, QuotaLedger
 from admitter.core.ranking import Ranking, gpu_budgets
 from admitter.core.statement import Statement
-from admitter.core.status import queue_statuses
+from admitter.core.status import per_queue, queue_statuses
 from admitter.core.usage import fair_share_now
 
 OUTWEIGHED_BY_NEVER = frozenset({PendingReason.NO_FIT, PendingReason.PROTECTED_VICTIMS,
@@ -142,6 +142,9 @@ class CycleState:
         self.non_preemptible_priority = snapshot.settings.non_preemptible_priority
         self.short_jobs = snapshot.settings.short_jobs
         """Who is a short job (`ShortJobs.is_short`), for every step alike."""
+        self.reasons = snapshot.settings.reasons
+        """Whether to say why each pending workload waits (`CycleSettings.reasons`): without,
+        `wait` records nothing and work done only for a reason is skipped."""
         self.tree = tree
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.state = nodes
@@ -172,6 +175,7 @@ class CycleState:
         self.position = inputs.position
         self.waiting_funded = inputs.waiting_funded
         self.waiting_unfunded = inputs.waiting_unfunded
+        self.invalid = inputs.invalid
         self.failures: dict[object, PlacementFailure] = {}
         self.next_change = math.inf
         """The first moment after `now` when time alone could change a decision (see
@@ -236,7 +240,7 @@ class CycleState:
         known = self.failures.get(shape)
         if known is not None:
             return known
-        placed = place(self.state, workload)
+        placed = place(self.state, workload, explain=self.reasons)  # alike but the reason
         if isinstance(placed, PlacementFailure):
             self.failures[shape] = placed
         return placed
@@ -309,7 +313,10 @@ class CycleState:
               retry_at: float | None = None, blockers: tuple[str, ...] = ()) -> None:
         """`message` in parts, joined only if someone reads it (`Pending.message`). A workload
         that fits nowhere even on the idle cluster waits with `NEVER_FITS` rather than with a
-        reason that says what holds it now (`OUTWEIGHED_BY_NEVER`)."""
+        reason that says what holds it now (`OUTWEIGHED_BY_NEVER`). Nothing, for a caller that
+        asked for no reasons: no decision reads a wait."""
+        if not self.reasons:
+            return
         if reason in OUTWEIGHED_BY_NEVER:
             never = self._never_fits(workload)
             if never is not None:
@@ -319,10 +326,24 @@ class CycleState:
                                              self.position.get(workload.key, 0), retry_at,
                                              blockers)
 
+    def _still_waiting(self) -> dict[str, int]:
+        """Per queue, how many workloads still wait, counted without their reasons: all that
+        waited, less this cycle's admissions. (With reasons, each of them is told why.) Counted
+        now: a kept core's waiting lists change after the cycle."""
+        counts = per_queue(self.invalid)
+        for leaf, funded in self.waiting_funded.items():
+            if funded or self.waiting_unfunded[leaf]:
+                counts[leaf] = (counts.get(leaf, 0) + len(funded)
+                                + len(self.waiting_unfunded[leaf]))
+        for admission in self.admissions:
+            counts[admission.queue] -= 1
+        return counts
+
     def result(self) -> CycleResult:
         # Statuses are counted only if read, after kept allocations are rolled back: a copy.
         tree, running, waiting = self.tree, self.running, self.pending
         allocated = {name: dict(amounts) for name, amounts in self.ledger.held.items()}
+        still = None if self.reasons else self._still_waiting()
         return CycleResult(
             admissions=tuple(self.admissions),
             evictions=tuple(self.evictions),
@@ -330,7 +351,8 @@ class CycleState:
             fair_share=self.fair,
             next_change=self._next_change(),
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
-            statuses=lambda: queue_statuses(tree, allocated, running.values(), waiting.values()),
+            statuses=lambda: queue_statuses(tree, allocated, running.values(), per_queue(
+                waiting.values()) if still is None else still),
             ranking=self.ranking,
             steady_until=self.steady_until,
         )

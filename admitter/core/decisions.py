@@ -28,7 +28,8 @@ from admitter.core.ranking import Ranking
 
 @dataclass(frozen=True, slots=True)
 class CycleSettings:
-    """The knobs the cycle itself reads (a subset of the API's Settings)."""
+    """The knobs the cycle itself reads (a subset of the API's Settings), and whether its
+    caller wants the reasons."""
 
     fair_share: FairShareSettings = field(default_factory=FairShareSettings)
     starvation_bound: float = 1800.0
@@ -39,6 +40,12 @@ class CycleSettings:
     """Who is a short job and how much room they keep; read by the usage ledger too."""
     time_slicing: TimeSlicing = field(default_factory=TimeSlicing)
     """How far apart allocations rank before GPUs change hands."""
+    reasons: bool = True
+    """Whether the caller wants to know why each pending workload waits (`CycleResult.pending`):
+    the controller writes it into Workload status; the simulator reads none and asks for none.
+    Without, the cycle does only the work that decides (no ProtectedVictims proof, no
+    never-fits check, no message, no failed placement named): the same admissions and
+    evictions, in the same order, with `pending` empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +143,9 @@ class Pending(PlainRecord):
     a victim's protected min runtime); `blockers` are the keys of the workloads whose
     protection it waits for.
 
-    A cycle makes one per waiting workload, and most messages are never read (the simulator
-    reads none, the controller writes a few per pass), so `message` may be given as the parts
-    it is joined from (`str` of each), joined when first read. Not frozen, unlike the other
+    A cycle asked for reasons makes one per waiting workload, and most messages are never read
+    (the controller writes a few per pass), so `message` may be given as the parts it is
+    joined from (`str` of each), joined when first read. Not frozen, unlike the other
     decisions (docs/admission-cycle.md, Speed)."""
 
     __slots__ = ("_message", "_parts", "blockers", "key", "position", "queue", "reason",
@@ -253,8 +260,9 @@ class CycleResult:
 
     @property
     def pending(self) -> tuple[Pending, ...]:
-        """Every workload still waiting, by key, with why. Put in order when first read: the
-        simulator never reads it, and sorting thousands of keys each cycle is not free."""
+        """Every workload still waiting, by key, with why; empty for a caller that asked for
+        no reasons (`CycleSettings.reasons`). Put in order when first read: sorting thousands
+        of keys each cycle is not free."""
         if self._pending_from is not None:
             self._pending = self._pending_from()
             self._pending_from = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from admitter.core.decisions import Pending, QueueStatus
 from admitter.core.model import Workload
@@ -11,24 +11,25 @@ from admitter.core.queue_tree import QueueTree
 
 def queue_statuses(
     tree: QueueTree, allocated: dict[str, dict[str, int]], running: Iterable[Workload],
-    pending: Iterable[Pending]
+    waiting: Mapping[str, int]
 ) -> dict[str, QueueStatus]:
     """Counts and allocations of every queue, parents summing their subtree (`allocated`
-    already does)."""
-    admitted_count: dict[str, int] = {}
-    for workload in running:
-        admitted_count[workload.queue] = admitted_count.get(workload.queue, 0) + 1
-    pending_count: dict[str, int] = {}
-    for item in pending:
-        if item.queue in tree:
-            pending_count[item.queue] = pending_count.get(item.queue, 0) + 1
-    admitted = tree.roll_up(admitted_count, 0)
-    waiting = tree.roll_up(pending_count, 0)
+    already does); `waiting` counts each queue's own waiting workloads (`per_queue`)."""
+    admitted = tree.roll_up(per_queue(running), 0)
+    pending = tree.roll_up({name: count for name, count in waiting.items() if name in tree}, 0)
     return {
         name: QueueStatus(
             allocated={r: a for r, a in allocated[name].items() if a},
-            pending=waiting[name],
+            pending=pending[name],
             admitted=admitted[name],
         )
         for name in tree
     }
+
+
+def per_queue(items: Iterable[Workload | Pending]) -> dict[str, int]:
+    """How many of `items` each queue names."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.queue] = counts.get(item.queue, 0) + 1
+    return counts

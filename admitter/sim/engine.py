@@ -87,10 +87,13 @@ class Outcome:
 
 
 class Simulation:
-    """One run of a scenario; `seed` permutes simultaneous submissions and the node order."""
+    """One run of a scenario; `seed` permutes simultaneous submissions and the node order.
+    The loop reads admissions and evictions only, so its cycles are asked for no reasons
+    (`CycleSettings.reasons`) unless `reasons`: for a `decide` that reads the pending
+    workloads."""
 
     def __init__(self, scenario: Scenario, seed: int = 0, drift_cycles: int = DRIFT_CYCLES,
-                 decide: Decide = IncrementalCore.cycle):
+                 decide: Decide = IncrementalCore.cycle, reasons: bool = False):
         self._scenario = scenario
         self._decide = decide
         self._period = scenario.settings.cycle
@@ -101,7 +104,7 @@ class Simulation:
         random.Random(seed).shuffle(nodes)
         self._nodes = {node.name: node for node in nodes}
         self._cordoned: set[str] = set()
-        self._settings = core_cycle_settings(scenario.settings)
+        self._settings = replace(core_cycle_settings(scenario.settings), reasons=reasons)
         self._core = IncrementalCore(nodes, topology_levels(scenario), queues,
                                      self._settings)
         """Told every change; the cycle rolls its own changes back."""

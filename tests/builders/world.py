@@ -90,3 +90,11 @@ def evicted(result: CycleResult) -> dict[str, EvictionReason]:
 
 def pending(result: CycleResult) -> dict[str, str]:
     return {p.key: p.reason for p in result.pending}
+
+
+def decisions(result: CycleResult) -> tuple[object, ...]:
+    """Everything a cycle decides, the pending workloads' reasons aside: what a caller that
+    asked for no reasons gets alike (`CycleSettings.reasons`)."""
+    return (result.admissions, [a.message for a in result.admissions], result.evictions,
+            result.fair_share, dict(result.queues), result.next_change, result.settled,
+            result.steady_until)

@@ -1,8 +1,12 @@
 """The event loop's own rules: when the core runs, when the run ends, what a horizon cuts."""
 
-import yaml
+from pathlib import Path
 
-from admitter.api.scenario_file import parse_scenario
+import pytest
+import yaml
+from decision_digest import EXAMPLES, decisions
+
+from admitter.api.scenario_file import load_scenario, parse_scenario
 from admitter.sim.engine import Simulation
 from admitter.sim.result import percentile
 
@@ -102,3 +106,13 @@ def test_nearest_rank_percentile():
     assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
     assert percentile(range(1, 11), 90) == 9
     assert percentile(range(1, 11), 91) == 10
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda path: path.name)
+def test_the_examples_decide_alike_with_reasons_asked_for_or_not(path: Path) -> None:
+    """The loop asks its cycles for no reasons (`CycleSettings.reasons`): every run, eviction
+    and cycle of the examples is what cycles that give reasons decide
+    (`decision_digest.py`)."""
+    scenario = load_scenario(path)
+    assert decisions(Simulation(scenario).run()) == decisions(
+        Simulation(scenario, reasons=True).run())

@@ -175,3 +175,14 @@ def test_skipping_quiet_cycle_boundaries_changes_nothing(scenario, starvation_bo
     for result in (jumping, every_boundary):
         del result["summary"]["cycles"]
     assert jumping == every_boundary
+
+
+@CHECK
+@given(scenarios(), st.integers(0, 3600))
+def test_asking_for_no_reasons_changes_nothing(scenario, starvation_bound):
+    """The loop's cycles are asked for no reasons (`CycleSettings.reasons`): the whole result
+    is what cycles asked for them give, cycle for cycle."""
+    scenario["settings"] = {"cycle": CYCLE, "starvationBound": starvation_bound}
+    parsed = parse_scenario(scenario, "inline.yaml")
+    assert build_result(Simulation(parsed).run(), wall_s=0.0) == build_result(
+        Simulation(parsed, reasons=True).run(), wall_s=0.0)

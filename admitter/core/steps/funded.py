@@ -35,7 +35,8 @@ def admit_funded(cycle: CycleState, short: bool) -> None:
 
 def try_funded(cycle: CycleState, workload: Workload, starving: bool = False) -> bool:
     """Admit where it fits, else make room; on failure, say why (a starving workload says
-    nothing yet: the drain decides its reason)."""
+    nothing yet: the drain decides its reason), proving a ProtectedVictims wait only for a
+    caller that asked for reasons."""
     if cycle.reserved_for is workload or workload.key in cycle.running:
         return False
     limit = cycle.ledger.limit_block(workload)
@@ -61,7 +62,8 @@ def try_funded(cycle: CycleState, workload: Workload, starving: bool = False) ->
         why = bound
     if bound is None and start_on_held(cycle, workload):
         return True
-    blocked = make_room(cycle, workload, bound, search=Search.RANKED, explain=not starving)
+    blocked = make_room(cycle, workload, bound, search=Search.RANKED,
+                        explain=cycle.reasons and not starving)
     if blocked is None:
         return True
     if starving:

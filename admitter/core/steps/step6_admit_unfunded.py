@@ -25,7 +25,7 @@ def _could_run(cycle: CycleState, work: Work) -> Work:
     """Drop, with their reason, workloads needing more GPUs than the whole cluster has idle, or
     whose pods fit on no set of idle nodes at all: on a saturated cluster that is most of them,
     and no placement search is needed to know it (idle capacity only shrinks while unfunded work
-    is admitted)."""
+    is admitted). A caller that asked for no reasons is told none."""
     idle = cycle.state.free_total(GPU)
     short_of = f"the cluster has {idle} idle {GPU}; "  # once, not per workload
     possible: Work = {}
@@ -35,6 +35,8 @@ def _could_run(cycle: CycleState, work: Work) -> Work:
             need = workload.requests().get(GPU, 0)
             if need <= idle and cycle.fits_idle(workload):
                 possible[leaf].append(workload)
+            elif not cycle.reasons:  # what follows names the reason only (a failed
+                continue  # placement remembered or not: capacity only shrinks meanwhile)
             elif (limit := cycle.ledger.limit_block(workload)) is not None:
                 cycle.wait(workload, PendingReason.LIMIT_EXCEEDED, limit)
             elif need > idle and not cycle.state.tree.fleet:  # a fleet names its clusters
