@@ -31,8 +31,7 @@ from admitter.api.scenario_file import parse_scenario
 from admitter.core.decisions import CycleResult, PendingReason, Snapshot
 from admitter.core.headroom import yielded_gpus
 from admitter.core.incremental import IncrementalCore
-from admitter.core.model import GPU, Phase, Workload
-from admitter.core.nodes import held_per_node
+from admitter.core.model import GPU, Phase, Workload, held_per_node
 from admitter.core.policy import ShortJobs
 from admitter.sim.engine import Simulation
 

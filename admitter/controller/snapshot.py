@@ -24,8 +24,8 @@ from admitter.core.model import (
     Queue,
     Workload,
     merged_placement,
+    recorded_placements,
 )
-from admitter.core.nodes import recorded_placements
 from admitter.core.settle import AdmittedPods, Placement, settle
 from admitter.fleet.dispatch import kept_off_workers
 from admitter.fleet.fleet import Fleet

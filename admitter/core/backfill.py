@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter
 
 from admitter.core.eviction import swappable
-from admitter.core.model import GPU, Workload
-from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.model import GPU, Workload, held_per_node
+from admitter.core.nodes import ClusterState
 
 
 def start_time(state: ClusterState, chosen: list[str], gang: Workload,

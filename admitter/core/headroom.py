@@ -58,8 +58,8 @@ from collections.abc import Callable, Iterable
 
 from admitter.core.eviction import Standing, kind_of, may_evict
 from admitter.core.fit import Shape, capacity
-from admitter.core.model import GPU, Phase, Workload
-from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.model import GPU, Phase, Workload, held_per_node
+from admitter.core.nodes import ClusterState
 from admitter.core.placement import Placement
 from admitter.core.policy import ShortJobs
 from admitter.core.room import Search

@@ -35,8 +35,8 @@ from operator import attrgetter
 from admitter.core.cycle import run_kept_cycle
 from admitter.core.cycle_state import CycleInputs
 from admitter.core.decisions import CycleResult, CycleSettings, Snapshot
-from admitter.core.model import Node, Phase, Queue, Workload
-from admitter.core.nodes import ClusterState, recorded_placements
+from admitter.core.model import Node, Phase, Queue, Workload, recorded_placements
+from admitter.core.nodes import ClusterState
 from admitter.core.queue_order import workload_key
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations

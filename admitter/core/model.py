@@ -7,7 +7,7 @@ that the caller supplies (`Snapshot.now`); the core never reads a clock of its o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -288,6 +288,7 @@ class Workload:
     ran_before: float = 0.0
     _total: dict[str, int] = field(init=False, repr=False, compare=False)
     _shape: ShapeKey = field(init=False, repr=False, compare=False)
+    _held_gpus: dict[str, int] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         total: dict[str, int] = {}
@@ -298,6 +299,7 @@ class Workload:
         object.__setattr__(self, "_shape", ShapeKey(tuple(
             [(p.count, tuple(sorted(p.requests.items())), p.tolerations, p.selection_key(),
               p.topology_key()) for p in self.pod_sets])))
+        object.__setattr__(self, "_held_gpus", None)
 
     @property
     def funded(self) -> bool:
@@ -324,6 +326,16 @@ class Workload:
                         self.min_runtime, self.resumable, self.topology, Phase.ADMITTED, at,
                         merged_placement(per_pod_set), per_pod_set, self.pods_ready,
                         self.eligible_at, self.max_runtime, self.ran_before)
+
+    def gpus_per_node(self) -> dict[str, int]:
+        """`held_per_node` of GPUs, worked out once: a cycle asks it of every running workload
+        several times (the headroom, the drain, the victim searches), and a kept core's running
+        workloads outlive cycles. Shared by every caller: never change it."""
+        known = self._held_gpus
+        if known is None:
+            known = _held_per_node(self, GPU)
+            object.__setattr__(self, "_held_gpus", known)
+        return known
 
     def protected_until(self) -> float | None:
         """End of the protected min runtime, or None when not running or unfunded."""
@@ -356,6 +368,37 @@ class Workload:
     def starves_at(self, starvation_bound: float) -> float:
         """When its wait passes the starvation bound, and a drain may make room for it."""
         return self.submitted_at + starvation_bound
+
+
+def recorded_placements(workload: Workload) -> Sequence[Mapping[str, int]]:
+    """Per pod set placement of an admitted workload; one pod set may use `placement` alone."""
+    if workload.pod_set_placements:
+        return workload.pod_set_placements
+    if len(workload.pod_sets) == 1:
+        return (workload.placement,)
+    raise ValueError(f"admitted workload {workload.key} has no per pod set placement")
+
+
+def held_per_node(workload: Workload, resource: str) -> dict[str, int]:
+    """How much of `resource` an admitted workload holds on each node (where it holds any).
+    GPUs are kept on the workload (`Workload.gpus_per_node`): never change the answer."""
+    return workload.gpus_per_node() if resource == GPU else _held_per_node(workload, resource)
+
+
+def _held_per_node(workload: Workload, resource: str) -> dict[str, int]:
+    if len(workload.pod_sets) == 1:  # the common case, without zipping placements
+        amount = workload.pod_sets[0].requests.get(resource, 0)
+        if amount <= 0:
+            return {}
+        counts = (workload.pod_set_placements[0] if workload.pod_set_placements
+                  else workload.placement)
+        return {node: amount * count for node, count in counts.items() if count > 0}
+    held: dict[str, int] = {}
+    for pod_set, counts in zip(workload.pod_sets, recorded_placements(workload), strict=True):
+        amount = pod_set.requests.get(resource, 0)
+        for node, count in counts.items():
+            held[node] = held.get(node, 0) + amount * count
+    return {node: amount for node, amount in held.items() if amount > 0}
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from admitter.core.model import (
     Taint,
     Toleration,
     Workload,
+    recorded_placements,
     tolerates_all,
 )
 from admitter.core.topology import DomainTree, spans_clusters
@@ -289,29 +290,3 @@ def _blocking(taints: Iterable[Taint]) -> tuple[Taint, ...]:
 
 def _taint_key(taint: Taint) -> tuple[str, str, str]:
     return taint.key, taint.value, taint.effect
-
-
-def recorded_placements(workload: Workload) -> Sequence[Mapping[str, int]]:
-    """Per pod set placement of an admitted workload; one pod set may use `placement` alone."""
-    if workload.pod_set_placements:
-        return workload.pod_set_placements
-    if len(workload.pod_sets) == 1:
-        return (workload.placement,)
-    raise ValueError(f"admitted workload {workload.key} has no per pod set placement")
-
-
-def held_per_node(workload: Workload, resource: str) -> dict[str, int]:
-    """How much of `resource` an admitted workload holds on each node (where it holds any)."""
-    if len(workload.pod_sets) == 1:  # the common case, without zipping placements
-        amount = workload.pod_sets[0].requests.get(resource, 0)
-        if amount <= 0:
-            return {}
-        counts = (workload.pod_set_placements[0] if workload.pod_set_placements
-                  else workload.placement)
-        return {node: amount * count for node, count in counts.items() if count > 0}
-    held: dict[str, int] = {}
-    for pod_set, counts in zip(workload.pod_sets, recorded_placements(workload), strict=True):
-        amount = pod_set.requests.get(resource, 0)
-        for node, count in counts.items():
-            held[node] = held.get(node, 0) + amount * count
-    return {node: amount for node, amount in held.items() if amount > 0}

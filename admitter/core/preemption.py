@@ -30,8 +30,7 @@ from admitter.core.eviction import (
     ranked_standing,
 )
 from admitter.core.headroom import Headroom
-from admitter.core.model import GPU, Workload
-from admitter.core.nodes import held_per_node, recorded_placements
+from admitter.core.model import GPU, Workload, held_per_node, recorded_placements
 from admitter.core.placement import Placement, place
 from admitter.core.quota import QuotaBlock, QuotaLedger
 from admitter.core.room import Blocked, Room, Search, Victim

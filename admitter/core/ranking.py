@@ -25,14 +25,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 from admitter.core.model import GPU, UNLIMITED
 from admitter.core.queue_tree import QueueTree
 
 
+@lru_cache(maxsize=8)
 def gpu_budgets(tree: QueueTree, gpus: int) -> dict[str, float]:
     """Every queue's GPU budget (see the module docstring): deserved quota, then the over-quota
-    weight's part of what is left, down from the `gpus` the cluster can schedule."""
+    weight's part of what is left, down from the `gpus` the cluster can schedule. Fixed for a
+    tree (immutable) and a GPU count, which a caller running cycle after cycle keeps, so worked
+    out once for them (as fair share's layout is): the answer is shared, never change it."""
     budgets: dict[str, float] = {}
     for parent, siblings in tree.sibling_groups():
         amount = float(gpus) if parent is None else budgets.get(parent, 0.0)

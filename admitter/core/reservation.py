@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from admitter.core.eviction import EvictionRule
-from admitter.core.model import GPU, Node, PodSet, Workload
-from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.model import GPU, Node, PodSet, Workload, held_per_node
+from admitter.core.nodes import ClusterState
 from admitter.core.statement import Statement
 from admitter.core.topology import Domain
 

@@ -24,8 +24,16 @@ from admitter.core.eviction import (
     may_evict,
     swappable,
 )
-from admitter.core.model import GPU, FairShareSettings, Node, Phase, PodSet, Workload
-from admitter.core.nodes import ClusterState, held_per_node
+from admitter.core.model import (
+    GPU,
+    FairShareSettings,
+    Node,
+    Phase,
+    PodSet,
+    Workload,
+    held_per_node,
+)
+from admitter.core.nodes import ClusterState
 from admitter.core.policy import ShortJobs
 from admitter.core.queue_tree import QueueTree
 from admitter.core.quota import Allocations

@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from admitter.core.decisions import CycleSettings, EvictionReason
-from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload
-from admitter.core.nodes import held_per_node
+from admitter.core.model import GPU, FairShareSettings, Phase, PodSet, Workload, held_per_node
 from admitter.core.policy import ShortJobs
 
 from builders.core import job, queue, racks, running_on
