@@ -327,9 +327,10 @@ class CycleState:
                                              blockers)
 
     def _still_waiting(self) -> dict[str, int]:
-        """Per queue, how many workloads still wait, counted without their reasons: all that
-        waited, less this cycle's admissions. (With reasons, each of them is told why.) Counted
-        now: a kept core's waiting lists change after the cycle."""
+        """Per queue, how many workloads still wait: all that waited, less this cycle's
+        admissions. Counted so, not from the reasons, the count is one rule whether or not the
+        caller asked for reasons. Counted now: a kept core's waiting lists change after the
+        cycle."""
         counts = per_queue(self.invalid)
         for leaf, funded in self.waiting_funded.items():
             if funded or self.waiting_unfunded[leaf]:
@@ -343,7 +344,7 @@ class CycleState:
         # Statuses are counted only if read, after kept allocations are rolled back: a copy.
         tree, running, waiting = self.tree, self.running, self.pending
         allocated = {name: dict(amounts) for name, amounts in self.ledger.held.items()}
-        still = None if self.reasons else self._still_waiting()
+        still = self._still_waiting()
         return CycleResult(
             admissions=tuple(self.admissions),
             evictions=tuple(self.evictions),
@@ -351,8 +352,7 @@ class CycleState:
             fair_share=self.fair,
             next_change=self._next_change(),
             settled=not (self.unsettled or self.evictions or (self.borrowed and self.capped)),
-            statuses=lambda: queue_statuses(tree, allocated, running.values(), per_queue(
-                waiting.values()) if still is None else still),
+            statuses=lambda: queue_statuses(tree, allocated, running.values(), still),
             ranking=self.ranking,
             steady_until=self.steady_until,
         )

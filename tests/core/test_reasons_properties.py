@@ -4,6 +4,7 @@ reason promises is kept."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from unittest.mock import patch
 
@@ -75,6 +76,12 @@ def test_a_cycle_asked_for_no_reasons_decides_as_one_asked_for_them(world: World
         told = world.cycle(now)
         assert decisions(quiet) == decisions(told)
         assert quiet.pending == ()
+        # Each leaf queue's pending count is the number of its workloads told why they wait.
+        parents = {q.parent for q in world.queues}
+        told_per_leaf = Counter(p.queue for p in told.pending)
+        assert {q.name: told.queues[q.name].pending for q in world.queues
+                if q.name not in parents} == {q.name: told_per_leaf[q.name]
+                                              for q in world.queues if q.name not in parents}
         for reason in {p.reason for p in told.pending}:
             event(f"told {reason}")
 
